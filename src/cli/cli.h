@@ -1,0 +1,49 @@
+/* The command-line front end: shared option handling and the trace driver
+ * that every analysis command uses (read -> parse -> replay -> report). */
+#ifndef CD_CLI_H
+#define CD_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes (documented in commdebug(1)). */
+enum {
+	CD_EXIT_OK = 0,
+	CD_EXIT_DATA = 1,   /* bad trace, I/O error, nothing to analyze */
+	CD_EXIT_USAGE = 2,
+	CD_EXIT_CUT = 3,    /* the trace was cut; what was read was analyzed */
+};
+
+enum cd_report_kind { CD_R_TABLE, CD_R_JSON, CD_R_COUNTS, CD_R_SHARDING };
+
+struct cd_cli {
+	const char *prog;        /* "commdebug" */
+	const char *cmd;         /* "analyze", ... */
+	enum cd_report_kind kind;
+	int noise;
+	bool json;
+	bool color;
+	bool stats;
+	bool general_parser;
+	bool select;
+	int64_t region;
+	const char *out_path;
+	char **traces;
+	int ntraces;
+};
+
+/* Parse argv (after the command word) into cli; prints usage errors.
+ * Returns -1 to go on, or an exit code. */
+int cd_cli_parse(struct cd_cli *cli, int argc, char **argv);
+
+/* Run the analysis described by cli; returns the exit code. */
+int cd_cli_run(struct cd_cli *cli);
+
+void cd_cli_usage(FILE *f);
+
+int cmd_analyze(int argc, char **argv);
+int cmd_counts(int argc, char **argv);
+int cmd_sharding(int argc, char **argv);
+
+#endif

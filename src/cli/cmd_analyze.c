@@ -1,0 +1,13 @@
+/* commdebug analyze: the module tree with per-module collective counts and op lists. */
+#include "cli.h"
+
+int cmd_analyze(int argc, char **argv)
+{
+	struct cd_cli cli = {.cmd = "analyze"};
+	int rc = cd_cli_parse(&cli, argc, argv);
+
+	if (rc >= 0)
+		return rc;
+	cli.kind = cli.json ? CD_R_JSON : CD_R_TABLE;
+	return cd_cli_run(&cli);
+}

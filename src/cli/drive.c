@@ -1,0 +1,433 @@
+/* Option parsing and the trace driver shared by the analysis commands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../parse.h"
+#include "../reader.h"
+#include "../replay.h"
+#include "../report.h"
+
+/* ---- options ---- */
+
+enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_ALL = 7 };
+enum { O_COLOR = 256, O_PARSER, O_STATS };
+
+struct opt {
+	struct option lo;
+	unsigned cmds;  /* commands the option applies to */
+};
+
+static const struct opt opts[] = {
+	{{"noise", required_argument, NULL, 'n'}, C_ANALYZE},
+	{{"json", no_argument, NULL, 'j'}, C_ALL},
+	{{"color", required_argument, NULL, O_COLOR}, C_ANALYZE},
+	{{"colour", required_argument, NULL, O_COLOR}, C_ANALYZE},
+	{{"region", required_argument, NULL, 'r'}, C_ALL},
+	{{"output", required_argument, NULL, 'o'}, C_ALL},
+	{{"parser", required_argument, NULL, O_PARSER}, C_ALL},
+	{{"stats", no_argument, NULL, O_STATS}, C_ALL},
+	{{"help", no_argument, NULL, 'h'}, C_ALL},
+	{{"version", no_argument, NULL, 'V'}, C_ALL},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "commdebug: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'commdebug --help' for more information.\n");
+	return CD_EXIT_USAGE;
+}
+
+static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
+{
+	struct option lo[NOPTS + 1];
+	unsigned mask = strcmp(cli->cmd, "analyze") == 0 ? C_ANALYZE
+		      : strcmp(cli->cmd, "counts") == 0 ? C_COUNTS : C_SHARDING;
+	const char *color = "auto";
+	int c, idx;
+
+	for (size_t i = 0; i < NOPTS; i++)
+		lo[i] = opts[i].lo;
+	memset(&lo[NOPTS], 0, sizeof lo[NOPTS]);
+	cli->prog = "commdebug";
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":n:jr:o:hV", lo, &idx)) != -1) {
+		/* reject options of other commands */
+		for (size_t i = 0; i < NOPTS; i++)
+			if (opts[i].lo.val == c && !(opts[i].cmds & mask)) {
+				fprintf(stderr, "commdebug: option --%s does not apply to '%s'\n"
+						"Try 'commdebug --help' for more information.\n",
+					opts[i].lo.name, cli->cmd);
+				return CD_EXIT_USAGE;
+			}
+		int64_t v;
+		switch (c) {
+		case 'n':
+			if (!parse_int(optarg, 0, 3, &v))
+				return usage_error("--noise takes 0, 1, 2 or 3, not '%s'", optarg);
+			cli->noise = (int)v;
+			break;
+		case 'j':
+			cli->json = true;
+			break;
+		case O_COLOR:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "always") && strcmp(optarg, "never"))
+				return usage_error("--color takes auto, always or never, not '%s'", optarg);
+			color = optarg;
+			break;
+		case 'r':
+			if (!parse_int(optarg, 0, INT32_MAX, &v))
+				return usage_error("--region takes a region number, not '%s'", optarg);
+			cli->select = true;
+			cli->region = v;
+			break;
+		case 'o':
+			cli->out_path = optarg;
+			break;
+		case O_PARSER:
+			if (strcmp(optarg, "fast") == 0)
+				cli->general_parser = false;
+			else if (strcmp(optarg, "general") == 0)
+				cli->general_parser = true;
+			else
+				return usage_error("--parser takes fast or general, not '%s'", optarg);
+			break;
+		case O_STATS:
+			cli->stats = true;
+			break;
+		case 'h':
+			cd_cli_usage(stdout);
+			return CD_EXIT_OK;
+		case 'V':
+			printf("commdebug %s (trace format version 1)\n", CD_VERSION);
+			return CD_EXIT_OK;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	cli->traces = argv + optind;
+	cli->ntraces = argc - optind;
+	if (cli->ntraces == 0)
+		return usage_error("%s: no trace file given", cli->cmd);
+
+	/* colour: only for a terminal unless asked, and never with NO_COLOR */
+	if (strcmp(color, "always") == 0) {
+		cli->color = true;
+	} else if (strcmp(color, "auto") == 0) {
+		const char *nc = getenv("NO_COLOR");
+		cli->color = !cli->out_path && isatty(STDOUT_FILENO) && !(nc && *nc);
+	}
+	return -1;
+}
+
+/* ---- the driver ---- */
+
+struct run {
+	struct cd_cli *cli;
+	const char *path;
+	long long line;          /* line being processed */
+	struct cd_out *out;
+	struct cd_out held;      /* first region's text, until we know if more follow */
+	bool holding;
+	int64_t held_region;
+	char held_label[256];
+	bool has_held_label;
+	uint64_t reported;
+	bool json_like;
+};
+
+static void warn_cb(void *ud, const char *msg)
+{
+	struct run *run = ud;
+	if (run->line > 0)
+		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", run->path, run->line, msg);
+	else
+		fprintf(stderr, "commdebug: %s: warning: %s\n", run->path, msg);
+}
+
+static void region_header(struct cd_out *o, int64_t region, const char *label, bool has_label)
+{
+	cd_out_printf(o, "# region %" PRId64, region);
+	if (has_label)
+		cd_out_printf(o, ": %s", label);
+	cd_out_write(o, "\n", 1);
+}
+
+static void render(struct run *run, struct cd_out *o, const struct cd_replay *r)
+{
+	struct cd_report_opts ro = {run->cli->noise, run->cli->color, warn_cb, run};
+	switch (run->cli->kind) {
+	case CD_R_TABLE:
+		cd_report_table(o, r, &ro);
+		break;
+	case CD_R_JSON:
+		cd_report_json(o, r, &ro);
+		break;
+	case CD_R_COUNTS:
+		cd_report_counts(o, r, run->cli->json);
+		break;
+	case CD_R_SHARDING:
+		cd_report_sharding(o, r, run->cli->json);
+		break;
+	}
+}
+
+static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd_err *err)
+{
+	struct run *run = ud;
+	const char *label = r->label == CD_NOID ? "" : cd_intern_str(&r->strs, r->label);
+
+	run->reported++;
+	if (run->json_like || run->cli->select) {
+		render(run, run->out, r);
+	} else if (run->reported == 1) {
+		/* hold the first region: a header is printed only if more follow */
+		run->holding = true;
+		run->held_region = r->region;
+		run->has_held_label = r->label != CD_NOID;
+		snprintf(run->held_label, sizeof run->held_label, "%s", label);
+		run->held.hold = true;
+		render(run, &run->held, r);
+	} else {
+		if (run->holding) {
+			region_header(run->out, run->held_region, run->held_label, run->has_held_label);
+			cd_out_write(run->out, run->held.buf, run->held.len);
+			cd_out_discard(&run->held);
+			run->holding = false;
+		}
+		region_header(run->out, r->region, label, r->label != CD_NOID);
+		render(run, run->out, r);
+	}
+	if (run->out->failed)
+		return cd_out_flush(run->out, err);
+	return CD_OK;
+}
+
+typedef enum cd_status (*parse_fn)(struct cd_parser *, const char *, size_t, struct cd_event *,
+				   struct cd_err *);
+
+static void report_error(const struct run *run, const struct cd_err *err)
+{
+	if (run->line > 0 && err->column > 0)
+		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", run->path, run->line, err->column,
+			err->msg);
+	else if (run->line > 0)
+		fprintf(stderr, "commdebug: %s:%lld: %s\n", run->path, run->line, err->msg);
+	else
+		fprintf(stderr, "commdebug: %s: %s\n", run->path, err->msg);
+}
+
+static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
+{
+	struct run run = {.cli = cli, .path = strcmp(path, "-") == 0 ? "<stdin>" : path, .out = out};
+	struct cd_reader *rd = NULL;
+	struct cd_parser ps = {0};
+	struct cd_replay rp;
+	struct cd_err err = {0};
+	struct cd_event ev;
+	enum cd_status st;
+	int rc = CD_EXIT_OK;
+	bool replay_ok = false, seen_meta = false, cut = false;
+	const char *cut_why = NULL;
+	long long last_good = 0;
+	parse_fn parse = cli->general_parser ? cd_parse_general : cd_parse_fast;
+
+	run.json_like = cli->json;
+	cd_out_init(&run.held, NULL);
+	run.held.hold = true; /* memory only: never written to a FILE */
+	bool lists = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
+	struct cd_replay_opts ro = {
+		.retain_ops = lists && cli->noise >= 1,
+		.want_tree = cli->kind == CD_R_JSON,
+		.want_params = (lists && cli->noise >= 1) || cli->kind == CD_R_SHARDING,
+		.select = cli->select,
+		.region = cli->region,
+		.region_done = region_done,
+		.warn = warn_cb,
+		.ud = &run,
+	};
+	if ((st = cd_replay_init(&rp, &ro, &err))) {
+		report_error(&run, &err);
+		rc = CD_EXIT_DATA;
+		goto out;
+	}
+	replay_ok = true;
+	if ((st = cd_reader_open(path, &rd, &err))) {
+		report_error(&run, &err);
+		rc = CD_EXIT_DATA;
+		goto out;
+	}
+	for (;;) {
+		const char *buf;
+		size_t len;
+		st = cd_reader_next(rd, &buf, &len, &err);
+		if (st == CD_END)
+			break;
+		if (st) {
+			run.line = 0;
+			fprintf(stderr, "commdebug: %s: %s (after line %lld)\n", run.path, err.msg,
+				last_good);
+			rc = CD_EXIT_DATA;
+			goto out;
+		}
+		const char *p = buf, *end = buf + len;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			const char *le = nl ? nl : end;
+			run.line++;
+			/* blank lines are tolerated */
+			const char *q = p;
+			while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
+				q++;
+			if (q == le) {
+				p = le + 1;
+				last_good = run.line;
+				continue;
+			}
+			st = parse(&ps, p, (size_t)(le - p), &ev, &err);
+			if (st && !nl) {
+				/* the input ends inside this line */
+				cut = true;
+				cut_why = "its last line is incomplete";
+				run.line--;
+				break;
+			}
+			if (st) {
+				report_error(&run, &err);
+				rc = CD_EXIT_DATA;
+				goto out;
+			}
+			if (!seen_meta) {
+				if (ev.ev != CD_EV_META) {
+					err.column = 0;
+					cd_fail(&err, CD_ERR_TRACE,
+						"not a commdebug trace: the first event must be \"meta\", "
+						"not \"%s\"", cd_ev_name(ev.ev));
+					report_error(&run, &err);
+					rc = CD_EXIT_DATA;
+					goto out;
+				}
+				seen_meta = true;
+			}
+			if ((st = cd_replay_event(&rp, &ev, &err))) {
+				err.column = 0;
+				report_error(&run, &err);
+				rc = CD_EXIT_DATA;
+				goto out;
+			}
+			last_good = run.line;
+			p = le + 1;
+		}
+	}
+	if (cd_reader_frame_cut(rd)) {
+		cut = true;
+		cut_why = "it ends inside a zstd frame";
+	}
+	run.line = 0;
+	if (!seen_meta) {
+		fprintf(stderr, "commdebug: %s: %s\n", run.path,
+			cut ? "the trace is cut before its first line is complete"
+			    : "empty trace: no meta line");
+		rc = cut ? CD_EXIT_CUT : CD_EXIT_DATA;
+		goto out;
+	}
+	if (cut) {
+		fprintf(stderr,
+			"commdebug: %s: warning: the trace is cut (%s); analyzed up to line %lld, "
+			"the last complete line\n",
+			run.path, cut_why, last_good);
+		rc = CD_EXIT_CUT;
+	}
+	if ((st = cd_replay_finish(&rp, &err))) {
+		report_error(&run, &err);
+		rc = CD_EXIT_DATA;
+		goto out;
+	}
+	if (run.holding) {
+		cd_out_write(out, run.held.buf, run.held.len);
+		cd_out_discard(&run.held);
+	}
+	if (rp.regions == 0) {
+		fprintf(stderr, "commdebug: %s: no recording region in the trace (no region_enter "
+				"event)\n", run.path);
+		if (rc == CD_EXIT_OK)
+			rc = CD_EXIT_DATA;
+	} else if (cli->select && run.reported == 0) {
+		fprintf(stderr, "commdebug: %s: no region %" PRId64 " in the trace\n", run.path,
+			cli->region);
+		if (rc == CD_EXIT_OK)
+			rc = CD_EXIT_DATA;
+	}
+	if (cli->stats)
+		fprintf(stderr,
+			"commdebug: stats: %s: lines=%lld events=%" PRIu64 " regions=%" PRIu64
+			" file_bytes=%" PRIu64 " data_bytes=%" PRIu64 " ops_retained=%" PRIu64
+			" op_bytes=%" PRIu64 " modules=%u\n",
+			run.path, last_good, rp.events, rp.regions, cd_reader_file_bytes(rd),
+			cd_reader_data_bytes(rd), rp.max_ops_retained, rp.max_op_bytes, rp.mods.count);
+out:
+	cd_reader_close(rd);
+	cd_parser_free(&ps);
+	if (replay_ok)
+		cd_replay_free(&rp);
+	cd_out_free(&run.held);
+	return rc;
+}
+
+int cd_cli_run(struct cd_cli *cli)
+{
+	FILE *f = stdout;
+	struct cd_out out;
+	struct cd_err err = {0};
+	int rc = CD_EXIT_OK;
+
+	if (cli->out_path) {
+		f = fopen(cli->out_path, "w");
+		if (!f) {
+			fprintf(stderr, "commdebug: %s: cannot create: %s\n", cli->out_path,
+				strerror(errno));
+			return CD_EXIT_DATA;
+		}
+	}
+	cd_out_init(&out, f);
+	for (int i = 0; i < cli->ntraces; i++) {
+		if (cli->ntraces > 1 && !cli->json)
+			cd_out_printf(&out, "%s==> %s <==\n", i ? "\n" : "", cli->traces[i]);
+		int r = run_trace(cli, cli->traces[i], &out);
+		/* the worst outcome wins: data error over cut over ok */
+		if (r == CD_EXIT_DATA || (r == CD_EXIT_CUT && rc == CD_EXIT_OK))
+			rc = r;
+		if (cd_out_flush(&out, &err)) {
+			fprintf(stderr, "commdebug: %s\n", err.msg);
+			rc = CD_EXIT_DATA;
+			break;
+		}
+	}
+	cd_out_free(&out);
+	if (f != stdout && fclose(f) != 0) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", cli->out_path, strerror(errno));
+		rc = CD_EXIT_DATA;
+	}
+	return rc;
+}

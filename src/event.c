@@ -1,0 +1,429 @@
+#include "event.h"
+#include "fields.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const ev_names[CD_EV__COUNT] = {
+	[CD_EV_UNKNOWN] = "unknown",
+	[CD_EV_META] = "meta",
+	[CD_EV_PG] = "pg",
+	[CD_EV_REGION_ENTER] = "region_enter",
+	[CD_EV_REGION_EXIT] = "region_exit",
+	[CD_EV_FW_PRE] = "fw_pre",
+	[CD_EV_FW_POST] = "fw_post",
+	[CD_EV_FW_DONE] = "fw_done",
+	[CD_EV_BW_PRE] = "bw_pre",
+	[CD_EV_BW_ENTER] = "bw_enter",
+	[CD_EV_BW_EXIT] = "bw_exit",
+	[CD_EV_BW_END] = "bw_end",
+	[CD_EV_OP] = "op",
+	[CD_EV_COLL] = "coll",
+	[CD_EV_NCCL] = "nccl",
+};
+
+const char *cd_ev_name(enum cd_ev ev)
+{
+	return (unsigned)ev < CD_EV__COUNT ? ev_names[ev] : "unknown";
+}
+
+enum cd_ev cd_ev_from_str(const char *p, uint32_t n)
+{
+	/* "op" is by far the most frequent: test it first */
+	if (n == 2 && p[0] == 'o' && p[1] == 'p')
+		return CD_EV_OP;
+	for (int i = 1; i < CD_EV__COUNT; i++)
+		if (strlen(ev_names[i]) == n && memcmp(ev_names[i], p, n) == 0)
+			return (enum cd_ev)i;
+	return CD_EV_UNKNOWN;
+}
+
+static const struct cd_field fields[] = {
+	{"ev", CD_FI_EV, CD_FT_STR},
+	{"t", CD_FI_T, CD_FT_INT},
+	{"mod", CD_FI_MOD, CD_FT_STR},
+	{"type", CD_FI_TYPE, CD_FT_STR},
+	{"name", CD_FI_NAME, CD_FT_STR},
+	{"label", CD_FI_LABEL, CD_FT_STR},
+	{"region", CD_FI_REGION, CD_FT_INT},
+	{"bw", CD_FI_BW, CD_FT_BOOL},
+	{"dt", CD_FI_DT, CD_FT_BOOL},
+	{"fake", CD_FI_FAKE, CD_FT_BOOL},
+	{"grad_in", CD_FI_GRAD_IN, CD_FT_BOOL},
+	{"grad_out", CD_FI_GRAD_OUT, CD_FT_BOOL},
+	{"format", CD_FI_FORMAT, CD_FT_STR},
+	{"version", CD_FI_VERSION, CD_FT_INT},
+	{"rank", CD_FI_RANK, CD_FT_INT},
+	{"world_size", CD_FI_WORLD, CD_FT_INT},
+	{"host", CD_FI_HOST, CD_FT_STR},
+	{"pid", CD_FI_PID, CD_FT_INT},
+	{"t0", CD_FI_T0, CD_FT_INT},
+	{"torch", CD_FI_TORCH, CD_FT_STR},
+	{"recorder", CD_FI_RECORDER, CD_FT_STR},
+	{"args", CD_FI_ARGS, CD_FT_ARGS},
+	{"params", CD_FI_PARAMS, CD_FT_PARAMS},
+	{"pg", CD_FI_PG, CD_FT_STR},
+	{"seq", CD_FI_SEQ, CD_FT_INT},
+	{"bytes", CD_FI_BYTES, CD_FT_INT},
+	{"dtype", CD_FI_DTYPE, CD_FT_STR},
+	{"shape", CD_FI_SHAPE, CD_FT_INTLIST},
+	{"desc", CD_FI_DESC, CD_FT_STR},
+	{"ranks", CD_FI_RANKS, CD_FT_INTLIST},
+	{"backend", CD_FI_BACKEND, CD_FT_STR},
+	{"src", CD_FI_SRC, CD_FT_STR},
+	{"func", CD_FI_FUNC, CD_FT_STR},
+	{"count", CD_FI_COUNT, CD_FT_INT},
+	{"redop", CD_FI_REDOP, CD_FT_STR},
+	{"root", CD_FI_ROOT, CD_FT_INT},
+	{"peer", CD_FI_PEER, CD_FT_INT},
+	{"comm", CD_FI_COMM, CD_FT_STR},
+	{"nranks", CD_FI_NRANKS, CD_FT_INT},
+	{"stream", CD_FI_STREAM, CD_FT_STR},
+	{"dur", CD_FI_DUR, CD_FT_INT},
+	{"state", CD_FI_STATE, CD_FT_STR},
+};
+
+const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
+{
+	/* The hot keys of op events first, then a linear scan: the table is
+	 * small and keys are short, so this beats hashing. */
+	switch (n) {
+	case 1:
+		if (p[0] == 't')
+			return &fields[1];
+		break;
+	case 2:
+		if (p[0] == 'e' && p[1] == 'v')
+			return &fields[0];
+		if (p[0] == 'b' && p[1] == 'w')
+			return &fields[7];
+		if (p[0] == 'd' && p[1] == 't')
+			return &fields[8];
+		break;
+	case 4:
+		if (memcmp(p, "name", 4) == 0)
+			return &fields[4];
+		break;
+	default:
+		break;
+	}
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+		if (fields[i].key[n] == '\0' && memcmp(fields[i].key, p, n) == 0)
+			return &fields[i];
+	return NULL;
+}
+
+enum cd_sub cd_subfield_lookup(const char *p, uint32_t n)
+{
+	static const struct { const char *k; enum cd_sub s; } subs[] = {
+		{"shape", CD_SUB_SHAPE}, {"placements", CD_SUB_PLACEMENTS},
+		{"mesh", CD_SUB_MESH}, {"name", CD_SUB_NAME}, {"dtype", CD_SUB_DTYPE},
+		{"nbytes", CD_SUB_NBYTES}, {"requires_grad", CD_SUB_REQUIRES_GRAD},
+	};
+	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+		if (subs[i].k[n] == '\0' && memcmp(subs[i].k, p, n) == 0)
+			return subs[i].s;
+	return CD_SUB_NONE;
+}
+
+void cd_event_clear(struct cd_event *e)
+{
+	memset(e, 0, sizeof *e);
+}
+
+enum cd_status cd_field_set_str(struct cd_event *e, const struct cd_field *f,
+				 struct cd_str s, struct cd_err *err)
+{
+	struct cd_str *dst = NULL;
+	uint32_t bit = 0;
+
+	switch (f->id) {
+	case CD_FI_EV:
+		e->ev = cd_ev_from_str(s.p, s.n);
+		bit = CD_F_EV;
+		break;
+	case CD_FI_MOD: dst = &e->mod; bit = CD_F_MOD; break;
+	case CD_FI_TYPE: dst = &e->type; bit = CD_F_TYPE; break;
+	case CD_FI_NAME: dst = &e->name; bit = CD_F_NAME; break;
+	case CD_FI_LABEL: dst = &e->label; bit = CD_F_LABEL; break;
+	case CD_FI_FORMAT: dst = &e->format; bit = CD_F_FORMAT; break;
+	case CD_FI_HOST: dst = &e->host; break;
+	case CD_FI_TORCH: dst = &e->torch; break;
+	case CD_FI_RECORDER: dst = &e->recorder; break;
+	case CD_FI_PG: dst = &e->pg; bit = CD_F_PG; break;
+	case CD_FI_DTYPE: dst = &e->dtype; break;
+	case CD_FI_DESC: dst = &e->desc; break;
+	case CD_FI_BACKEND: dst = &e->backend; break;
+	case CD_FI_SRC: dst = &e->src; break;
+	case CD_FI_FUNC: dst = &e->func; break;
+	case CD_FI_REDOP: dst = &e->redop; break;
+	case CD_FI_COMM: dst = &e->comm; break;
+	case CD_FI_STREAM: dst = &e->stream; break;
+	case CD_FI_STATE: dst = &e->state; break;
+	default:
+		return cd_fail(err, CD_ERR_TRACE, "internal: field \"%s\" is not a string", f->key);
+	}
+	if (dst)
+		*dst = s;
+	e->have |= bit;
+	return CD_OK;
+}
+
+enum cd_status cd_field_set_int(struct cd_event *e, const struct cd_field *f,
+				 int64_t v, struct cd_err *err)
+{
+	if (v > CD_INT_MAX || v < -CD_INT_MAX)
+		return cd_fail(err, CD_ERR_TRACE, "field \"%s\" is out of range", f->key);
+	switch (f->id) {
+	case CD_FI_T: e->t = v; e->have |= CD_F_T; break;
+	case CD_FI_REGION: e->region = v; e->have |= CD_F_REGION; break;
+	case CD_FI_VERSION: e->version = v; e->have |= CD_F_VERSION; break;
+	case CD_FI_RANK: e->rank = v; e->have |= CD_F_RANK; break;
+	case CD_FI_WORLD: e->world_size = v; e->have |= CD_F_WORLD; break;
+	case CD_FI_PID: e->pid = v; break;
+	case CD_FI_T0: e->t0 = v; break;
+	case CD_FI_SEQ: e->seq = v; e->have |= CD_F_SEQ; break;
+	case CD_FI_BYTES: e->bytes = v; e->have |= CD_F_BYTES; break;
+	case CD_FI_COUNT: e->count = v; e->have |= CD_F_COUNT; break;
+	case CD_FI_ROOT: e->root = v; e->have |= CD_F_ROOT; break;
+	case CD_FI_PEER: e->peer = v; e->have |= CD_F_PEER; break;
+	case CD_FI_NRANKS: e->nranks = v; e->have |= CD_F_NRANKS; break;
+	case CD_FI_DUR: e->dur = v; e->have |= CD_F_DUR; break;
+	default:
+		return cd_fail(err, CD_ERR_TRACE, "internal: field \"%s\" is not an integer", f->key);
+	}
+	return CD_OK;
+}
+
+void cd_field_set_bool(struct cd_event *e, const struct cd_field *f, bool v)
+{
+	switch (f->id) {
+	case CD_FI_BW: e->bw = v; break;
+	case CD_FI_DT: e->dt = v; break;
+	case CD_FI_FAKE: e->fake = v; break;
+	case CD_FI_GRAD_IN: e->grad_in = v; break;
+	case CD_FI_GRAD_OUT: e->grad_out = v; break;
+	default: break;
+	}
+}
+
+static enum cd_status need(const struct cd_event *e, uint32_t bit, const char *field,
+			   struct cd_err *err)
+{
+	if (e->have & bit)
+		return CD_OK;
+	return cd_fail(err, CD_ERR_TRACE, "missing field \"%s\" in %s event", field,
+		       cd_ev_name(e->ev));
+}
+
+static enum cd_status nonempty(struct cd_str s, const char *field, const struct cd_event *e,
+			       struct cd_err *err)
+{
+	if (s.n > 0)
+		return CD_OK;
+	return cd_fail(err, CD_ERR_TRACE, "empty \"%s\" in %s event", field, cd_ev_name(e->ev));
+}
+
+static enum cd_status check_dims(const int64_t *d, uint32_t n, const char *what,
+				 struct cd_err *err)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (d[i] < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative dimension %lld in %s",
+				       (long long)d[i], what);
+	return CD_OK;
+}
+
+enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
+{
+	enum cd_status st = CD_OK;
+
+	if (!(e->have & CD_F_EV))
+		return cd_fail(err, CD_ERR_TRACE, "missing field \"ev\"");
+	if ((e->have & CD_F_T) && e->t < 0)
+		return cd_fail(err, CD_ERR_TRACE, "negative time \"t\" in %s event", cd_ev_name(e->ev));
+
+	switch (e->ev) {
+	case CD_EV_META:
+		if ((st = need(e, CD_F_FORMAT, "format", err)))
+			return st;
+		if (e->format.n != 15 || memcmp(e->format.p, "commdebug-trace", 15) != 0)
+			return cd_fail(err, CD_ERR_TRACE,
+				       "not a commdebug trace: meta format is \"%.*s\"",
+				       (int)(e->format.n > 64 ? 64 : e->format.n), e->format.p);
+		if ((st = need(e, CD_F_VERSION, "version", err)))
+			return st;
+		if (e->version != 1)
+			return cd_fail(err, CD_ERR_TRACE,
+				       "unsupported trace version %lld (this commdebug reads version 1)",
+				       (long long)e->version);
+		if ((e->have & CD_F_WORLD) && (e->world_size < 1 || e->world_size > (1 << 24)))
+			return cd_fail(err, CD_ERR_TRACE, "world_size %lld is out of range",
+				       (long long)e->world_size);
+		if ((e->have & CD_F_RANK) && e->rank < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative rank %lld", (long long)e->rank);
+		if ((e->have & CD_F_RANK) && (e->have & CD_F_WORLD) && e->rank >= e->world_size)
+			return cd_fail(err, CD_ERR_TRACE, "rank %lld is not below world_size %lld",
+				       (long long)e->rank, (long long)e->world_size);
+		break;
+	case CD_EV_PG:
+		return need(e, CD_F_NAME, "name", err);
+	case CD_EV_REGION_ENTER:
+	case CD_EV_REGION_EXIT:
+		if ((st = need(e, CD_F_REGION, "region", err)))
+			return st;
+		if (e->region < 0 || e->region > INT32_MAX)
+			return cd_fail(err, CD_ERR_TRACE, "region %lld is out of range",
+				       (long long)e->region);
+		break;
+	case CD_EV_FW_PRE:
+		if ((st = need(e, CD_F_TYPE, "type", err)))
+			return st;
+		for (uint32_t i = 0; i < e->nparams; i++) {
+			const struct cd_param *p = &e->params[i];
+			if (!p->name.p || p->name.n == 0)
+				return cd_fail(err, CD_ERR_TRACE,
+					       "params entry %u has no \"name\"", i + 1);
+			if ((st = check_dims(p->shape, p->ndim, "a parameter shape", err)))
+				return st;
+			if (p->nbytes < -1)
+				return cd_fail(err, CD_ERR_TRACE, "negative nbytes in params entry %u",
+					       i + 1);
+		}
+		/* fw_pre needs mod too */
+		__attribute__((fallthrough));
+	case CD_EV_FW_POST:
+	case CD_EV_FW_DONE:
+	case CD_EV_BW_PRE:
+	case CD_EV_BW_ENTER:
+	case CD_EV_BW_EXIT:
+		if ((st = need(e, CD_F_MOD, "mod", err)))
+			return st;
+		return nonempty(e->mod, "mod", e, err);
+	case CD_EV_OP:
+	case CD_EV_COLL:
+		if ((st = need(e, CD_F_NAME, "name", err)))
+			return st;
+		if ((st = nonempty(e->name, "name", e, err)))
+			return st;
+		for (uint32_t i = 0; i < e->nargs; i++)
+			if ((st = check_dims(e->args[i].shape, e->args[i].ndim, "an op argument shape",
+					     err)))
+				return st;
+		if ((e->have & CD_F_BYTES) && e->bytes < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative bytes in %s event",
+				       cd_ev_name(e->ev));
+		break;
+	default:
+		break;
+	}
+	return st;
+}
+
+static bool str_eq(struct cd_str a, struct cd_str b)
+{
+	if (!a.p || !b.p)
+		return !a.p && !b.p;
+	return a.n == b.n && memcmp(a.p, b.p, a.n) == 0;
+}
+
+static bool dims_eq(const int64_t *a, uint32_t na, const int64_t *b, uint32_t nb)
+{
+	return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
+}
+
+bool cd_event_equal(const struct cd_event *a, const struct cd_event *b)
+{
+	if (a->ev != b->ev || a->have != b->have || a->bw != b->bw || a->dt != b->dt ||
+	    a->fake != b->fake || a->grad_in != b->grad_in || a->grad_out != b->grad_out)
+		return false;
+	if (a->t != b->t || a->region != b->region || a->version != b->version ||
+	    a->rank != b->rank || a->world_size != b->world_size || a->pid != b->pid ||
+	    a->t0 != b->t0 || a->seq != b->seq || a->bytes != b->bytes || a->count != b->count ||
+	    a->dur != b->dur || a->nranks != b->nranks || a->root != b->root || a->peer != b->peer)
+		return false;
+	const struct cd_str *sa[] = {&a->mod, &a->type, &a->name, &a->label, &a->format, &a->host,
+				     &a->torch, &a->recorder, &a->pg, &a->desc, &a->backend,
+				     &a->dtype, &a->src, &a->func, &a->comm, &a->redop, &a->state,
+				     &a->stream};
+	const struct cd_str *sb[] = {&b->mod, &b->type, &b->name, &b->label, &b->format, &b->host,
+				     &b->torch, &b->recorder, &b->pg, &b->desc, &b->backend,
+				     &b->dtype, &b->src, &b->func, &b->comm, &b->redop, &b->state,
+				     &b->stream};
+	for (size_t i = 0; i < sizeof sa / sizeof sa[0]; i++)
+		if (!str_eq(*sa[i], *sb[i]))
+			return false;
+	if (!dims_eq(a->shape, a->nshape, b->shape, b->nshape) ||
+	    !dims_eq(a->ranks, a->nranks_list, b->ranks, b->nranks_list))
+		return false;
+	if (a->nargs != b->nargs || a->nparams != b->nparams)
+		return false;
+	for (uint32_t i = 0; i < a->nargs; i++) {
+		const struct cd_arg *x = &a->args[i], *y = &b->args[i];
+		if (x->has_shape != y->has_shape || !dims_eq(x->shape, x->ndim, y->shape, y->ndim) ||
+		    !str_eq(x->placements, y->placements) || !str_eq(x->mesh, y->mesh))
+			return false;
+	}
+	for (uint32_t i = 0; i < a->nparams; i++) {
+		const struct cd_param *x = &a->params[i], *y = &b->params[i];
+		if (x->has_shape != y->has_shape || !dims_eq(x->shape, x->ndim, y->shape, y->ndim) ||
+		    !str_eq(x->name, y->name) || !str_eq(x->dtype, y->dtype) ||
+		    !str_eq(x->placements, y->placements) || !str_eq(x->mesh, y->mesh) ||
+		    x->nbytes != y->nbytes || x->requires_grad != y->requires_grad)
+			return false;
+	}
+	return true;
+}
+
+/* ---- arena ---- */
+
+struct cd_arena_block {
+	struct cd_arena_block *next;
+	size_t size;
+	_Alignas(16) unsigned char data[];
+};
+
+void *cd_arena_alloc(struct cd_arena *a, size_t n)
+{
+	n = (n + 15) & ~(size_t)15;
+	if (!a->head || a->used_in_head + n > a->head->size) {
+		size_t size = 64 * 1024;
+		if (a->head && a->head->size * 2 > size)
+			size = a->head->size * 2;
+		if (size < n)
+			size = n;
+		struct cd_arena_block *b = malloc(sizeof *b + size);
+		if (!b)
+			return NULL;
+		b->next = a->head;
+		b->size = size;
+		a->head = b;
+		a->used_in_head = 0;
+	}
+	void *p = a->head->data + a->used_in_head;
+	a->used_in_head += n;
+	return p;
+}
+
+void cd_arena_reset(struct cd_arena *a)
+{
+	/* keep only the newest (largest) block */
+	if (!a->head)
+		return;
+	struct cd_arena_block *b = a->head->next;
+	while (b) {
+		struct cd_arena_block *next = b->next;
+		free(b);
+		b = next;
+	}
+	a->head->next = NULL;
+	a->used_in_head = 0;
+}
+
+void cd_arena_free(struct cd_arena *a)
+{
+	cd_arena_reset(a);
+	free(a->head);
+	a->head = NULL;
+	a->used_in_head = 0;
+}

@@ -1,0 +1,125 @@
+#include "intern.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct cd_intern_block {
+	struct cd_intern_block *next;
+	size_t size;
+	char data[];
+};
+
+static uint32_t hash(const char *p, uint32_t n)
+{
+	uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+	while (n >= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+		h ^= h >> 32;
+		p += 8;
+		n -= 8;
+	}
+	uint64_t w = 0;
+	memcpy(&w, p, n);
+	h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+	h ^= h >> 29;
+	return (uint32_t)h;
+}
+
+uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
+{
+	if (!t->nslots)
+		return CD_NOID;
+	uint32_t h = hash(p, n);
+	for (uint32_t i = h & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
+		uint32_t v = t->slots[i];
+		if (!v)
+			return CD_NOID;
+		const __typeof__(t->items[0]) *it = &t->items[v - 1];
+		if (it->hash == h && it->n == n && memcmp(it->p, p, n) == 0)
+			return v - 1;
+	}
+}
+
+static bool rehash(struct cd_intern *t, uint32_t nslots)
+{
+	uint32_t *ns = calloc(nslots, sizeof *ns);
+	if (!ns)
+		return false;
+	for (uint32_t id = 0; id < t->count; id++) {
+		uint32_t i = t->items[id].hash & (nslots - 1);
+		while (ns[i])
+			i = (i + 1) & (nslots - 1);
+		ns[i] = id + 1;
+	}
+	t->bytes += (size_t)(nslots - t->nslots) * sizeof *ns;
+	free(t->slots);
+	t->slots = ns;
+	t->nslots = nslots;
+	return true;
+}
+
+static char *pool_copy(struct cd_intern *t, const char *p, uint32_t n)
+{
+	if (!t->pool || t->pool_used + n + 1 > t->pool->size) {
+		size_t size = n + 1 > 65536 ? n + 1 : 65536;
+		struct cd_intern_block *b = malloc(sizeof *b + size);
+		if (!b)
+			return NULL;
+		b->next = t->pool;
+		b->size = size;
+		t->pool = b;
+		t->pool_used = 0;
+		t->bytes += sizeof *b + size;
+	}
+	char *d = t->pool->data + t->pool_used;
+	memcpy(d, p, n);
+	d[n] = '\0';
+	t->pool_used += n + 1;
+	return d;
+}
+
+uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
+{
+	uint32_t id = cd_intern_find(t, p, n);
+	if (id != CD_NOID)
+		return id;
+	if ((t->count + 1) * 2 > t->nslots && !rehash(t, t->nslots ? t->nslots * 2 : 64))
+		return CD_NOID;
+	if (t->count == t->cap) {
+		uint32_t cap = t->cap ? t->cap * 2 : 32;
+		void *ni = realloc(t->items, cap * sizeof *t->items);
+		if (!ni)
+			return CD_NOID;
+		t->bytes += (size_t)(cap - t->cap) * sizeof *t->items;
+		t->items = ni;
+		t->cap = cap;
+	}
+	char *d = pool_copy(t, p, n);
+	if (!d)
+		return CD_NOID;
+	uint32_t h = hash(p, n);
+	id = t->count++;
+	t->items[id].p = d;
+	t->items[id].n = n;
+	t->items[id].hash = h;
+	uint32_t i = h & (t->nslots - 1);
+	while (t->slots[i])
+		i = (i + 1) & (t->nslots - 1);
+	t->slots[i] = id + 1;
+	return id;
+}
+
+void cd_intern_free(struct cd_intern *t)
+{
+	struct cd_intern_block *b = t->pool;
+	while (b) {
+		struct cd_intern_block *next = b->next;
+		free(b);
+		b = next;
+	}
+	free(t->slots);
+	free(t->items);
+	memset(t, 0, sizeof *t);
+}

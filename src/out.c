@@ -1,0 +1,284 @@
+#include "out.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#define FLUSH_AT (1u << 20)
+
+void cd_out_init(struct cd_out *o, FILE *f)
+{
+	memset(o, 0, sizeof *o);
+	o->f = f;
+}
+
+void cd_out_free(struct cd_out *o)
+{
+	free(o->buf);
+	free(o->stack);
+	memset(o, 0, sizeof *o);
+}
+
+static void drain(struct cd_out *o)
+{
+	if (o->len && !o->failed && fwrite(o->buf, 1, o->len, o->f) != o->len) {
+		o->failed = true;
+		o->err_no = errno;
+	}
+	o->len = 0;
+}
+
+void cd_out_grow_(struct cd_out *o, size_t n)
+{
+	if (!o->hold && o->len >= FLUSH_AT / 2) {
+		drain(o);
+		if (o->cap - o->len >= n)
+			return;
+	}
+	size_t cap = o->cap ? o->cap : FLUSH_AT;
+	while (cap - o->len < n)
+		cap *= 2;
+	char *nb = realloc(o->buf, cap);
+	if (!nb) {
+		o->failed = true;
+		o->err_no = ENOMEM;
+		return;
+	}
+	o->buf = nb;
+	o->cap = cap;
+}
+
+enum cd_status cd_out_flush(struct cd_out *o, struct cd_err *err)
+{
+	drain(o);
+	if (!o->failed && fflush(o->f) != 0) {
+		o->failed = true;
+		o->err_no = errno;
+	}
+	if (o->failed)
+		return cd_fail(err, CD_ERR_IO, "cannot write the output: %s", strerror(o->err_no));
+	return CD_OK;
+}
+
+void cd_out_discard(struct cd_out *o)
+{
+	o->len = 0;
+}
+
+void cd_out_printf(struct cd_out *o, const char *fmt, ...)
+{
+	char tmp[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof tmp) {
+		cd_out_write(o, tmp, (size_t)n);
+		return;
+	}
+	char *big = malloc((size_t)n + 1);
+	if (!big) {
+		o->failed = true;
+		o->err_no = ENOMEM;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	cd_out_write(o, big, (size_t)n);
+	free(big);
+}
+
+void cd_out_i64(struct cd_out *o, int64_t v)
+{
+	char tmp[24];
+	char *e = tmp + sizeof tmp, *p = e;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	cd_out_write(o, p, (size_t)(e - p));
+}
+
+/* ---- Python json layout ---- */
+
+static void item(struct cd_out *o)
+{
+	if (!o->depth)
+		return;
+	if (o->stack[o->depth - 1].count++)
+		cd_out_write(o, ",", 1);
+	cd_out_write(o, "\n", 1);
+	cd_out_spaces(o, 4 * (size_t)o->depth);
+}
+
+/* After a key the value follows directly; mark that with count's high bit. */
+#define AFTER_KEY 0x80000000u
+
+static void value_prefix(struct cd_out *o)
+{
+	if (o->depth && (o->stack[o->depth - 1].count & AFTER_KEY)) {
+		o->stack[o->depth - 1].count &= ~AFTER_KEY;
+		return;
+	}
+	item(o);
+}
+
+static void begin(struct cd_out *o, char open, char close)
+{
+	value_prefix(o);
+	if (o->depth == o->stack_cap) {
+		uint32_t cap = o->stack_cap ? o->stack_cap * 2 : 32;
+		void *ns = realloc(o->stack, cap * sizeof *o->stack);
+		if (!ns) {
+			o->failed = true;
+			o->err_no = ENOMEM;
+			return;
+		}
+		o->stack = ns;
+		o->stack_cap = cap;
+	}
+	o->stack[o->depth].count = 0;
+	o->stack[o->depth].close = close;
+	o->depth++;
+	cd_out_write(o, &open, 1);
+}
+
+void cd_pj_begin_obj(struct cd_out *o)
+{
+	begin(o, '{', '}');
+}
+
+void cd_pj_begin_arr(struct cd_out *o)
+{
+	begin(o, '[', ']');
+}
+
+void cd_pj_end(struct cd_out *o)
+{
+	if (!o->depth)
+		return;
+	o->depth--;
+	if (o->stack[o->depth].count) {
+		cd_out_write(o, "\n", 1);
+		cd_out_spaces(o, 4 * (size_t)o->depth);
+	}
+	cd_out_write(o, &o->stack[o->depth].close, 1);
+}
+
+void cd_pj_key(struct cd_out *o, const char *key)
+{
+	item(o);
+	cd_pj_escape(o, key, strlen(key));
+	cd_out_write(o, ": ", 2);
+	if (o->depth)
+		o->stack[o->depth - 1].count |= AFTER_KEY;
+}
+
+void cd_pj_str(struct cd_out *o, const char *s, size_t n)
+{
+	value_prefix(o);
+	cd_pj_escape(o, s, n);
+}
+
+void cd_pj_cstr(struct cd_out *o, const char *s)
+{
+	cd_pj_str(o, s, strlen(s));
+}
+
+void cd_pj_int(struct cd_out *o, int64_t v)
+{
+	value_prefix(o);
+	cd_out_i64(o, v);
+}
+
+void cd_pj_bool(struct cd_out *o, bool v)
+{
+	value_prefix(o);
+	if (v)
+		cd_out_write(o, "true", 4);
+	else
+		cd_out_write(o, "false", 5);
+}
+
+void cd_pj_raw(struct cd_out *o, const char *s, size_t n)
+{
+	value_prefix(o);
+	cd_out_write(o, s, n);
+}
+
+static void u_escape(struct cd_out *o, unsigned v)
+{
+	static const char hex[] = "0123456789abcdef";
+	char b[6] = {'\\', 'u', hex[(v >> 12) & 15], hex[(v >> 8) & 15], hex[(v >> 4) & 15],
+		     hex[v & 15]};
+	cd_out_write(o, b, 6);
+}
+
+/* Decode one UTF-8 character; invalid bytes decode as U+FFFD. */
+static unsigned utf8_next(const unsigned char **pp, const unsigned char *end)
+{
+	const unsigned char *p = *pp;
+	unsigned c = *p;
+	int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+	if (n == 1 || end - p < n) {
+		*pp = p + 1;
+		return 0xFFFD;
+	}
+	unsigned cp = c & (0x7F >> n);
+	for (int i = 1; i < n; i++) {
+		if ((p[i] & 0xC0) != 0x80) {
+			*pp = p + 1;
+			return 0xFFFD;
+		}
+		cp = (cp << 6) | (p[i] & 0x3F);
+	}
+	*pp = p + n;
+	return cp;
+}
+
+void cd_pj_escape(struct cd_out *o, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+
+	cd_out_write(o, "\"", 1);
+	while (p < end) {
+		const unsigned char *run = p;
+		while (p < end && *p >= 0x20 && *p < 0x7F && *p != '"' && *p != '\\')
+			p++;
+		if (p > run)
+			cd_out_write(o, (const char *)run, (size_t)(p - run));
+		if (p >= end)
+			break;
+		unsigned c = *p;
+		switch (c) {
+		case '"': cd_out_write(o, "\\\"", 2); p++; continue;
+		case '\\': cd_out_write(o, "\\\\", 2); p++; continue;
+		case '\n': cd_out_write(o, "\\n", 2); p++; continue;
+		case '\r': cd_out_write(o, "\\r", 2); p++; continue;
+		case '\t': cd_out_write(o, "\\t", 2); p++; continue;
+		case '\b': cd_out_write(o, "\\b", 2); p++; continue;
+		case '\f': cd_out_write(o, "\\f", 2); p++; continue;
+		default: break;
+		}
+		if (c < 0x80) {
+			u_escape(o, c);
+			p++;
+			continue;
+		}
+		unsigned cp = utf8_next(&p, end);
+		if (cp >= 0x10000) {
+			cp -= 0x10000;
+			u_escape(o, 0xD800 | (cp >> 10));
+			u_escape(o, 0xDC00 | (cp & 0x3FF));
+		} else {
+			u_escape(o, cp);
+		}
+	}
+	cd_out_write(o, "\"", 1);
+}

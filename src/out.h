@@ -1,0 +1,81 @@
+/* Buffered output with Python-json-compatible writing.
+ *
+ * struct cd_out collects bytes in memory and writes them to its FILE when
+ * the buffer fills, unless `hold` is set (then everything stays in memory
+ * until cd_out_flush).  Write errors are remembered and reported by
+ * cd_out_flush. */
+#ifndef CD_OUT_H
+#define CD_OUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "status.h"
+
+struct cd_out {
+	FILE *f;
+	char *buf;
+	size_t len, cap;
+	bool hold;
+	bool failed;
+	int err_no;
+	/* pyjson state */
+	struct { uint32_t count; char close; } *stack;
+	uint32_t depth, stack_cap;
+};
+
+void cd_out_init(struct cd_out *o, FILE *f);
+void cd_out_free(struct cd_out *o);
+/* Write buffered bytes to the FILE (and fflush it). */
+enum cd_status cd_out_flush(struct cd_out *o, struct cd_err *err);
+/* Drop buffered bytes (held output that will not be shown). */
+void cd_out_discard(struct cd_out *o);
+
+void cd_out_grow_(struct cd_out *o, size_t n);
+
+static inline void cd_out_write(struct cd_out *o, const char *p, size_t n)
+{
+	if (o->cap - o->len < n)
+		cd_out_grow_(o, n);
+	if (o->cap - o->len < n)
+		return; /* out of memory: failed is set */
+	memcpy(o->buf + o->len, p, n);
+	o->len += n;
+}
+
+static inline void cd_out_str(struct cd_out *o, const char *s)
+{
+	cd_out_write(o, s, strlen(s));
+}
+
+static inline void cd_out_spaces(struct cd_out *o, size_t n)
+{
+	static const char sp[] = "                                                                ";
+	while (n > 64) {
+		cd_out_write(o, sp, 64);
+		n -= 64;
+	}
+	cd_out_write(o, sp, n);
+}
+
+void cd_out_printf(struct cd_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cd_out_i64(struct cd_out *o, int64_t v);
+
+/* ---- JSON in the layout of Python's json.dump(obj, indent=4) ----
+ * ensure_ascii escaping, ",", ": " separators, no trailing newline. */
+void cd_pj_begin_obj(struct cd_out *o);
+void cd_pj_begin_arr(struct cd_out *o);
+void cd_pj_end(struct cd_out *o);
+void cd_pj_key(struct cd_out *o, const char *key);
+void cd_pj_str(struct cd_out *o, const char *s, size_t n);
+void cd_pj_cstr(struct cd_out *o, const char *s);
+void cd_pj_int(struct cd_out *o, int64_t v);
+void cd_pj_bool(struct cd_out *o, bool v);
+/* A value written by the caller as raw JSON text (already escaped). */
+void cd_pj_raw(struct cd_out *o, const char *s, size_t n);
+/* Escape s as a JSON string the way Python's json module does. */
+void cd_pj_escape(struct cd_out *o, const char *s, size_t n);
+
+#endif

@@ -1,0 +1,32 @@
+/* Line parsers: one JSON Lines line -> struct cd_event.
+ *
+ * cd_parse_fast is the hand-written scanner used for every line; it never
+ * allocates per value and keeps strings as slices of the line.
+ * cd_parse_general builds a cJSON tree and walks it; it is the reference
+ * the fast path is checked against (tests, fuzzer, --parser=general).
+ * Both accept the same events and store them through the same field table;
+ * the fast scanner is at least as strict (it also rejects invalid UTF-8,
+ * NUL characters in strings, and fractions in integer fields). */
+#ifndef CD_PARSE_H
+#define CD_PARSE_H
+
+#include <stddef.h>
+
+#include "event.h"
+
+struct cd_parser {
+	struct cd_arena arena;
+	void *tree;   /* general path: the cJSON tree of the last line */
+};
+
+/* line need not be NUL-terminated and excludes the newline.  On error
+ * err->column is the 1-based byte column where parsing stopped (0 if not
+ * meaningful).  The event (and err) is valid until the next call. */
+enum cd_status cd_parse_fast(struct cd_parser *ps, const char *line, size_t n,
+			     struct cd_event *e, struct cd_err *err);
+enum cd_status cd_parse_general(struct cd_parser *ps, const char *line, size_t n,
+				struct cd_event *e, struct cd_err *err);
+
+void cd_parser_free(struct cd_parser *ps);
+
+#endif

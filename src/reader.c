@@ -1,0 +1,400 @@
+#include "reader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#define NSLOTS 3
+#define CHUNK (1u << 20)
+
+enum slot_state { SLOT_FREE, SLOT_READY };
+
+struct slot {
+	char *buf;
+	size_t cap, len;
+	enum slot_state state;
+	enum cd_status status;  /* CD_OK data, CD_END, or an error */
+	char msg[sizeof(((struct cd_err *)0)->msg)];
+};
+
+struct cd_reader {
+	FILE *f;
+	bool own_file;
+	bool zstd;
+	bool frame_cut;
+	_Atomic bool stop;
+	_Atomic uint64_t file_bytes, data_bytes;
+
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct slot slots[NSLOTS];
+	unsigned prod, cons;    /* next slot to fill / to hand out */
+	bool holding;           /* the consumer holds slot cons-1 */
+
+	/* producer-only state */
+	char *carry;
+	size_t carry_len, carry_cap;
+	ZSTD_DCtx *dctx;
+	unsigned char *in;
+	size_t in_cap, in_pos, in_len;
+	bool in_eof;
+	unsigned char peek[4];
+	size_t peek_len;
+	char msg[sizeof(((struct cd_err *)0)->msg)];
+};
+
+/* ---- producer ---- */
+
+static struct slot *wait_free(struct cd_reader *r)
+{
+	struct slot *s = &r->slots[r->prod % NSLOTS];
+	pthread_mutex_lock(&r->mu);
+	while (s->state != SLOT_FREE && !r->stop)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+	return r->stop ? NULL : s;
+}
+
+static void publish(struct cd_reader *r, struct slot *s)
+{
+	pthread_mutex_lock(&r->mu);
+	s->state = SLOT_READY;
+	r->prod++;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void publish_status(struct cd_reader *r, enum cd_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void publish_status(struct cd_reader *r, enum cd_status st, const char *fmt, ...)
+{
+	struct slot *s = wait_free(r);
+	if (!s)
+		return;
+	s->len = 0;
+	s->status = st;
+	s->msg[0] = '\0';
+	if (fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+		va_end(ap);
+	}
+	publish(r, s);
+}
+
+/* Raw bytes from the file into r->in; returns false on read error. */
+static bool fill_input(struct cd_reader *r)
+{
+	r->in_pos = 0;
+	r->in_len = 0;
+	if (r->peek_len) {
+		memcpy(r->in, r->peek, r->peek_len);
+		r->in_len = r->peek_len;
+		r->peek_len = 0;
+	}
+	size_t got = fread(r->in + r->in_len, 1, r->in_cap - r->in_len, r->f);
+	r->in_len += got;
+	atomic_fetch_add(&r->file_bytes, got);
+	if (got == 0 || r->in_len < r->in_cap) {
+		if (ferror(r->f))
+			return false;
+		if (feof(r->f))
+			r->in_eof = true;
+	}
+	return true;
+}
+
+/* Make room for at least `need` more bytes in slot s. */
+static bool grow(struct slot *s, size_t need)
+{
+	if (s->cap - s->len >= need)
+		return true;
+	size_t cap = s->cap ? s->cap : CHUNK;
+	while (cap - s->len < need)
+		cap *= 2;
+	char *nb = realloc(s->buf, cap);
+	if (!nb)
+		return false;
+	s->buf = nb;
+	s->cap = cap;
+	return true;
+}
+
+/* Produce bytes into s until it holds at least `target` bytes or input
+ * ends.  Returns CD_OK, CD_END (input finished) or an error with r->msg. */
+static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t target)
+{
+	while (s->len < target) {
+		if (r->in_pos == r->in_len) {
+			if (r->in_eof)
+				return CD_END;
+			if (!fill_input(r)) {
+				snprintf(r->msg, sizeof r->msg, "read error after %llu bytes: %s",
+					 (unsigned long long)r->file_bytes, strerror(errno));
+				return CD_ERR_IO;
+			}
+			if (r->in_len == 0 && r->in_eof)
+				return CD_END;
+		}
+		if (!r->zstd) {
+			size_t n = r->in_len - r->in_pos;
+			if (!grow(s, n))
+				goto nomem;
+			memcpy(s->buf + s->len, r->in + r->in_pos, n);
+			s->len += n;
+			r->in_pos = r->in_len;
+			continue;
+		}
+		if (!grow(s, CHUNK / 4))
+			goto nomem;
+		ZSTD_inBuffer in = {r->in, r->in_len, r->in_pos};
+		ZSTD_outBuffer out = {s->buf + s->len, s->cap - s->len, 0};
+		size_t ret = ZSTD_decompressStream(r->dctx, &out, &in);
+		if (ZSTD_isError(ret)) {
+			unsigned long long off =
+				(unsigned long long)(r->file_bytes - (r->in_len - in.pos));
+			snprintf(r->msg, sizeof r->msg,
+				 "corrupt zstd data near byte %llu of the file (%s)", off,
+				 ZSTD_getErrorName(ret));
+			return CD_ERR_FORMAT;
+		}
+		r->in_pos = in.pos;
+		s->len += out.pos;
+		r->frame_cut = ret != 0;
+	}
+	return CD_OK;
+nomem:
+	snprintf(r->msg, sizeof r->msg, "out of memory");
+	return CD_ERR_NOMEM;
+}
+
+static const char *last_newline(const struct slot *s, size_t from)
+{
+	for (size_t i = s->len; i > from; i--)
+		if (s->buf[i - 1] == '\n')
+			return &s->buf[i - 1];
+	return NULL;
+}
+
+static void *producer(void *arg)
+{
+	struct cd_reader *r = arg;
+
+	for (;;) {
+		struct slot *s = wait_free(r);
+		if (!s)
+			return NULL;
+		s->len = 0;
+		s->status = CD_OK;
+		if (r->carry_len) {
+			if (!grow(s, r->carry_len)) {
+				publish_status(r, CD_ERR_NOMEM, "out of memory");
+				return NULL;
+			}
+			memcpy(s->buf, r->carry, r->carry_len);
+			s->len = r->carry_len;
+			r->carry_len = 0;
+		}
+		size_t scan_from = s->len;
+		size_t target = s->len + CHUNK;
+		enum cd_status st;
+		const char *nl;
+		for (;;) {
+			st = produce_bytes(r, s, target);
+			nl = last_newline(s, scan_from);
+			if (nl || st != CD_OK)
+				break;
+			/* one line longer than a chunk: keep reading into this slot */
+			if (s->len > CD_MAX_LINE) {
+				publish_status(r, CD_ERR_LIMIT,
+					       "a line is longer than %u MiB (at decompressed byte %llu)",
+					       CD_MAX_LINE >> 20,
+					       (unsigned long long)(r->data_bytes + s->len));
+				return NULL;
+			}
+			scan_from = s->len;
+			target = s->len + CHUNK;
+		}
+		/* hand out whole lines; at the end of input, everything */
+		if (st != CD_END && nl) {
+			size_t keep = (size_t)(nl - s->buf) + 1;
+			size_t tail = s->len - keep;
+			if (tail) {
+				if (r->carry_cap < tail) {
+					char *nc = realloc(r->carry, tail);
+					if (!nc) {
+						publish_status(r, CD_ERR_NOMEM, "out of memory");
+						return NULL;
+					}
+					r->carry = nc;
+					r->carry_cap = tail;
+				}
+				memcpy(r->carry, s->buf + keep, tail);
+				r->carry_len = tail;
+			}
+			s->len = keep;
+		} else if (st != CD_END && st != CD_OK) {
+			s->len = 0; /* error before any complete line */
+		}
+		atomic_fetch_add(&r->data_bytes, s->len);
+		if (s->len)
+			publish(r, s);
+		if (st == CD_END) {
+			publish_status(r, CD_END, NULL);
+			return NULL;
+		}
+		if (st != CD_OK) {
+			publish_status(r, st, "%s", r->msg);
+			return NULL;
+		}
+	}
+}
+
+/* ---- consumer ---- */
+
+enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct cd_err *err)
+{
+	struct cd_reader *r = calloc(1, sizeof *r);
+	enum cd_status st = CD_OK;
+
+	if (!r)
+		return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	if (strcmp(path, "-") == 0) {
+		r->f = stdin;
+	} else {
+		r->f = fopen(path, "rb");
+		if (!r->f) {
+			st = cd_fail(err, CD_ERR_IO, "cannot open: %s", strerror(errno));
+			goto fail;
+		}
+		r->own_file = true;
+	}
+	r->in_cap = ZSTD_DStreamInSize();
+	if (r->in_cap < (1u << 17))
+		r->in_cap = 1u << 17;
+	r->in = malloc(r->in_cap);
+	if (!r->in) {
+		st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
+		goto fail;
+	}
+	/* peek the magic number */
+	r->peek_len = fread(r->peek, 1, sizeof r->peek, r->f);
+	atomic_store(&r->file_bytes, r->peek_len);
+	if (r->peek_len < sizeof r->peek && ferror(r->f)) {
+		st = cd_fail(err, CD_ERR_IO, "read error: %s", strerror(errno));
+		goto fail;
+	}
+	if (r->peek_len < sizeof r->peek)
+		r->in_eof = feof(r->f);
+	/* zstd frame 28 B5 2F FD, or a skippable frame 5? 2A 4D 18 */
+	if (r->peek_len == 4 &&
+	    ((r->peek[0] == 0x28 && r->peek[1] == 0xB5 && r->peek[2] == 0x2F && r->peek[3] == 0xFD) ||
+	     ((r->peek[0] & 0xF0) == 0x50 && r->peek[1] == 0x2A && r->peek[2] == 0x4D &&
+	      r->peek[3] == 0x18))) {
+		r->zstd = true;
+		r->dctx = ZSTD_createDCtx();
+		if (!r->dctx) {
+			st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	/* fill_input counts file bytes again, so start from zero */
+	atomic_store(&r->file_bytes, 0);
+	if (pthread_create(&r->thread, NULL, producer, r) != 0) {
+		st = cd_fail(err, CD_ERR_NOMEM, "cannot start the reader thread");
+		goto fail;
+	}
+	r->thread_started = true;
+	*out = r;
+	return CD_OK;
+fail:
+	cd_reader_close(r);
+	return st;
+}
+
+enum cd_status cd_reader_next(struct cd_reader *r, const char **buf, size_t *len,
+			      struct cd_err *err)
+{
+	pthread_mutex_lock(&r->mu);
+	if (r->holding) {
+		struct slot *prev = &r->slots[(r->cons - 1) % NSLOTS];
+		if (prev->status != CD_OK) {
+			/* END and errors are sticky */
+			enum cd_status st = prev->status;
+			pthread_mutex_unlock(&r->mu);
+			if (st != CD_END)
+				cd_fail(err, st, "%s", prev->msg);
+			return st;
+		}
+		prev->state = SLOT_FREE;
+		r->holding = false;
+		pthread_cond_broadcast(&r->cv);
+	}
+	struct slot *s = &r->slots[r->cons % NSLOTS];
+	while (s->state != SLOT_READY)
+		pthread_cond_wait(&r->cv, &r->mu);
+	r->cons++;
+	r->holding = true;
+	pthread_mutex_unlock(&r->mu);
+	if (s->status != CD_OK) {
+		if (s->status != CD_END)
+			cd_fail(err, s->status, "%s", s->msg);
+		return s->status;
+	}
+	*buf = s->buf;
+	*len = s->len;
+	return CD_OK;
+}
+
+bool cd_reader_frame_cut(const struct cd_reader *r)
+{
+	return r->frame_cut;
+}
+
+bool cd_reader_is_zstd(const struct cd_reader *r)
+{
+	return r->zstd;
+}
+
+uint64_t cd_reader_file_bytes(const struct cd_reader *r)
+{
+	return atomic_load(&((struct cd_reader *)r)->file_bytes);
+}
+
+uint64_t cd_reader_data_bytes(const struct cd_reader *r)
+{
+	return atomic_load(&((struct cd_reader *)r)->data_bytes);
+}
+
+void cd_reader_close(struct cd_reader *r)
+{
+	if (!r)
+		return;
+	if (r->thread_started) {
+		pthread_mutex_lock(&r->mu);
+		r->stop = true;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->thread, NULL);
+	}
+	for (int i = 0; i < NSLOTS; i++)
+		free(r->slots[i].buf);
+	free(r->carry);
+	free(r->in);
+	ZSTD_freeDCtx(r->dctx);
+	if (r->own_file && r->f)
+		fclose(r->f);
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->cv);
+	free(r);
+}

@@ -1,0 +1,40 @@
+/* Trace input: a file or standard input, zstd (detected by magic number,
+ * any number of concatenated frames) or plain JSON Lines.  A background
+ * thread reads and decompresses while the caller parses, and hands over
+ * chunks that hold only whole lines (the last chunk may end without a
+ * newline when the input does). */
+#ifndef CD_READER_H
+#define CD_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+/* Longest line accepted. */
+#define CD_MAX_LINE (64u << 20)
+
+struct cd_reader;
+
+/* Open path ("-" for standard input) and start the reader thread.
+ * On success *out must be released with cd_reader_close(). */
+enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct cd_err *err);
+
+/* The next chunk: CD_OK with *buf and *len set (valid until the next call),
+ * CD_END at the end of input, or an error (err filled; its message names the
+ * byte offset in the file where that helps). */
+enum cd_status cd_reader_next(struct cd_reader *r, const char **buf, size_t *len,
+			      struct cd_err *err);
+
+/* After CD_END: did the input stop inside a zstd frame? */
+bool cd_reader_frame_cut(const struct cd_reader *r);
+bool cd_reader_is_zstd(const struct cd_reader *r);
+/* Bytes read from the file so far (compressed bytes for zstd). */
+uint64_t cd_reader_file_bytes(const struct cd_reader *r);
+/* Decompressed bytes handed out so far. */
+uint64_t cd_reader_data_bytes(const struct cd_reader *r);
+
+void cd_reader_close(struct cd_reader *r);
+
+#endif

@@ -1,0 +1,758 @@
+/* The replay state machine.  Each handler below mirrors one hook of
+ * PyTorch's CommDebugMode / _CommModeModuleTracker / ModTracker:
+ *
+ *   fw_pre    global forward pre-hook  (_CommModeModuleTracker._fw_pre_hook)
+ *   fw_post   global forward hook      (ModTracker._fw_post_hook: pop parents)
+ *   fw_done   the module's own forward hook (_fw_set_module_hook)
+ *   bw_pre    global full backward pre-hook (_bw_hook)
+ *   bw_enter  multi-grad hook on outputs (ModTracker append, in backward)
+ *   bw_exit   multi-grad hook on inputs  (ModTracker pop, in backward)
+ *   bw_end    engine callback at the end of backward (parents = {Global})
+ *   op        CommDebugMode.__torch_dispatch__
+ */
+#include "replay.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define GLOBAL 0u
+
+/* ---- the collective registry ---- */
+
+static const char *const funcol_ops[] = {
+	"all_gather_into_tensor", "all_gather_into_tensor_coalesced", "all_reduce",
+	"all_reduce_coalesced", "all_to_all_single", "broadcast", "reduce_scatter_tensor",
+	"reduce_scatter_tensor_coalesced",
+};
+
+static const char *const c10d_ops[] = {
+	"_allgather_base_", "_reduce_scatter_base_", "allgather_", "allgather_coalesced_",
+	"allgather_into_tensor_coalesced_", "allreduce_", "allreduce_coalesced_", "alltoall_",
+	"alltoall_base_", "broadcast_", "gather_", "scatter_", "reduce_", "reduce_scatter_",
+	"reduce_scatter_tensor_coalesced_",
+};
+
+static const char *const trivial_ops[] = {
+	"aten.detach.default", "aten.t.default", "aten.view.default", "aten._to_copy.default",
+	"aten.as_strided.default", "aten.transpose.int",
+};
+
+static bool in_list(const char *p, size_t n, const char *const *list, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		if (strlen(list[i]) == n && memcmp(list[i], p, n) == 0)
+			return true;
+	return false;
+}
+
+static bool has_prefix(const char *p, size_t n, const char *pre)
+{
+	size_t k = strlen(pre);
+	return n >= k && memcmp(p, pre, k) == 0;
+}
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The name a collective op is counted under, or NULL.  buf receives the
+ * mapped name when it differs from the packet. */
+static const char *collective_name(const char *name, uint32_t n, uint32_t *out_n, char *buf,
+				   size_t bufsize)
+{
+	/* packet = overload name without its last component */
+	uint32_t dots = 0, last = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (name[i] == '.') {
+			dots++;
+			last = i;
+		}
+	uint32_t pn = dots >= 2 ? last : n;
+	const char *tail;
+
+	if (has_prefix(name, pn, "_c10d_functional.")) {
+		tail = name + 17;
+		if (!in_list(tail, pn - 17, funcol_ops, COUNT(funcol_ops)))
+			return NULL;
+		goto legacy;
+	}
+	if (has_prefix(name, pn, "_c10d_functional_autograd.")) {
+		tail = name + 26;
+		if (pn - 26 != 17 || memcmp(tail, "all_to_all_single", 17) != 0)
+			return NULL;
+		goto legacy;
+	}
+	if (has_prefix(name, pn, "c10d_functional.")) {
+		if (!in_list(name + 16, pn - 16, funcol_ops, COUNT(funcol_ops)))
+			return NULL;
+		*out_n = pn;
+		return name;
+	}
+	if (has_prefix(name, pn, "c10d.")) {
+		if (!in_list(name + 5, pn - 5, c10d_ops, COUNT(c10d_ops)))
+			return NULL;
+		*out_n = pn;
+		return name;
+	}
+	if (pn == 25 && memcmp(name, "_dtensor.shard_dim_alltoall", 25) == 0) {
+		*out_n = pn;
+		return name;
+	}
+	return NULL;
+legacy:
+	{
+		size_t tn = (size_t)(name + pn - tail);
+		int k = snprintf(buf, bufsize, "c10d_functional.%.*s", (int)tn, tail);
+		*out_n = (uint32_t)k;
+		return buf;
+	}
+}
+
+/* ---- helpers ---- */
+
+static enum cd_status nomem(struct cd_err *err)
+{
+	return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+}
+
+static void warnf(struct cd_replay *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void warnf(struct cd_replay *r, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!r->opts.warn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	r->opts.warn(r->opts.ud, msg);
+}
+
+static const char *mname(const struct cd_replay *r, uint32_t id)
+{
+	return cd_intern_str(&r->mods, id);
+}
+
+/* Module id for a name; grows the per-module arrays. */
+static uint32_t mod_id(struct cd_replay *r, struct cd_str s)
+{
+	uint32_t id = cd_intern(&r->mods, s.p, s.n);
+	if (id == CD_NOID)
+		return CD_NOID;
+	if (id >= r->pcnt.n) {
+		uint32_t need = id + 1;
+		if (!cd_vec_reserve(&r->pcnt, need) || !cd_vec_reserve(&r->ppos, need) ||
+		    !cd_vec_reserve(&r->rm, need))
+			return CD_NOID;
+		for (uint32_t i = r->pcnt.n; i < need; i++) {
+			r->pcnt.v[i] = 0;
+			r->ppos.v[i] = 0;
+			memset(&r->rm.v[i], 0, sizeof r->rm.v[i]);
+		}
+		r->pcnt.n = r->ppos.n = r->rm.n = need;
+	}
+	return id;
+}
+
+/* The module's state in this region, reset on first touch. */
+static struct cd_rmod *rmod(struct cd_replay *r, uint32_t id)
+{
+	struct cd_rmod *m = &r->rm.v[id];
+	if (m->gen != r->gen) {
+		m->gen = r->gen;
+		m->in_helper = m->hooked = m->has_parents = m->has_counts = m->warned = false;
+		m->type = CD_NOID;
+		m->depth = 0;
+		m->parents.n = m->children.n = m->params.n = m->hparams.n = 0;
+		m->fw.n = m->bw.n = m->ops.n = 0;
+		r->mods_in_region++;
+	}
+	return m;
+}
+
+const struct cd_rmod *cd_replay_mod(const struct cd_replay *r, uint32_t id)
+{
+	if (id >= r->rm.n || r->rm.v[id].gen != r->gen)
+		return NULL;
+	return &r->rm.v[id];
+}
+
+static uint32_t str_id(struct cd_replay *r, struct cd_str s)
+{
+	if (!s.p)
+		return CD_NOID;
+	return cd_intern(&r->strs, s.p, s.n);
+}
+
+/* ---- the parents set (ModTracker.parents with _active_module_cnt) ---- */
+
+static bool parents_add(struct cd_replay *r, uint32_t id)
+{
+	if (r->pcnt.v[id]++ == 0) {
+		r->ppos.v[id] = r->pmembers.n;
+		if (!cd_vec_push(&r->pmembers, id))
+			return false;
+	}
+	return true;
+}
+
+static bool parents_has(const struct cd_replay *r, uint32_t id)
+{
+	return r->pcnt.v[id] > 0;
+}
+
+static void parents_drop(struct cd_replay *r, uint32_t id)
+{
+	if (r->pcnt.v[id] == 0 || --r->pcnt.v[id] > 0)
+		return;
+	uint32_t pos = r->ppos.v[id];
+	uint32_t last = r->pmembers.v[--r->pmembers.n];
+	r->pmembers.v[pos] = last;
+	r->ppos.v[last] = pos;
+}
+
+static void parents_reset(struct cd_replay *r)
+{
+	for (uint32_t i = 0; i < r->pmembers.n; i++)
+		r->pcnt.v[r->pmembers.v[i]] = 0;
+	r->pmembers.n = 0;
+	parents_add(r, GLOBAL);
+}
+
+/* ---- counts ---- */
+
+static bool count_add(cd_countv *v, uint32_t coll)
+{
+	for (uint32_t i = 0; i < v->n; i++)
+		if (v->v[i].coll == coll) {
+			v->v[i].n++;
+			return true;
+		}
+	struct cd_count c = {coll, 1};
+	return cd_vec_push(v, c);
+}
+
+/* ---- regions ---- */
+
+static enum cd_status region_end(struct cd_replay *r, bool cut, struct cd_err *err)
+{
+	enum cd_status st = CD_OK;
+
+	r->region_cut = cut;
+	if (r->ops_retained > r->max_ops_retained)
+		r->max_ops_retained = r->ops_retained;
+	uint64_t ob = cd_replay_op_bytes(r);
+	if (ob > r->max_op_bytes)
+		r->max_op_bytes = ob;
+	if (r->reporting && r->opts.region_done)
+		st = r->opts.region_done(r->opts.ud, r, err);
+	r->in_region = false;
+	r->reporting = false;
+	return st;
+}
+
+static enum cd_status region_begin(struct cd_replay *r, const struct cd_event *e,
+				   struct cd_err *err)
+{
+	r->in_region = true;
+	r->region = e->region;
+	r->label = (e->have & CD_F_LABEL) ? str_id(r, e->label) : CD_NOID;
+	r->reporting = !r->opts.select || r->opts.region == e->region;
+	r->regions++;
+	r->gen++;
+	r->mods_in_region = 0;
+	r->helper.n = r->parent_list.n = r->sharding.n = 0;
+	r->comm.n = r->outside.n = r->outside_src.n = 0;
+	r->ops_retained = 0;
+	r->cur = GLOBAL;
+	r->ac = false;
+	struct cd_rmod *g = rmod(r, GLOBAL);
+	g->in_helper = true;
+	g->depth = 0;
+	g->has_counts = true;
+	g->has_parents = true; /* module_parents_dict["Global"] = set() */
+	if (!cd_vec_push(&r->helper, GLOBAL) || !cd_vec_push(&r->parent_list, GLOBAL))
+		return nomem(err);
+	return CD_OK;
+}
+
+/* ---- hooks ---- */
+
+static enum cd_status record_params(struct cd_replay *r, struct cd_rmod *m, uint32_t id,
+				    const struct cd_event *e, struct cd_err *err)
+{
+	char buf[64];
+
+	for (uint32_t i = 0; i < e->nparams; i++) {
+		const struct cd_param *p = &e->params[i];
+		uint32_t name = str_id(r, p->name);
+		uint32_t k;
+		if (name == CD_NOID)
+			return nomem(err);
+		for (k = 0; k < m->params.n; k++)
+			if (m->params.v[k].name == name)
+				break;
+		if (k == m->params.n) {
+			struct cd_pinfo z = {.name = name, .dtype = CD_NOID, .shape = CD_NOID,
+					     .placements = CD_NOID, .mesh = CD_NOID, .nbytes = -1};
+			if (!cd_vec_push(&m->params, z))
+				return nomem(err);
+		}
+		struct cd_pinfo *pi = &m->params.v[k];
+		pi->dtype = str_id(r, p->dtype);
+		pi->nbytes = p->nbytes;
+		pi->requires_grad = p->requires_grad;
+		if (p->has_shape) {
+			/* "[16, 10]" */
+			size_t need = 2 + (size_t)p->ndim * 22;
+			char *s = need <= sizeof buf ? buf : NULL;
+			if (!s) {
+				if (r->scratch_cap < need) {
+					char *ns = realloc(r->scratch, need);
+					if (!ns)
+						return nomem(err);
+					r->scratch = ns;
+					r->scratch_cap = need;
+				}
+				s = r->scratch;
+			}
+			size_t o = 0;
+			s[o++] = '[';
+			for (uint32_t d = 0; d < p->ndim; d++)
+				o += (size_t)sprintf(s + o, d ? ", %lld" : "%lld", (long long)p->shape[d]);
+			s[o++] = ']';
+			pi->shape = cd_intern(&r->strs, s, (uint32_t)o);
+		} else {
+			pi->shape = CD_NOID;
+		}
+		pi->mesh = str_id(r, p->mesh);
+		if (p->placements.p) {
+			/* a DTensor parameter */
+			pi->placements = str_id(r, p->placements);
+			if (!pi->dtensor_ever) {
+				pi->dtensor_ever = true;
+				struct cd_shard_ref ref = {id, k};
+				if (!cd_vec_push(&m->hparams, k) || !cd_vec_push(&r->sharding, ref))
+					return nomem(err);
+			}
+		}
+	}
+	return CD_OK;
+}
+
+static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)
+{
+	uint32_t id = mod_id(r, e->mod);
+	if (id == CD_NOID)
+		return nomem(err);
+
+	r->ac = e->bw;
+	r->cur = id;
+	/* ModTracker append (not a backward append) */
+	if (!parents_add(r, id))
+		return nomem(err);
+	if (r->ac)
+		return CD_OK;
+
+	struct cd_rmod *m = rmod(r, id);
+	if (!m->in_helper) {
+		m->in_helper = true;
+		if (!cd_vec_push(&r->helper, id))
+			return nomem(err);
+	}
+	m->type = str_id(r, e->type);
+	m->depth = r->pmembers.n - 1;
+	if (r->opts.want_params) {
+		enum cd_status st = record_params(r, m, id, e, err);
+		if (st)
+			return st;
+	}
+	if (!m->has_parents) {
+		m->has_parents = true;
+		if (!cd_vec_reserve(&m->parents, r->pmembers.n))
+			return nomem(err);
+		memcpy(m->parents.v, r->pmembers.v, r->pmembers.n * sizeof *m->parents.v);
+		m->parents.n = r->pmembers.n;
+	}
+	uint32_t parent = r->parent_list.v[r->parent_list.n - 1];
+	if (r->opts.want_tree) {
+		struct cd_rmod *pm = rmod(r, parent);
+		if (!cd_vec_push(&pm->children, id))
+			return nomem(err);
+		m = &r->rm.v[id];
+	}
+	if (!cd_vec_push(&r->parent_list, id))
+		return nomem(err);
+	m->hooked = true;
+	return CD_OK;
+}
+
+static void on_fw_post(struct cd_replay *r, const struct cd_event *e)
+{
+	uint32_t id = cd_intern_find(&r->mods, e->mod.p, e->mod.n);
+	if (id != CD_NOID && parents_has(r, id)) {
+		parents_drop(r, id);
+	} else if (!e->bw) {
+		/* the reference raises "The Module hierarchy tracking is wrong" */
+		warnf(r, "fw_post of module \"%.*s\" that is not running; ignored",
+		      (int)e->mod.n, e->mod.p);
+	}
+}
+
+static void on_fw_done(struct cd_replay *r, const struct cd_event *e)
+{
+	uint32_t id = cd_intern_find(&r->mods, e->mod.p, e->mod.n);
+	if (id == CD_NOID)
+		return;
+	const struct cd_rmod *m = cd_replay_mod(r, id);
+	if (!m || !m->hooked)
+		return; /* no per-module hook registered in this region */
+	r->ac = e->bw;
+	if (r->ac)
+		return;
+	if (r->parent_list.n <= 1) {
+		/* the reference pops "Global" and fails with IndexError */
+		warnf(r, "fw_done of module \"%.*s\" with no module open; ignored", (int)e->mod.n,
+		      e->mod.p);
+		return;
+	}
+	r->parent_list.n--;
+	r->cur = r->parent_list.v[r->parent_list.n - 1];
+}
+
+static enum cd_status on_bw_pre(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)
+{
+	uint32_t id = mod_id(r, e->mod);
+	if (id == CD_NOID)
+		return nomem(err);
+	r->ac = false;
+	r->cur = id;
+	return CD_OK;
+}
+
+static enum cd_status on_bw_enter(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)
+{
+	uint32_t id = mod_id(r, e->mod);
+	if (id == CD_NOID || !parents_add(r, id))
+		return nomem(err);
+	return CD_OK;
+}
+
+static void on_bw_exit(struct cd_replay *r, const struct cd_event *e)
+{
+	uint32_t id = cd_intern_find(&r->mods, e->mod.p, e->mod.n);
+	if (id != CD_NOID)
+		parents_drop(r, id); /* missing in backward: ignored, as the reference does */
+}
+
+/* The key of an op's DTensor argument list, and its decoded form. */
+static uint32_t argset_id(struct cd_replay *r, const struct cd_event *e, struct cd_err *err,
+			  enum cd_status *st)
+{
+	size_t need = 16;
+	for (uint32_t i = 0; i < e->nargs; i++)
+		need += 24 + (size_t)e->args[i].ndim * 21 + e->args[i].placements.n +
+			e->args[i].mesh.n;
+	if (r->scratch_cap < need) {
+		char *ns = realloc(r->scratch, need);
+		if (!ns) {
+			*st = nomem(err);
+			return CD_NOID;
+		}
+		r->scratch = ns;
+		r->scratch_cap = need;
+	}
+	/* key: per arg "torch.Size([a, b])\x01placements\x02"; then the mesh */
+	char *s = r->scratch;
+	size_t o = 0;
+	struct cd_str mesh = {"", 0};
+	for (uint32_t i = 0; i < e->nargs; i++) {
+		const struct cd_arg *a = &e->args[i];
+		o += (size_t)sprintf(s + o, "torch.Size([");
+		for (uint32_t d = 0; d < a->ndim; d++)
+			o += (size_t)sprintf(s + o, d ? ", %lld" : "%lld", (long long)a->shape[d]);
+		o += (size_t)sprintf(s + o, "])\x01");
+		memcpy(s + o, a->placements.p ? a->placements.p : "", a->placements.n);
+		o += a->placements.n;
+		s[o++] = '\x02';
+		if (a->mesh.p)
+			mesh = a->mesh;
+	}
+	memcpy(s + o, mesh.p, mesh.n);
+	o += mesh.n;
+	uint32_t before = r->argkeys.count;
+	uint32_t id = cd_intern(&r->argkeys, s, (uint32_t)o);
+	if (id == CD_NOID) {
+		*st = nomem(err);
+		return CD_NOID;
+	}
+	if (id < before)
+		return id;
+	/* new: decode it once */
+	struct cd_argset as = {0};
+	as.nargs = e->nargs;
+	as.shape = malloc((e->nargs ? e->nargs : 1) * sizeof *as.shape);
+	as.plc = malloc((e->nargs ? e->nargs : 1) * sizeof *as.plc);
+	if (!as.shape || !as.plc) {
+		free(as.shape);
+		free(as.plc);
+		*st = nomem(err);
+		return CD_NOID;
+	}
+	for (uint32_t i = 0; i < e->nargs; i++) {
+		const struct cd_arg *a = &e->args[i];
+		char *t = r->scratch; /* the key is interned: scratch is free again */
+		size_t n = (size_t)sprintf(t, "torch.Size([");
+		for (uint32_t d = 0; d < a->ndim; d++)
+			n += (size_t)sprintf(t + n, d ? ", %lld" : "%lld", (long long)a->shape[d]);
+		n += (size_t)sprintf(t + n, "])");
+		struct cd_str none = {"", 0};
+		as.shape[i] = cd_intern(&r->strs, t, (uint32_t)n);
+		as.plc[i] = str_id(r, a->placements.p ? a->placements : none);
+	}
+	as.mesh = cd_intern(&r->strs, mesh.p, mesh.n);
+	if (!cd_vec_push(&r->argsets, as)) {
+		free(as.shape);
+		free(as.plc);
+		*st = nomem(err);
+		return CD_NOID;
+	}
+	return id;
+}
+
+static uint32_t op_id(struct cd_replay *r, struct cd_str name)
+{
+	uint32_t before = r->ops.count;
+	uint32_t id = cd_intern(&r->ops, name.p, name.n);
+	if (id == CD_NOID || id < before)
+		return id;
+	char buf[128];
+	uint32_t cn = 0;
+	const char *c = collective_name(name.p, name.n, &cn, buf, sizeof buf);
+	struct cd_opinfo info = {CD_NOID, in_list(name.p, name.n, trivial_ops, COUNT(trivial_ops))};
+	if (c) {
+		info.coll = cd_intern(&r->colls, c, cn);
+		if (info.coll == CD_NOID)
+			return CD_NOID;
+	}
+	if (!cd_vec_push(&r->opinfo, info))
+		return CD_NOID;
+	return id;
+}
+
+static enum cd_status count_collective(struct cd_replay *r, uint32_t coll, bool bw,
+				       struct cd_err *err)
+{
+	if (!count_add(&r->comm, coll))
+		return nomem(err);
+	struct cd_rmod *m = rmod(r, r->cur);
+	m->has_counts = true;
+	if (!count_add(bw ? &m->bw : &m->fw, coll))
+		return nomem(err);
+	const uint32_t *par;
+	uint32_t npar;
+	if (m->has_parents) {
+		par = m->parents.v;
+		npar = m->parents.n;
+	} else {
+		/* Its forward ran outside this region: the reference fails with a
+		 * KeyError here.  Count it for the modules running now instead. */
+		if (!m->warned) {
+			m->warned = true;
+			warnf(r, "region %lld: module \"%s\" issued a collective in backward but its "
+				 "forward ran outside the region; counted for it and for the modules "
+				 "running at that time",
+			      (long long)r->region, mname(r, r->cur));
+		}
+		par = r->pmembers.v;
+		npar = r->pmembers.n;
+	}
+	for (uint32_t i = 0; i < npar; i++) {
+		uint32_t p = par[i];
+		if (p == r->cur)
+			continue;
+		struct cd_rmod *pm = rmod(r, p);
+		pm->has_counts = true;
+		if (!count_add(bw ? &pm->bw : &pm->fw, coll))
+			return nomem(err);
+	}
+	return CD_OK;
+}
+
+static enum cd_status on_op(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)
+{
+	enum cd_status st = CD_OK;
+	uint32_t op = op_id(r, e->name);
+	if (op == CD_NOID)
+		return nomem(err);
+	const struct cd_opinfo *info = &r->opinfo.v[op];
+
+	if (!e->dt && info->coll != CD_NOID) {
+		if ((st = count_collective(r, info->coll, e->bw, err)))
+			return st;
+	}
+	if (!r->opts.retain_ops || !r->reporting)
+		return CD_OK;
+	if (!e->dt && e->fake)
+		return CD_OK; /* fake-tensor ops are not recorded */
+	struct cd_oprec rec = {op, CD_NOID, (e->bw ? CD_OP_BW : 0u) | (r->ac ? CD_OP_AC : 0u)};
+	if (e->dt && e->nargs) {
+		rec.argset = argset_id(r, e, err, &st);
+		if (rec.argset == CD_NOID)
+			return st;
+	}
+	struct cd_rmod *m = rmod(r, r->cur);
+	if (!cd_vec_push(&m->ops, rec))
+		return nomem(err);
+	r->ops_retained++;
+	return CD_OK;
+}
+
+static enum cd_status on_coll(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)
+{
+	/* strip an overload suffix so "c10d.allreduce_.default" and
+	 * "c10d.allreduce_" count together */
+	uint32_t n = e->name.n, dots = 0, last = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (e->name.p[i] == '.') {
+			dots++;
+			last = i;
+		}
+	if (dots >= 2)
+		n = last;
+	uint32_t coll = cd_intern(&r->colls, e->name.p, n);
+	uint32_t src = e->src.p ? str_id(r, e->src) : CD_NOID;
+	if (coll == CD_NOID)
+		return nomem(err);
+	for (uint32_t i = 0; i < r->outside.n; i++)
+		if (r->outside.v[i].coll == coll && r->outside_src.v[i] == src) {
+			r->outside.v[i].n++;
+			return CD_OK;
+		}
+	struct cd_count c = {coll, 1};
+	if (!cd_vec_push(&r->outside, c) || !cd_vec_push(&r->outside_src, src))
+		return nomem(err);
+	return CD_OK;
+}
+
+enum cd_status cd_replay_event(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)
+{
+	enum cd_status st;
+
+	r->events++;
+	switch (e->ev) {
+	case CD_EV_REGION_ENTER:
+		if (r->in_region) {
+			warnf(r, "region %lld entered while region %lld is open; region %lld ends here",
+			      (long long)e->region, (long long)r->region, (long long)r->region);
+			if ((st = region_end(r, false, err)))
+				return st;
+		}
+		return region_begin(r, e, err);
+	case CD_EV_REGION_EXIT:
+		if (!r->in_region) {
+			warnf(r, "region_exit of region %lld, which is not open; ignored",
+			      (long long)e->region);
+			return CD_OK;
+		}
+		if (e->region != r->region)
+			warnf(r, "region_exit names region %lld but region %lld is open; closing it",
+			      (long long)e->region, (long long)r->region);
+		return region_end(r, false, err);
+	/* the gradient hooks and the engine callback outlive the region */
+	case CD_EV_BW_ENTER:
+		return on_bw_enter(r, e, err);
+	case CD_EV_BW_EXIT:
+		on_bw_exit(r, e);
+		return CD_OK;
+	case CD_EV_BW_END:
+		parents_reset(r);
+		return CD_OK;
+	default:
+		break;
+	}
+	if (!r->in_region)
+		return CD_OK; /* module hooks and the dispatch mode exist only inside */
+	switch (e->ev) {
+	case CD_EV_FW_PRE:
+		return on_fw_pre(r, e, err);
+	case CD_EV_FW_POST:
+		on_fw_post(r, e);
+		return CD_OK;
+	case CD_EV_FW_DONE:
+		on_fw_done(r, e);
+		return CD_OK;
+	case CD_EV_BW_PRE:
+		return on_bw_pre(r, e, err);
+	case CD_EV_OP:
+		return on_op(r, e, err);
+	case CD_EV_COLL:
+		return on_coll(r, e, err);
+	default:
+		return CD_OK;
+	}
+}
+
+enum cd_status cd_replay_finish(struct cd_replay *r, struct cd_err *err)
+{
+	if (!r->in_region)
+		return CD_OK;
+	warnf(r, "region %lld has no region_exit: the trace ends inside it", (long long)r->region);
+	return region_end(r, true, err);
+}
+
+uint64_t cd_replay_op_bytes(const struct cd_replay *r)
+{
+	uint64_t b = 0;
+	for (uint32_t i = 0; i < r->rm.n; i++)
+		if (r->rm.v[i].gen == r->gen)
+			b += (uint64_t)r->rm.v[i].ops.cap * sizeof(struct cd_oprec);
+	return b;
+}
+
+enum cd_status cd_replay_init(struct cd_replay *r, const struct cd_replay_opts *opts,
+			      struct cd_err *err)
+{
+	memset(r, 0, sizeof *r);
+	r->opts = *opts;
+	struct cd_str g = {"Global", 6};
+	if (mod_id(r, g) != GLOBAL || !parents_add(r, GLOBAL))
+		return nomem(err);
+	return CD_OK;
+}
+
+void cd_replay_free(struct cd_replay *r)
+{
+	for (uint32_t i = 0; i < r->rm.n; i++) {
+		struct cd_rmod *m = &r->rm.v[i];
+		cd_vec_free(&m->parents);
+		cd_vec_free(&m->children);
+		cd_vec_free(&m->params);
+		cd_vec_free(&m->hparams);
+		cd_vec_free(&m->fw);
+		cd_vec_free(&m->bw);
+		cd_vec_free(&m->ops);
+	}
+	for (uint32_t i = 0; i < r->argsets.n; i++) {
+		free(r->argsets.v[i].shape);
+		free(r->argsets.v[i].plc);
+	}
+	cd_vec_free(&r->rm);
+	cd_vec_free(&r->argsets);
+	cd_vec_free(&r->opinfo);
+	cd_vec_free(&r->pcnt);
+	cd_vec_free(&r->ppos);
+	cd_vec_free(&r->pmembers);
+	cd_vec_free(&r->helper);
+	cd_vec_free(&r->parent_list);
+	cd_vec_free(&r->sharding);
+	cd_vec_free(&r->comm);
+	cd_vec_free(&r->outside);
+	cd_vec_free(&r->outside_src);
+	free(r->scratch);
+	cd_intern_free(&r->mods);
+	cd_intern_free(&r->ops);
+	cd_intern_free(&r->colls);
+	cd_intern_free(&r->strs);
+	cd_intern_free(&r->argkeys);
+}

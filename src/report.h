@@ -1,0 +1,33 @@
+/* Reports: the state of one replayed region -> text or JSON.
+ * A report reads the replay state and writes to a struct cd_out; it never
+ * reads files and never prints diagnostics (warnings go to warn()). */
+#ifndef CD_REPORT_H
+#define CD_REPORT_H
+
+#include <stdbool.h>
+
+#include "out.h"
+#include "replay.h"
+
+struct cd_report_opts {
+	int noise;      /* 0..3 */
+	bool color;     /* ANSI escapes as CommDebugMode prints them */
+	void (*warn)(void *ud, const char *msg);
+	void *ud;
+};
+
+/* generate_comm_debug_tracing_table(noise_level); without colour it equals
+ * log_comm_debug_tracing_table_to_file's text. */
+void cd_report_table(struct cd_out *o, const struct cd_replay *r, const struct cd_report_opts *ro);
+
+/* generate_json_dump(noise_level), plus a newline.  Needs want_tree. */
+void cd_report_json(struct cd_out *o, const struct cd_replay *r, const struct cd_report_opts *ro);
+
+/* get_total_counts / get_comm_counts, and the collectives seen outside
+ * the dispatcher. */
+void cd_report_counts(struct cd_out *o, const struct cd_replay *r, bool json);
+
+/* get_parameter_info / get_sharding_info.  Needs want_params. */
+void cd_report_sharding(struct cd_out *o, const struct cd_replay *r, bool json);
+
+#endif
