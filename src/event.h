@@ -12,8 +12,10 @@
 #include "status.h"
 
 /* Largest magnitude accepted for an integer field: 2^53 - 1, so that every
- * value is exact in a double and both parsers agree. */
+ * value is exact in a double and both parsers agree.  The one exception is
+ * meta's t0 (unix nanoseconds, about 2^60), allowed up to CD_T0_MAX. */
 #define CD_INT_MAX 9007199254740991LL
+#define CD_T0_MAX 9000000000000000000LL
 
 /* Lists inside one event (params, args, shape dims) are capped, so hostile
  * input cannot make a single line expensive. */

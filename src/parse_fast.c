@@ -240,7 +240,7 @@ static enum cd_status number(struct scan *s, bool *is_int, int64_t *v, bool *fit
 		q++;
 	} else {
 		while (q < s->end && *q >= '0' && *q <= '9') {
-			if (acc > (uint64_t)CD_INT_MAX)
+			if (acc > (uint64_t)CD_T0_MAX)
 				ovf = true;
 			else
 				acc = acc * 10 + (uint64_t)(*q - '0');
@@ -271,7 +271,7 @@ static enum cd_status number(struct scan *s, bool *is_int, int64_t *v, bool *fit
 		*is_int = false;
 	}
 	s->p = q;
-	*fits = !ovf && acc <= (uint64_t)CD_INT_MAX;
+	*fits = !ovf && acc <= (uint64_t)CD_T0_MAX; /* each field checks its own range */
 	*v = neg ? -(int64_t)acc : (int64_t)acc;
 	return CD_OK;
 }

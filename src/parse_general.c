@@ -31,7 +31,7 @@ static enum cd_status get_int(const cJSON *j, const char *key, int64_t *v, struc
 	double d = j->valuedouble;
 	if (!isfinite(d) || d != floor(d))
 		return cd_fail(err, CD_ERR_TRACE, "field \"%s\" must be an integer", key);
-	if (d > (double)CD_INT_MAX || d < -(double)CD_INT_MAX)
+	if (d > (double)CD_T0_MAX || d < -(double)CD_T0_MAX) /* each field checks its own range */
 		return cd_fail(err, CD_ERR_TRACE, "field \"%s\" is out of range", key);
 	*v = (int64_t)d;
 	return CD_OK;

@@ -100,24 +100,22 @@ class Zstd:
             src = ctypes.create_string_buffer(bytes(data), len(data))
             inb = _InBuffer(ctypes.cast(src, ctypes.c_void_p), len(data), 0)
             parts = []
-            hint = 0
-            while inb.pos < inb.size:
-                outb = _OutBuffer(ctypes.cast(outbuf, ctypes.c_void_p), outsz, 0)
-                hint = self._check(lib.ZSTD_decompressStream(ds, ctypes.byref(outb),
-                                                             ctypes.byref(inb)),
-                                   "ZSTD_decompressStream")
-                parts.append(outbuf.raw[:outb.pos])
-            # Drain what the decoder still holds for the last frame.
+            complete = False  # the last frame seen so far is complete
             while True:
+                pos_before = inb.pos
                 outb = _OutBuffer(ctypes.cast(outbuf, ctypes.c_void_p), outsz, 0)
-                hint = self._check(lib.ZSTD_decompressStream(ds, ctypes.byref(outb),
-                                                             ctypes.byref(inb)),
-                                   "ZSTD_decompressStream")
+                rc = self._check(lib.ZSTD_decompressStream(ds, ctypes.byref(outb),
+                                                           ctypes.byref(inb)),
+                                 "ZSTD_decompressStream")
                 parts.append(outbuf.raw[:outb.pos])
-                if outb.pos < outsz:
+                if rc == 0:
+                    complete = True
+                elif outb.pos or inb.pos != pos_before:
+                    complete = False
+                if inb.pos == inb.size and outb.pos < outsz:
                     break
             out = b"".join(parts)
-            if hint != 0:
+            if not complete:
                 raise TruncatedError("input ends inside a zstd frame", out)
             return out
         finally:

@@ -1,0 +1,209 @@
+/* Unit tests of the two line parsers: values, errors, and agreement. */
+#include <stdlib.h>
+
+#include "check.h"
+#include "parse.h"
+
+static struct cd_parser pf, pg;
+
+static enum cd_status fast(const char *line, struct cd_event *e, struct cd_err *err)
+{
+	return cd_parse_fast(&pf, line, strlen(line), e, err);
+}
+
+static enum cd_status general(const char *line, struct cd_event *e, struct cd_err *err)
+{
+	return cd_parse_general(&pg, line, strlen(line), e, err);
+}
+
+static bool streq(struct cd_str s, const char *want)
+{
+	return s.p && s.n == strlen(want) && memcmp(s.p, want, s.n) == 0;
+}
+
+/* Both parsers accept the line and produce the same event. */
+static bool agree(const char *line)
+{
+	struct cd_event a, b;
+	struct cd_err ea = {0}, eb = {0};
+	enum cd_status sa = fast(line, &a, &ea);
+	enum cd_status sb = general(line, &b, &eb);
+	if (sa || sb) {
+		fprintf(stderr, "  %s\n  fast: %d %s / general: %d %s\n", line, sa, ea.msg, sb, eb.msg);
+		return false;
+	}
+	return cd_event_equal(&a, &b);
+}
+
+/* Both parsers reject the line; the fast one's message contains want. */
+static bool reject(const char *line, const char *want)
+{
+	struct cd_event a, b;
+	struct cd_err ea = {0}, eb = {0};
+	enum cd_status sa = fast(line, &a, &ea);
+	enum cd_status sb = general(line, &b, &eb);
+	if (!sa || !sb || !strstr(ea.msg, want)) {
+		fprintf(stderr, "  %s\n  fast: %d \"%s\" / general: %d \"%s\" (want \"%s\")\n", line, sa,
+			ea.msg, sb, eb.msg, want);
+		return false;
+	}
+	return true;
+}
+
+static void test_op_fields(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+	CHECK(fast("{\"ev\":\"op\",\"name\":\"aten.mm.default\",\"bw\":true,\"dt\":false,\"t\":12}", &e,
+		   &err) == CD_OK);
+	CHECK(e.ev == CD_EV_OP);
+	CHECK(streq(e.name, "aten.mm.default"));
+	CHECK(e.bw && !e.dt && !e.fake);
+	CHECK(e.t == 12 && (e.have & CD_F_T));
+}
+
+static void test_dtensor_args(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+	const char *l = "{\"ev\":\"op\",\"name\":\"aten.mm.default\",\"dt\":true,\"args\":["
+			"{\"shape\":[4,8],\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"},"
+			"{\"shape\":[],\"placements\":\"(Replicate(),)\",\"extra\":{\"a\":[1,{}]}}]}";
+	CHECK(fast(l, &e, &err) == CD_OK);
+	CHECK(e.nargs == 2);
+	CHECK(e.args[0].ndim == 2 && e.args[0].shape[0] == 4 && e.args[0].shape[1] == 8);
+	CHECK(streq(e.args[0].placements, "(Shard(dim=0),)"));
+	CHECK(streq(e.args[0].mesh, "M"));
+	CHECK(e.args[1].has_shape && e.args[1].ndim == 0);
+	CHECK(e.args[1].mesh.p == NULL);
+	CHECK(agree(l));
+}
+
+static void test_params(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+	const char *l = "{\"ev\":\"fw_pre\",\"mod\":\"M.net1\",\"type\":\"torch.nn.Linear\",\"bw\":false,"
+			"\"params\":[{\"name\":\"weight\",\"shape\":[16,10],\"dtype\":\"torch.float32\","
+			"\"nbytes\":640,\"requires_grad\":true,\"placements\":\"(Shard(dim=0),)\"},"
+			"{\"name\":\"bias\",\"shape\":[16]}],\"grad_in\":true}";
+	CHECK(fast(l, &e, &err) == CD_OK);
+	CHECK(e.nparams == 2);
+	CHECK(streq(e.params[0].name, "weight") && e.params[0].nbytes == 640);
+	CHECK(e.params[0].requires_grad);
+	CHECK(e.params[1].nbytes == -1 && e.params[1].placements.p == NULL);
+	CHECK(e.grad_in);
+	CHECK(agree(l));
+}
+
+static void test_escapes_and_unicode(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+	const char *l = "{\"ev\":\"fw_pre\",\"mod\":\"a\\\"b\\\\c\\u00e9\\ud83d\\ude00/\\n\",\"type\":\"T\"}";
+	CHECK(fast(l, &e, &err) == CD_OK);
+	CHECK(streq(e.mod, "a\"b\\c\xc3\xa9\xf0\x9f\x98\x80/\n"));
+	CHECK(agree(l));
+	CHECK(agree("{\"ev\":\"fw_pre\",\"mod\":\"\xc3\xa9t\xc3\xa9\",\"type\":\"T\"}"));
+}
+
+static void test_null_and_unknown(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+	const char *l = "{\"future\":[1,2,{\"x\":null}],\"ev\":\"region_enter\",\"region\":3,"
+			"\"label\":null, \"t\" : 5 }";
+	CHECK(fast(l, &e, &err) == CD_OK);
+	CHECK(e.ev == CD_EV_REGION_ENTER && e.region == 3 && !(e.have & CD_F_LABEL));
+	CHECK(agree(l));
+	/* unknown event types are kept as unknown, not rejected */
+	CHECK(fast("{\"ev\":\"from_the_future\",\"x\":1}", &e, &err) == CD_OK);
+	CHECK(e.ev == CD_EV_UNKNOWN);
+	/* duplicate keys: the last one wins in both */
+	CHECK(agree("{\"ev\":\"op\",\"name\":\"a.b.c\",\"name\":\"x.y.z\"}"));
+	CHECK(fast("{\"ev\":\"op\",\"name\":\"a.b.c\",\"name\":\"x.y.z\"}", &e, &err) == CD_OK);
+	CHECK(streq(e.name, "x.y.z"));
+}
+
+static void test_meta(void)
+{
+	CHECK(agree("{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":3,"
+		    "\"world_size\":4,\"host\":\"n0\",\"pid\":7,\"t0\":1700000000000000000}"));
+	CHECK(reject("{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":2}",
+		     "unsupported trace version 2"));
+	CHECK(reject("{\"ev\":\"meta\",\"format\":\"other\",\"version\":1}", "not a commdebug trace"));
+	CHECK(reject("{\"ev\":\"meta\",\"format\":\"commdebug-trace\"}", "missing field \"version\""));
+	CHECK(reject("{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":4,"
+		     "\"world_size\":4}", "rank 4 is not below world_size 4"));
+}
+
+static void test_errors(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+
+	CHECK(reject("{\"ev\":\"fw_pre\",\"type\":\"T\"}", "missing field \"mod\" in fw_pre event"));
+	CHECK(reject("{\"ev\":\"op\"}", "missing field \"name\" in op event"));
+	CHECK(reject("{\"name\":\"x\"}", "missing field \"ev\""));
+	CHECK(reject("{\"ev\":\"region_enter\",\"region\":\"1\"}", "field \"region\" must be an integer"));
+	CHECK(reject("{\"ev\":\"region_enter\",\"region\":-1}", "out of range"));
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\",\"bw\":1}", "must be true or false"));
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\",\"t\":99999999999999999999}", "out of range"));
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\",\"t\":-5}", "negative time"));
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\",\"dt\":true,\"args\":[{\"shape\":[-1]}]}",
+		     "negative value"));
+	CHECK(reject("[1,2]", "JSON"));
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\"} trailing", "JSON"));
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\"", "JSON"));
+	CHECK(reject("", "JSON"));
+	/* the column points at the problem */
+	CHECK(fast("{\"ev\":\"op\" \"name\":\"x\"}", &e, &err) != CD_OK);
+	CHECK(err.column == 12);
+	/* the fast parser is the stricter one */
+	CHECK(fast("{\"ev\":\"op\",\"name\":\"\xff\"}", &e, &err) != CD_OK);
+	CHECK(strstr(err.msg, "UTF-8") != NULL);
+	CHECK(fast("{\"ev\":\"op\",\"name\":\"a\\u0000\"}", &e, &err) != CD_OK);
+	CHECK(fast("{\"ev\":\"region_enter\",\"region\":1.5}", &e, &err) != CD_OK);
+}
+
+static void test_limits(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+	/* nesting deeper than the limit in an unknown field */
+	char *deep = malloc(1000);
+	strcpy(deep, "{\"ev\":\"op\",\"name\":\"x\",\"u\":");
+	size_t n = strlen(deep);
+	for (int i = 0; i < 200; i++)
+		deep[n++] = '[';
+	for (int i = 0; i < 200; i++)
+		deep[n++] = ']';
+	deep[n++] = '}';
+	deep[n] = '\0';
+	CHECK(fast(deep, &e, &err) != CD_OK && strstr(err.msg, "nesting"));
+	free(deep);
+	/* a list longer than CD_LIST_MAX */
+	size_t cap = 16 * (CD_LIST_MAX + 10);
+	char *big = malloc(cap);
+	n = (size_t)sprintf(big, "{\"ev\":\"op\",\"name\":\"x\",\"shape\":[");
+	for (int i = 0; i < CD_LIST_MAX + 1; i++)
+		n += (size_t)sprintf(big + n, i ? ",%d" : "%d", i);
+	strcpy(big + n, "]}");
+	CHECK(reject(big, "too many entries"));
+	free(big);
+}
+
+int main(void)
+{
+	TEST(test_op_fields);
+	TEST(test_dtensor_args);
+	TEST(test_params);
+	TEST(test_escapes_and_unicode);
+	TEST(test_null_and_unknown);
+	TEST(test_meta);
+	TEST(test_errors);
+	TEST(test_limits);
+	cd_parser_free(&pf);
+	cd_parser_free(&pg);
+	return check_done();
+}
