@@ -92,7 +92,8 @@ static const char *collective_name(const char *name, uint32_t n, uint32_t *out_n
 		*out_n = pn;
 		return name;
 	}
-	if (pn == 25 && memcmp(name, "_dtensor.shard_dim_alltoall", 25) == 0) {
+	if (pn == sizeof "_dtensor.shard_dim_alltoall" - 1 &&
+	    memcmp(name, "_dtensor.shard_dim_alltoall", pn) == 0) {
 		*out_n = pn;
 		return name;
 	}

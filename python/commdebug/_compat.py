@@ -130,8 +130,8 @@ def register_global_bw_pre(hook):
 
 
 if _global_bw_pre is None:
-    degraded.append("no global module full backward pre-hook (torch < 2.0): bw_pre is "
-                    "emulated by a gradient hook on the module's outputs")
+    degraded.append("no global full-backward pre-hook, bw_pre fires at the first "
+                    "gradient of a module's outputs")
 
 # --- multi-grad hooks --------------------------------------------------------------------
 _native_mgh = None
@@ -206,10 +206,31 @@ def _grad_fn_or_acc(t):
     return t.grad_fn
 
 
-def _fallback_multi_grad_hook(tensors, fn, mode):
+def _register_hook(t, fn, prepend):
+    h = t.register_hook(fn)
+    if prepend:
+        # Make the new hook run first.  The engine walks the hook dict with
+        # PyDict_Next, which follows insertion order (not OrderedDict's
+        # move_to_end), so rebuild the dict with the new hook in front.
+        d = t._backward_hooks
+        items = list(d.items())
+        d.clear()
+        d[h.id] = fn
+        for k, v in items:
+            if k != h.id:
+                d[k] = v
+    return h
+
+
+def _fallback_multi_grad_hook(tensors, fn, mode, prepend=False):
     """register_multi_grad_hook for a torch that lacks it (or lacks ``mode``),
     with the same semantics: "all" calls fn once every tensor whose gradient
-    this backward computes has it; "any" calls fn at the first one."""
+    this backward computes has it; "any" calls fn at the first one.
+
+    ``prepend`` puts the hook before the tensor's existing hooks: without the
+    full-backward-hook wrappers of torch >= 2.0 (which give every module
+    boundary its own autograd node), that is the order in which the hooks of
+    nested modules sharing one tensor would run there: outer module first."""
     if mode == "any":
         fired = [None]
 
@@ -221,7 +242,8 @@ def _fallback_multi_grad_hook(tensors, fn, mode):
             fn(grad)
             return None
 
-        return _Handles([t.register_hook(any_hook) for t in tensors if t.requires_grad])
+        return _Handles([_register_hook(t, any_hook, prepend)
+                         for t in tensors if t.requires_grad])
 
     grad_fns = [_grad_fn_or_acc(t) for t in tensors]
     count = {}
@@ -246,7 +268,13 @@ def _fallback_multi_grad_hook(tensors, fn, mode):
             return None
         return all_hook
 
-    return _Handles([t.register_hook(make(i)) for i, t in enumerate(tensors)])
+    return _Handles([_register_hook(t, make(i), prepend) for i, t in enumerate(tensors)])
+
+
+# Without a global full-backward pre-hook there are no BackwardHookFunction
+# wrappers around module outputs and inputs; the recorder's hooks then go in
+# front of those already on a tensor (see _fallback_multi_grad_hook).
+EMULATE_BW_PRE = _global_bw_pre is None
 
 
 def multi_grad_hook(tensors, fn, mode="all"):
@@ -254,12 +282,12 @@ def multi_grad_hook(tensors, fn, mode="all"):
         if _native_has_mode:
             return _native_mgh(tensors, fn, mode=mode)
         return _native_mgh(tensors, fn)
-    return _fallback_multi_grad_hook(tensors, fn, mode)
+    return _fallback_multi_grad_hook(tensors, fn, mode, prepend=EMULATE_BW_PRE)
 
 
 if _native_mgh is None:
-    degraded.append("no torch.autograd.graph.register_multi_grad_hook (torch < 2.0): "
-                    "bw_enter/bw_exit use an equivalent built from tensor hooks")
+    degraded.append("no register_multi_grad_hook, bw_enter/bw_exit use tensor hooks "
+                    "with the same semantics")
 
 # --- process groups seen by the dispatcher ------------------------------------------------
 _unbox = None

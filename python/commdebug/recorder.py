@@ -191,8 +191,14 @@ class Recorder:
             "recorder": "commdebug-py " + RECORDER_VERSION,
         }
         self._append(_dumps(meta, separators=(",", ":")) + "\n")
-        for msg in C.degraded:
-            _note("torch %s: %s" % (torch.__version__, msg))
+        notes = list(C.degraded)
+        missing = _install_python_api()
+        if missing:
+            notes.append("%s run without the dispatcher: recorded from the ProcessGroup "
+                         "methods (\"via\":\"python_api\")" % ", ".join(missing))
+        if notes:
+            _note("torch %s lacks some hooks CommDebugMode uses; the recorder emulates "
+                  "them: %s" % (torch.__version__, "; ".join(notes)))
         self._scan_groups()
 
     def _emit(self, body):
@@ -416,12 +422,13 @@ class Recorder:
         grad_out = (not bw) and bool(tensors)
         self._emit('{"ev":"fw_post","mod":%s,"bw":%s,"grad_out":%s'
                    % (nj, "true" if bw else "false", "true" if grad_out else "false"))
-        if tensors and _EMULATE_BW_PRE and torch.is_grad_enabled():
-            # torch < 2.0 has no global full-backward pre-hook: fire bw_pre at the
-            # first gradient of an output, before the tracker's own output hook.
-            C.multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
         if grad_out:
             C.multi_grad_hook(tensors, self._enter_fn(nj), mode="any")
+        if tensors and _EMULATE_BW_PRE and torch.is_grad_enabled():
+            # torch < 2.0 has no global full-backward pre-hook: fire bw_pre at the
+            # first gradient of an output.  Registered last, it is put in front of
+            # the output hook above, as the wrapper node of torch >= 2.0 would be.
+            C.multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
 
     def _bw_pre(self, mod, grad_output):
         self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
@@ -531,6 +538,11 @@ class Recorder:
                 pg = self._pg_ctx[-1]
             if pg is not None:
                 pg_name = self._group_name(pg)
+            elif len(self._pg_names) == 1:
+                # Issued from C++ on a torch that cannot unbox the group (1.13),
+                # but there is only one group it can be.
+                for pg_name in self._pg_names.values():
+                    pass
         return ('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":%s%s'
                 % (nj, "true" if bw else "false", "true" if fake else "false",
                    self._coll_fields(pg_name, args, in_idx, out_idx)))
@@ -573,7 +585,7 @@ class Recorder:
         self._emit(s)
 
 
-_EMULATE_BW_PRE = C._global_bw_pre is None
+_EMULATE_BW_PRE = C.EMULATE_BW_PRE
 
 
 def _make_mode(rec):
@@ -639,16 +651,17 @@ def _install_python_api():
     """Wrap ProcessGroup methods where this torch needs it (1.13): methods
     whose c10d op newer torch dispatches but this one does not are recorded
     as op events marked "via":"python_api"; the others only tell the
-    dispatch mode which group the op runs on (1.13 cannot unbox it)."""
+    dispatch mode which group the op runs on (1.13 cannot unbox it).
+    Returns the c10d op names recorded this way."""
     if _python_api_installed:
-        return
-    _python_api_installed.append(True)
+        return _python_api_installed[0]
+    missing = []
+    _python_api_installed.append(missing)
     try:
         from torch._C._distributed_c10d import ProcessGroup
     except Exception:
-        return
+        return missing
     need_ctx = not C.can_unbox_process_group()
-    missing = []
     for meth, opname in K.python_api_methods.items():
         orig = ProcessGroup.__dict__.get(meth)
         if orig is None:
@@ -663,9 +676,31 @@ def _install_python_api():
         if not dispatched:
             missing.append(opname)
         setattr(ProcessGroup, meth, _wrap_pg_method(orig, opname, dispatched))
-    if missing:
-        _note("torch %s runs %s without the dispatcher: recorded from the ProcessGroup "
-              "methods (\"via\":\"python_api\")" % (torch.__version__, ", ".join(missing)))
+    if need_ctx:
+        # C++ helpers DDP calls with its process group (parameter broadcast and
+        # shape check at construction): tell the dispatch mode the group.
+        import torch.distributed as dist
+        for fname in ("_broadcast_coalesced", "_verify_params_across_processes"):
+            f = getattr(dist, fname, None)
+            if f is not None and not hasattr(f, "_commdebug_orig"):
+                setattr(dist, fname, _wrap_group_first(f))
+    return missing
+
+
+def _wrap_group_first(orig):
+    def helper(process_group, *args, **kwargs):
+        rec = _active()
+        if rec is None:
+            return orig(process_group, *args, **kwargs)
+        rec._pg_ctx.append(process_group)
+        try:
+            return orig(process_group, *args, **kwargs)
+        finally:
+            rec._pg_ctx.pop()
+    helper.__name__ = getattr(orig, "__name__", "helper")
+    helper.__doc__ = getattr(orig, "__doc__", None)
+    helper._commdebug_orig = orig
+    return helper
 
 
 def _wrap_pg_method(orig, opname, dispatched):
