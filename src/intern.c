@@ -27,6 +27,26 @@ static uint32_t hash(const char *p, uint32_t n)
 	return (uint32_t)h;
 }
 
+/* Equal bytes?  Inline word compares: interned strings are short and a
+ * libc call per probe costs more than the compare. */
+static inline bool same(const char *a, const char *b, uint32_t n)
+{
+	while (n >= 8) {
+		uint64_t x, y;
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		if (x != y)
+			return false;
+		a += 8;
+		b += 8;
+		n -= 8;
+	}
+	while (n--)
+		if (*a++ != *b++)
+			return false;
+	return true;
+}
+
 uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
 {
 	if (!t->nslots)
@@ -37,7 +57,7 @@ uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
 		if (!v)
 			return CD_NOID;
 		const __typeof__(t->items[0]) *it = &t->items[v - 1];
-		if (it->hash == h && it->n == n && memcmp(it->p, p, n) == 0)
+		if (it->hash == h && it->n == n && same(it->p, p, n))
 			return v - 1;
 	}
 }

@@ -149,6 +149,16 @@ static void begin(struct cd_out *o, char open, char close)
 	cd_out_write(o, &open, 1);
 }
 
+void cd_pj_prime(struct cd_out *o, uint32_t depth)
+{
+	for (uint32_t i = 0; i < depth; i++) {
+		begin(o, '[', ']');
+		if (o->depth)
+			o->stack[o->depth - 1].count = 1;
+	}
+	o->len = 0;
+}
+
 void cd_pj_begin_obj(struct cd_out *o)
 {
 	begin(o, '{', '}');

@@ -73,6 +73,15 @@ void cd_pj_str(struct cd_out *o, const char *s, size_t n);
 void cd_pj_cstr(struct cd_out *o, const char *s);
 void cd_pj_int(struct cd_out *o, int64_t v);
 void cd_pj_bool(struct cd_out *o, bool v);
+/* Pretend to be inside `depth` containers that already hold items, so that
+ * the next value is written as it would be at that depth (for rendering
+ * fragments to cache).  Only on an empty, fresh cd_out. */
+void cd_pj_prime(struct cd_out *o, uint32_t depth);
+/* Current nesting depth. */
+static inline uint32_t cd_pj_depth(const struct cd_out *o)
+{
+	return o->depth;
+}
 /* A value written by the caller as raw JSON text (already escaped). */
 void cd_pj_raw(struct cd_out *o, const char *s, size_t n);
 /* Escape s as a JSON string the way Python's json module does. */

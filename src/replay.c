@@ -450,10 +450,16 @@ static void on_bw_exit(struct cd_replay *r, const struct cd_event *e)
 static uint32_t argset_id(struct cd_replay *r, const struct cd_event *e, struct cd_err *err,
 			  enum cd_status *st)
 {
-	size_t need = 16;
-	for (uint32_t i = 0; i < e->nargs; i++)
-		need += 24 + (size_t)e->args[i].ndim * 21 + e->args[i].placements.n +
-			e->args[i].mesh.n;
+	/* room for the key, and for one formatted shape afterwards */
+	size_t need = 16, mesh_n = 0;
+	for (uint32_t i = 0; i < e->nargs; i++) {
+		size_t key = 8 + (size_t)e->args[i].ndim * 8 + e->args[i].placements.n;
+		size_t text = 16 + (size_t)e->args[i].ndim * 22;
+		need += key > text ? key : text;
+		if (e->args[i].mesh.n > mesh_n)
+			mesh_n = e->args[i].mesh.n;
+	}
+	need += mesh_n;
 	if (r->scratch_cap < need) {
 		char *ns = realloc(r->scratch, need);
 		if (!ns) {
@@ -463,19 +469,22 @@ static uint32_t argset_id(struct cd_replay *r, const struct cd_event *e, struct 
 		r->scratch = ns;
 		r->scratch_cap = need;
 	}
-	/* key: per arg "torch.Size([a, b])\x01placements\x02"; then the mesh */
+	/* binary key: per arg ndim, dims, placements length and bytes; then
+	 * the mesh (of the last DTensor arg that names one) */
 	char *s = r->scratch;
 	size_t o = 0;
 	struct cd_str mesh = {"", 0};
 	for (uint32_t i = 0; i < e->nargs; i++) {
 		const struct cd_arg *a = &e->args[i];
-		o += (size_t)sprintf(s + o, "torch.Size([");
-		for (uint32_t d = 0; d < a->ndim; d++)
-			o += (size_t)sprintf(s + o, d ? ", %lld" : "%lld", (long long)a->shape[d]);
-		o += (size_t)sprintf(s + o, "])\x01");
-		memcpy(s + o, a->placements.p ? a->placements.p : "", a->placements.n);
+		memcpy(s + o, &a->ndim, sizeof a->ndim);
+		o += sizeof a->ndim;
+		memcpy(s + o, a->shape, (size_t)a->ndim * sizeof *a->shape);
+		o += (size_t)a->ndim * sizeof *a->shape;
+		memcpy(s + o, &a->placements.n, sizeof a->placements.n);
+		o += sizeof a->placements.n;
+		if (a->placements.n)
+			memcpy(s + o, a->placements.p, a->placements.n);
 		o += a->placements.n;
-		s[o++] = '\x02';
 		if (a->mesh.p)
 			mesh = a->mesh;
 	}

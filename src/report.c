@@ -189,38 +189,133 @@ static void json_strid(struct cd_out *o, const struct cd_intern *t, uint32_t id)
 	cd_pj_str(o, cd_intern_str(t, id), cd_intern_len(t, id));
 }
 
+static void json_op(struct cd_out *o, const struct cd_replay *r, const struct cd_oprec *op)
+{
+	const struct cd_argset *as = op->argset == CD_NOID ? NULL : &r->argsets.v[op->argset];
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "name");
+	json_strid(o, &r->ops, op->op);
+	cd_pj_key(o, "input_shape");
+	cd_pj_begin_arr(o);
+	for (uint32_t k = 0; as && k < as->nargs; k++)
+		json_strid(o, &r->strs, as->shape[k]);
+	cd_pj_end(o);
+	cd_pj_key(o, "input_sharding");
+	cd_pj_begin_arr(o);
+	for (uint32_t k = 0; as && k < as->nargs; k++)
+		json_strid(o, &r->strs, as->plc[k]);
+	cd_pj_end(o);
+	cd_pj_key(o, "device_mesh");
+	if (as)
+		json_strid(o, &r->strs, as->mesh);
+	else
+		cd_pj_str(o, "", 0);
+	cd_pj_key(o, "is_bw");
+	cd_pj_bool(o, (op->flags & CD_OP_BW) != 0);
+	cd_pj_key(o, "is_activation_checkpointing");
+	cd_pj_bool(o, (op->flags & CD_OP_AC) != 0);
+	cd_pj_end(o);
+}
+
+struct cd_cache_slot {
+	uint64_t key;   /* 0 = empty */
+	uint64_t off;
+	uint32_t len;
+};
+
+void cd_report_cache_free(struct cd_report_cache *c)
+{
+	free(c->slots);
+	free(c->text);
+	memset(c, 0, sizeof *c);
+}
+
+static bool cache_grow(struct cd_report_cache *c)
+{
+	uint32_t n = c->nslots ? c->nslots * 2 : 1024;
+	struct cd_cache_slot *ns = calloc(n, sizeof *ns);
+	if (!ns)
+		return false;
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		if (!c->slots[i].key)
+			continue;
+		uint32_t h = (uint32_t)((c->slots[i].key * 0x9E3779B97F4A7C15ull) >> 32) & (n - 1);
+		while (ns[h].key)
+			h = (h + 1) & (n - 1);
+		ns[h] = c->slots[i];
+	}
+	free(c->slots);
+	c->slots = ns;
+	c->nslots = n;
+	return true;
+}
+
+/* The op object as JSON text at the current depth of o, from the cache
+ * or rendered into it.  NULL when it cannot be cached. */
+static const char *cached_op(struct cd_report_cache *c, const struct cd_out *o,
+			     const struct cd_replay *r, const struct cd_oprec *op, uint32_t *len)
+{
+	uint32_t depth = cd_pj_depth(o);
+	uint64_t as = op->argset == CD_NOID ? 0xFFFFFFu : op->argset;
+	if (op->op >= 0xFFFFFFu || as > 0xFFFFFFu || depth >= 0x3FFF)
+		return NULL;
+	uint64_t key = 1 + ((uint64_t)op->op | as << 24 | (uint64_t)(op->flags & 3) << 48 |
+			    (uint64_t)depth << 50);
+	if ((c->count + 1) * 2 > c->nslots && !cache_grow(c))
+		return NULL;
+	uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (c->nslots - 1);
+	while (c->slots[h].key && c->slots[h].key != key)
+		h = (h + 1) & (c->nslots - 1);
+	if (!c->slots[h].key) {
+		struct cd_out tmp;
+		cd_out_init(&tmp, NULL);
+		tmp.hold = true;
+		cd_pj_prime(&tmp, depth);
+		json_op(&tmp, r, op);
+		const char *brace = tmp.failed ? NULL : memchr(tmp.buf, '{', tmp.len);
+		size_t n = brace ? tmp.len - (size_t)(brace - tmp.buf) : 0;
+		if (!brace) {
+			cd_out_free(&tmp);
+			return NULL;
+		}
+		if (c->cap - c->len < n) {
+			size_t cap = c->cap ? c->cap : 65536;
+			while (cap - c->len < n)
+				cap *= 2;
+			char *nt = realloc(c->text, cap);
+			if (!nt) {
+				cd_out_free(&tmp);
+				return NULL;
+			}
+			c->text = nt;
+			c->cap = cap;
+		}
+		memcpy(c->text + c->len, brace, n);
+		c->slots[h].key = key;
+		c->slots[h].off = c->len;
+		c->slots[h].len = (uint32_t)n;
+		c->len += n;
+		c->count++;
+		cd_out_free(&tmp);
+	}
+	*len = c->slots[h].len;
+	return c->text + c->slots[h].off;
+}
+
 static void json_ops(struct cd_out *o, const struct cd_replay *r, const struct cd_rmod *m,
-		     enum dir d, int noise)
+		     enum dir d, const struct cd_report_opts *ro)
 {
 	cd_pj_begin_arr(o);
-	for (uint32_t i = 0; noise >= 1 && i < m->ops.n; i++) {
+	for (uint32_t i = 0; ro->noise >= 1 && i < m->ops.n; i++) {
 		const struct cd_oprec *op = &m->ops.v[i];
-		if (!op_in(op, d) || !op_shown(r, op, noise))
+		if (!op_in(op, d) || !op_shown(r, op, ro->noise))
 			continue;
-		const struct cd_argset *as = op->argset == CD_NOID ? NULL : &r->argsets.v[op->argset];
-		cd_pj_begin_obj(o);
-		cd_pj_key(o, "name");
-		json_strid(o, &r->ops, op->op);
-		cd_pj_key(o, "input_shape");
-		cd_pj_begin_arr(o);
-		for (uint32_t k = 0; as && k < as->nargs; k++)
-			json_strid(o, &r->strs, as->shape[k]);
-		cd_pj_end(o);
-		cd_pj_key(o, "input_sharding");
-		cd_pj_begin_arr(o);
-		for (uint32_t k = 0; as && k < as->nargs; k++)
-			json_strid(o, &r->strs, as->plc[k]);
-		cd_pj_end(o);
-		cd_pj_key(o, "device_mesh");
-		if (as)
-			json_strid(o, &r->strs, as->mesh);
+		uint32_t len;
+		const char *text = ro->cache ? cached_op(ro->cache, o, r, op, &len) : NULL;
+		if (text)
+			cd_pj_raw(o, text, len);
 		else
-			cd_pj_str(o, "", 0);
-		cd_pj_key(o, "is_bw");
-		cd_pj_bool(o, (op->flags & CD_OP_BW) != 0);
-		cd_pj_key(o, "is_activation_checkpointing");
-		cd_pj_bool(o, (op->flags & CD_OP_AC) != 0);
-		cd_pj_end(o);
+			json_op(o, r, op);
 	}
 	cd_pj_end(o);
 }
@@ -319,11 +414,11 @@ static void json_node(struct cd_out *o, const struct cd_replay *r, uint32_t id, 
 	cd_pj_key(o, "collectives_backward");
 	json_colls(o, r, &m->bw);
 	cd_pj_key(o, "operations_forward");
-	json_ops(o, r, m, FWD, ro->noise);
+	json_ops(o, r, m, FWD, ro);
 	cd_pj_key(o, "operations_backward");
-	json_ops(o, r, m, BWD, ro->noise);
+	json_ops(o, r, m, BWD, ro);
 	cd_pj_key(o, "operations_checkpointing");
-	json_ops(o, r, m, ACK, ro->noise);
+	json_ops(o, r, m, ACK, ro);
 	cd_pj_end(o);
 }
 

@@ -9,9 +9,21 @@
 #include "out.h"
 #include "replay.h"
 
+/* Rendered JSON op objects, reused across modules and regions of one
+ * replay (ops repeat a lot).  Zero-initialise; free with
+ * cd_report_cache_free(). */
+struct cd_report_cache {
+	struct cd_cache_slot *slots;
+	uint32_t nslots, count;
+	char *text;
+	size_t len, cap;
+};
+void cd_report_cache_free(struct cd_report_cache *c);
+
 struct cd_report_opts {
 	int noise;      /* 0..3 */
 	bool color;     /* ANSI escapes as CommDebugMode prints them */
+	struct cd_report_cache *cache;  /* may be NULL */
 	void (*warn)(void *ud, const char *msg);
 	void *ud;
 };

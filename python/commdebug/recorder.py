@@ -269,6 +269,7 @@ class Recorder:
             h.remove()
         self._done_handles.clear()
         self._mode.__exit__(*exc)
+        del self._pg_ctx[:]
         self._in_region = False
         self._emit('{"ev":"region_exit","region":' + str(self.region))
         self._w.flush()
@@ -410,12 +411,20 @@ class Recorder:
         if old is not None:
             old.remove()
         self._done_handles[id(mod)] = mod.register_forward_hook(self._done_fn(nj))
-        if self._ddp and _DDP is not None and isinstance(mod, _DDP) and mod not in _DDP_CHECKED:
-            _maybe_hook_ddp(mod)
+        if _DDP is not None and isinstance(mod, _DDP):
+            if self._ddp and mod not in _DDP_CHECKED:
+                _maybe_hook_ddp(mod)
+            if _NEED_PG_CTX:
+                # DDP's forward issues collectives from C++ (bucket rebuild, buffer
+                # broadcast) on its group; 1.13 cannot tell the mode which one.
+                self._pg_ctx.append(mod.process_group)
 
     def _fw_post(self, mod, inputs, output):
         if C.in_compiled_region():
             return
+        if _NEED_PG_CTX and _DDP is not None and isinstance(mod, _DDP) and self._pg_ctx \
+                and self._pg_ctx[-1] is mod.process_group:
+            self._pg_ctx.pop()
         bw = _is_bw()
         nj = self._nj(self._mod_name(mod))
         tensors = _flat_tensors_requiring_grad(output)
@@ -586,6 +595,7 @@ class Recorder:
 
 
 _EMULATE_BW_PRE = C.EMULATE_BW_PRE
+_NEED_PG_CTX = not C.can_unbox_process_group()
 
 
 def _make_mode(rec):

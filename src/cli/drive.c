@@ -155,6 +155,7 @@ struct run {
 	bool has_held_label;
 	uint64_t reported;
 	bool json_like;
+	struct cd_report_cache cache;
 };
 
 static void warn_cb(void *ud, const char *msg)
@@ -176,7 +177,8 @@ static void region_header(struct cd_out *o, int64_t region, const char *label, b
 
 static void render(struct run *run, struct cd_out *o, const struct cd_replay *r)
 {
-	struct cd_report_opts ro = {run->cli->noise, run->cli->color, warn_cb, run};
+	struct cd_report_opts ro = {.noise = run->cli->noise, .color = run->cli->color,
+				    .cache = &run->cache, .warn = warn_cb, .ud = run};
 	switch (run->cli->kind) {
 	case CD_R_TABLE:
 		cd_report_table(o, r, &ro);
@@ -392,6 +394,7 @@ out:
 	if (replay_ok)
 		cd_replay_free(&rp);
 	cd_out_free(&run.held);
+	cd_report_cache_free(&run.cache);
 	return rc;
 }
 

@@ -1,0 +1,132 @@
+"""Collective ops: which ops they are, where their process group and payload are.
+
+The dispatcher hands a collective to the recorder as an OpOverload with its
+arguments in schema order.  For c10d ops the process group is a ScriptObject
+argument (unboxed to a ProcessGroup on torch 2.x), for functional
+collectives it is the ``group_name`` string.  The payload (what ``bytes``,
+``dtype`` and ``shape`` describe) is this rank's input buffer; for
+receive-only participation (recv, scatter on a non-root rank) it is the
+output buffer.
+
+On torch 1.13 several ProcessGroup methods do not go through the dispatcher
+at all, and the ones that do cannot tell which group they run on.
+``python_api_methods`` lists the ProcessGroup methods with the c10d op name
+newer PyTorch dispatches for each, so the recorder can wrap them.
+"""
+
+import torch
+
+__all__ = ["COLLECTIVE_NAMESPACES", "payload_indices", "python_api_methods",
+           "tensors_of", "group_names", "group_info"]
+
+COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional",
+                         "_c10d_functional_autograd")
+
+# c10d op -> (input payload arg index, output arg index); None: no payload.
+_C10D_PAYLOAD = {
+    "broadcast_": (0, 0),
+    "allreduce_": (0, 0),
+    "allreduce_coalesced_": (0, 0),
+    "reduce_": (0, 0),
+    "send": (0, None),
+    "recv_": (None, 0),
+    "recv_any_source_": (None, 0),
+    "allgather_": (1, 0),
+    "_allgather_base_": (1, 0),
+    "allgather_coalesced_": (1, 0),
+    "allgather_into_tensor_coalesced_": (1, 0),
+    "reduce_scatter_": (1, 0),
+    "_reduce_scatter_base_": (1, 0),
+    "reduce_scatter_tensor_coalesced_": (1, 0),
+    "gather_": (1, 0),
+    "scatter_": (1, 0),
+    "alltoall_": (1, 0),
+    "alltoall_base_": (1, 0),
+    "barrier": (None, None),
+    "monitored_barrier_": (None, None),
+}
+
+# Ops in the collective namespaces that are not collectives.
+_NOT_COLLECTIVE = {"wait_tensor", "wait", "ProcessGroup", "Work", "ReduceOp"}
+
+# ProcessGroup method -> the c10d op newer torch dispatches for it.  The method's
+# tensor arguments come in the op's order, so _C10D_PAYLOAD applies to both.
+python_api_methods = {
+    "allreduce": "allreduce_",
+    "allreduce_coalesced": "allreduce_coalesced_",
+    "allgather": "allgather_",
+    "_allgather_base": "_allgather_base_",
+    "allgather_coalesced": "allgather_coalesced_",
+    "broadcast": "broadcast_",
+    "reduce": "reduce_",
+    "gather": "gather_",
+    "scatter": "scatter_",
+    "reduce_scatter": "reduce_scatter_",
+    "_reduce_scatter_base": "_reduce_scatter_base_",
+    "alltoall": "alltoall_",
+    "alltoall_base": "alltoall_base_",
+    "barrier": "barrier",
+    "send": "send",
+    "recv": "recv_",
+    "recv_anysource": "recv_any_source_",
+}
+
+
+def payload_indices(ns, base):
+    """(input index, output index) for a collective, or None when the op is
+    not a collective."""
+    if base in _NOT_COLLECTIVE:
+        return None
+    if ns == "c10d":
+        return _C10D_PAYLOAD.get(base, (0, 0))
+    if ns in COLLECTIVE_NAMESPACES:
+        return (0, None)
+    if ns == "_dtensor" and base == "shard_dim_alltoall":
+        return (0, None)
+    return None
+
+
+def tensors_of(x, out):
+    """Append the tensors in x (a tensor, or nested lists/tuples) to out."""
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            tensors_of(y, out)
+    return out
+
+
+def group_names():
+    """{ProcessGroup: name} for every group this process knows."""
+    try:
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            return {}
+        c = dist.distributed_c10d
+        world = getattr(c, "_world", None)
+        names = getattr(world, "pg_names", None) if world is not None else None
+        if names is None:
+            names = getattr(c, "_pg_names", {})
+        return dict(names)
+    except Exception:
+        return {}
+
+
+def group_info(pg, name):
+    """(name, desc, ranks, backend) of a process group."""
+    import torch.distributed as dist
+    try:
+        ranks = list(dist.get_process_group_ranks(pg))
+    except Exception:
+        ranks = []
+    try:
+        backend = str(dist.get_backend(pg))
+    except Exception:
+        backend = ""
+    desc = getattr(pg, "group_desc", None)
+    if not isinstance(desc, str):
+        try:
+            desc = "default_pg" if pg is dist.distributed_c10d._get_default_group() else "undefined"
+        except Exception:
+            desc = "undefined"
+    return name, desc, ranks, backend

@@ -1,0 +1,325 @@
+"""What the installed torch offers, decided once at import.
+
+The recorder targets torch 2.4 and newer (DTensor, functional collectives,
+``register_multi_grad_hook(mode=...)``, the global full-backward pre-hook,
+``torch._C._current_graph_task_id``) and keeps working on torch 1.13, where
+several of these are missing.  Every substitute used for an old torch is
+defined here, next to the API it replaces, and ``degraded`` lists them so the
+recorder can say once what it had to emulate.
+"""
+
+import contextlib
+import sys
+
+import torch
+import torch.nn.modules.module as _nn_module
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401  (re-export)
+
+__all__ = [
+    "TORCH", "is_bw", "DTensor", "FakeTensor", "FakeTensorMode", "fake_context",
+    "multi_grad_hook", "register_global_fw_pre", "register_global_fw_post",
+    "register_global_bw_pre", "OpOverload", "unbox_process_group", "degraded",
+    "queue_engine_callback",
+]
+
+
+def _version_tuple(v):
+    out = []
+    for part in v.split("+")[0].split(".")[:3]:
+        num = ""
+        for ch in part:
+            if ch.isdigit():
+                num += ch
+            else:
+                break
+        out.append(int(num) if num else 0)
+    while len(out) < 3:
+        out.append(0)
+    return tuple(out)
+
+
+TORCH = _version_tuple(torch.__version__)
+
+# Human-readable notes about emulated or missing hooks on this torch.
+degraded = []
+
+from torch._ops import OpOverload  # noqa: E402
+
+_engine = torch.autograd.Variable._execution_engine
+
+
+def queue_engine_callback(cb):
+    """Run cb when the autograd graph task currently executing finishes."""
+    _engine.queue_callback(cb)
+
+
+# --- is the autograd engine running? -------------------------------------------------
+_cur_task = getattr(torch._C, "_current_graph_task_id", None)
+if _cur_task is not None:
+    def is_bw():
+        return _cur_task() != -1
+else:
+    # torch 1.13: no graph-task id.  _will_engine_execute_node raises unless it is
+    # called from inside a backward pass; a probe node of our own is enough.
+    _will_exec = torch._C._will_engine_execute_node
+    with torch.enable_grad():
+        _probe_leaf = torch.zeros(1, requires_grad=True)
+        _probe_node = _probe_leaf.expand(1).grad_fn
+
+    def is_bw():
+        try:
+            _will_exec(_probe_node)
+            return True
+        except RuntimeError:
+            return False
+
+# --- DTensor / fake tensors ----------------------------------------------------------
+DTensor = None
+try:
+    from torch.distributed.tensor import DTensor  # torch >= 2.5
+except Exception:
+    try:
+        from torch.distributed._tensor import DTensor  # torch 2.0 - 2.4
+    except Exception:
+        DTensor = None
+
+FakeTensor = FakeTensorMode = None
+try:
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+except Exception:
+    pass
+
+_len_mode_stack = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_mode_stack_at = getattr(torch._C, "_get_dispatch_stack_at", None)
+_tracing_tls = None
+try:
+    from torch._guards import TracingContext as _TracingContext
+    _tracing_tls = getattr(sys.modules["torch._guards"], "_TLS", None)
+except Exception:
+    _TracingContext = None
+
+
+def fake_context():
+    """True when ops run under a fake mode that is not visible from the op's
+    arguments: a FakeTensorMode below ours on the dispatch-mode stack, or a
+    tracing context with a fake mode (what detect_fake_mode looks at)."""
+    if _tracing_tls is not None:
+        ctx = getattr(_tracing_tls, "tracing_context", None)
+        if ctx is not None and getattr(ctx, "fake_mode", None) is not None:
+            return True
+    if _len_mode_stack is not None and FakeTensorMode is not None:
+        n = _len_mode_stack()
+        for i in range(n):
+            if isinstance(_mode_stack_at(i), FakeTensorMode):
+                return True
+    return False
+
+
+# --- module hooks ----------------------------------------------------------------------
+register_global_fw_pre = _nn_module.register_module_forward_pre_hook
+register_global_fw_post = _nn_module.register_module_forward_hook
+_global_bw_pre = getattr(_nn_module, "register_module_full_backward_pre_hook", None)
+
+
+def register_global_bw_pre(hook):
+    """Global full backward pre-hook, or None on a torch without one (the
+    recorder then emulates it with output gradient hooks)."""
+    if _global_bw_pre is None:
+        return None
+    return _global_bw_pre(hook)
+
+
+if _global_bw_pre is None:
+    degraded.append("no global full-backward pre-hook, bw_pre fires at the first "
+                    "gradient of a module's outputs")
+
+# --- multi-grad hooks --------------------------------------------------------------------
+_native_mgh = None
+_native_has_mode = False
+try:
+    from torch.autograd.graph import register_multi_grad_hook as _native_mgh
+    import inspect as _inspect
+    _native_has_mode = "mode" in _inspect.signature(_native_mgh).parameters
+except Exception:
+    _native_mgh = None
+
+
+class _Handles:
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+class _TaskClock:
+    """Stands in for torch._C._current_graph_task_id on torch 1.13: a number
+    that changes after every backward pass in which one of our hooks fired
+    (bumped by an engine callback queued on the first such firing)."""
+
+    def __init__(self):
+        self.gen = 0
+        self.queued = False
+
+    def _bump(self):
+        self.gen += 1
+        self.queued = False
+
+    def current(self):
+        if not self.queued:
+            self.queued = True
+            try:
+                queue_engine_callback(self._bump)
+            except RuntimeError:
+                self.queued = False
+        return self.gen
+
+
+_task_clock = _TaskClock()
+if _cur_task is not None:
+    _task_id = _cur_task
+else:
+    _task_id = _task_clock.current
+
+
+@contextlib.contextmanager
+def no_dispatch_modes():
+    """Run without any TorchDispatchMode, so that ops the recorder itself
+    issues are not recorded."""
+    from torch.utils import _python_dispatch as pd
+    popped = []
+    try:
+        while _len_mode_stack is not None and _len_mode_stack() > 0:
+            popped.append(pd._pop_mode())
+        yield
+    finally:
+        for m in reversed(popped):
+            pd._push_mode(m)
+
+
+def _grad_fn_or_acc(t):
+    if t.requires_grad and t.grad_fn is None:
+        # A leaf: its gradient accumulator, reached through a throwaway view.
+        with no_dispatch_modes(), torch.enable_grad():
+            return t.expand_as(t).grad_fn.next_functions[0][0]
+    return t.grad_fn
+
+
+def _register_hook(t, fn, prepend):
+    h = t.register_hook(fn)
+    if prepend:
+        # Make the new hook run first.  The engine walks the hook dict with
+        # PyDict_Next, which follows insertion order (not OrderedDict's
+        # move_to_end), so rebuild the dict with the new hook in front.
+        d = t._backward_hooks
+        items = list(d.items())
+        d.clear()
+        d[h.id] = fn
+        for k, v in items:
+            if k != h.id:
+                d[k] = v
+    return h
+
+
+def _fallback_multi_grad_hook(tensors, fn, mode, prepend=False):
+    """register_multi_grad_hook for a torch that lacks it (or lacks ``mode``),
+    with the same semantics: "all" calls fn once every tensor whose gradient
+    this backward computes has it; "any" calls fn at the first one.
+
+    ``prepend`` puts the hook before the tensor's existing hooks: without the
+    full-backward-hook wrappers of torch >= 2.0 (which give every module
+    boundary its own autograd node), that is the order in which the hooks of
+    nested modules sharing one tensor would run there: outer module first."""
+    if mode == "any":
+        fired = [None]
+
+        def any_hook(grad):
+            tid = _task_id()
+            if fired[0] == tid:
+                return None
+            fired[0] = tid
+            fn(grad)
+            return None
+
+        return _Handles([_register_hook(t, any_hook, prepend)
+                         for t in tensors if t.requires_grad])
+
+    grad_fns = [_grad_fn_or_acc(t) for t in tensors]
+    count = {}
+    buffers = {}
+    n = len(tensors)
+
+    def make(idx):
+        def all_hook(grad):
+            tid = _task_id()
+            c = count.get(tid, 0)
+            if c == 0:
+                expected = sum(1 for g in grad_fns
+                               if g is not None and torch._C._will_engine_execute_node(g))
+                buffers[tid] = ([None] * n, expected)
+            buf, expected = buffers[tid]
+            buf[idx] = grad
+            count[tid] = c + 1
+            if c + 1 == expected:
+                del count[tid]
+                del buffers[tid]
+                fn(buf)
+            return None
+        return all_hook
+
+    return _Handles([_register_hook(t, make(i), prepend) for i, t in enumerate(tensors)])
+
+
+# Without a global full-backward pre-hook there are no BackwardHookFunction
+# wrappers around module outputs and inputs; the recorder's hooks then go in
+# front of those already on a tensor (see _fallback_multi_grad_hook).
+EMULATE_BW_PRE = _global_bw_pre is None
+
+
+def multi_grad_hook(tensors, fn, mode="all"):
+    if _native_mgh is not None and (_native_has_mode or mode == "all"):
+        if _native_has_mode:
+            return _native_mgh(tensors, fn, mode=mode)
+        return _native_mgh(tensors, fn)
+    return _fallback_multi_grad_hook(tensors, fn, mode, prepend=EMULATE_BW_PRE)
+
+
+if _native_mgh is None:
+    degraded.append("no register_multi_grad_hook, bw_enter/bw_exit use tensor hooks "
+                    "with the same semantics")
+
+# --- process groups seen by the dispatcher ------------------------------------------------
+_unbox = None
+try:
+    from torch._C._distributed_c10d import ProcessGroup as _PG
+    _unbox = getattr(_PG, "unbox", None)
+except Exception:
+    _PG = None
+
+
+def unbox_process_group(obj):
+    """The ProcessGroup behind a c10d op's ScriptObject argument, or None
+    where this torch cannot unbox it (1.13)."""
+    if _unbox is None:
+        return None
+    try:
+        return _unbox(obj)
+    except Exception:
+        return None
+
+
+def can_unbox_process_group():
+    return _unbox is not None
+
+
+def in_compiled_region():
+    dyn = sys.modules.get("torch._dynamo.eval_frame")
+    f = getattr(dyn, "_is_in_compiled_region", None) if dyn is not None else None
+    if f is None:
+        return False
+    try:
+        return bool(f())
+    except Exception:
+        return False
+

@@ -1,0 +1,150 @@
+"""zstd through the system libzstd (libzstd.so.1), loaded with ctypes.
+
+No Python package is needed: the recorder only depends on torch.  When the
+library cannot be loaded, ``load()`` returns None and callers fall back to
+plain JSON Lines.
+
+Compression makes one complete frame per call, so a file made of several
+calls is a valid multi-frame zstd stream and a reader can decode every frame
+that was written before a process died.  ctypes releases the GIL during the
+foreign call, so compressing on the writer's background thread does not stall
+the training loop.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+__all__ = ["load", "Zstd"]
+
+_NAMES = ("libzstd.so.1", "libzstd.so", "libzstd.1.dylib", "libzstd.dylib")
+
+
+class _InBuffer(ctypes.Structure):
+    _fields_ = [("src", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pos", ctypes.c_size_t)]
+
+
+class _OutBuffer(ctypes.Structure):
+    _fields_ = [("dst", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pos", ctypes.c_size_t)]
+
+
+class ZstdError(Exception):
+    pass
+
+
+class TruncatedError(ZstdError):
+    """The input ended inside a frame; ``data`` holds what was decoded before."""
+
+    def __init__(self, msg, data):
+        super().__init__(msg)
+        self.data = data
+
+
+class Zstd:
+    """The few libzstd entry points the recorder and its tests use."""
+
+    def __init__(self, lib):
+        self._lib = lib
+        lib.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
+        lib.ZSTD_compressBound.restype = ctypes.c_size_t
+        lib.ZSTD_compress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
+                                      ctypes.c_size_t, ctypes.c_int]
+        lib.ZSTD_compress.restype = ctypes.c_size_t
+        lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+        lib.ZSTD_isError.restype = ctypes.c_uint
+        lib.ZSTD_getErrorName.argtypes = [ctypes.c_size_t]
+        lib.ZSTD_getErrorName.restype = ctypes.c_char_p
+        lib.ZSTD_versionString.argtypes = []
+        lib.ZSTD_versionString.restype = ctypes.c_char_p
+        lib.ZSTD_createDStream.argtypes = []
+        lib.ZSTD_createDStream.restype = ctypes.c_void_p
+        lib.ZSTD_freeDStream.argtypes = [ctypes.c_void_p]
+        lib.ZSTD_freeDStream.restype = ctypes.c_size_t
+        lib.ZSTD_initDStream.argtypes = [ctypes.c_void_p]
+        lib.ZSTD_initDStream.restype = ctypes.c_size_t
+        lib.ZSTD_DStreamOutSize.argtypes = []
+        lib.ZSTD_DStreamOutSize.restype = ctypes.c_size_t
+        lib.ZSTD_decompressStream.argtypes = [ctypes.c_void_p, ctypes.POINTER(_OutBuffer),
+                                              ctypes.POINTER(_InBuffer)]
+        lib.ZSTD_decompressStream.restype = ctypes.c_size_t
+        self.version = lib.ZSTD_versionString().decode()
+
+    def _check(self, rc, what):
+        if self._lib.ZSTD_isError(rc):
+            raise ZstdError("%s: %s" % (what, self._lib.ZSTD_getErrorName(rc).decode()))
+        return rc
+
+    def compress_frame(self, data, level=3):
+        """One complete zstd frame holding ``data`` (bytes)."""
+        cap = self._lib.ZSTD_compressBound(len(data))
+        dst = ctypes.create_string_buffer(cap)
+        n = self._check(self._lib.ZSTD_compress(dst, cap, data, len(data), level),
+                        "ZSTD_compress")
+        return dst.raw[:n]
+
+    def decompress(self, data):
+        """Decode a stream of one or more concatenated frames.
+
+        Raises TruncatedError (with the decoded prefix) when the input ends
+        inside a frame, ZstdError when it is corrupt."""
+        if not data:
+            return b""
+        lib = self._lib
+        ds = lib.ZSTD_createDStream()
+        if not ds:
+            raise ZstdError("ZSTD_createDStream failed")
+        try:
+            self._check(lib.ZSTD_initDStream(ds), "ZSTD_initDStream")
+            outsz = lib.ZSTD_DStreamOutSize()
+            outbuf = ctypes.create_string_buffer(outsz)
+            src = ctypes.create_string_buffer(bytes(data), len(data))
+            inb = _InBuffer(ctypes.cast(src, ctypes.c_void_p), len(data), 0)
+            parts = []
+            complete = False  # the last frame seen so far is complete
+            while True:
+                pos_before = inb.pos
+                outb = _OutBuffer(ctypes.cast(outbuf, ctypes.c_void_p), outsz, 0)
+                rc = self._check(lib.ZSTD_decompressStream(ds, ctypes.byref(outb),
+                                                           ctypes.byref(inb)),
+                                 "ZSTD_decompressStream")
+                parts.append(outbuf.raw[:outb.pos])
+                if rc == 0:
+                    complete = True
+                elif outb.pos or inb.pos != pos_before:
+                    complete = False
+                if inb.pos == inb.size and outb.pos < outsz:
+                    break
+            out = b"".join(parts)
+            if not complete:
+                raise TruncatedError("input ends inside a zstd frame", out)
+            return out
+        finally:
+            lib.ZSTD_freeDStream(ds)
+
+
+_cached = []
+
+
+def load():
+    """The loaded library wrapper, or None when libzstd is not available.
+
+    COMMDEBUG_NO_ZSTD=1 in the environment pretends it is missing (tests use
+    it to exercise the plain JSON Lines fallback)."""
+    if _cached:
+        return _cached[0]
+    z = None
+    if os.environ.get("COMMDEBUG_NO_ZSTD", "") not in ("", "0"):
+        _cached.append(None)
+        return None
+    names = list(_NAMES)
+    found = ctypes.util.find_library("zstd")
+    if found:
+        names.append(found)
+    for name in names:
+        try:
+            z = Zstd(ctypes.CDLL(name))
+            break
+        except (OSError, AttributeError):
+            z = None
+    _cached.append(z)
+    return z

@@ -1,0 +1,766 @@
+"""The Recorder: CommDebugMode's observation points, written to a trace file.
+
+A Recorder is a context manager usable wherever ``CommDebugMode`` is used.
+Each entry is one *region* (what one ``with CommDebugMode():`` block sees).
+Inside a region it pushes a TorchDispatchMode and registers the same global
+module hooks as CommDebugMode's module tracker, but instead of keeping
+counts it writes one event per observation (see
+``/work/shared/design/trace-format.md``; the C analyzer replays them through
+the module-tracker state machine).
+
+What is mirrored from the reference (torch/distributed/_tools/mod_tracker.py
+and torch/distributed/tensor/debug/_comm_mode.py):
+
+* module names (``_mod_name``) follow ModTracker._get_mod_name exactly, and
+  persist across the regions of one Recorder like the tracker's do;
+* the global forward pre-hook registers the input multi-grad hook ("all")
+  only outside backward and only when an input requires grad; the global
+  forward hook registers the output hook (mode "any") likewise;
+* the output hook queues the end-of-backward engine callback once per
+  backward pass (``bw_end``);
+* outside activation-checkpoint recompute the pre-hook registers a
+  module-local forward hook, which therefore runs after every forward hook
+  the module already had (tensor-parallel output redistribution): ``fw_done``.
+  Its previous registration is removed first, so a module called twice does
+  not accumulate hooks (the fix of pytorch#191452);
+* ops on DTensors are recorded with their DTensor arguments and then answered
+  with NotImplemented, so the DTensor desugars and its local ops and
+  collectives are recorded as well.
+"""
+
+import json
+import os
+import socket
+import sys
+import time
+import weakref
+
+import torch
+
+from . import _compat as C
+from . import _collectives as K
+from ._writer import TraceWriter
+
+__all__ = ["Recorder", "RECORDER_VERSION"]
+
+RECORDER_VERSION = "0.1"
+
+_dumps = json.dumps
+_Tensor = torch.Tensor
+_is_bw = C.is_bw
+_clock = time.monotonic_ns
+
+# Recorders currently inside a region, innermost last.
+_ACTIVE = []
+# DistributedDataParallel modules already looked at (hooked, or left alone).
+_DDP_CHECKED = weakref.WeakSet()
+try:
+    from torch.nn.parallel import DistributedDataParallel as _DDP
+except Exception:  # torch built without distributed
+    _DDP = None
+_notes = set()
+
+_HOP = ("hop",)  # cache marker for higher-order operators: run, do not record
+
+
+def _note(msg):
+    """Say something on stderr once per process."""
+    if msg in _notes:
+        return
+    _notes.add(msg)
+    sys.stderr.write("commdebug: %s\n" % msg)
+
+
+def _active():
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def _dist():
+    try:
+        import torch.distributed as dist
+        if dist.is_available():
+            return dist
+    except Exception:
+        pass
+    return None
+
+
+def _rank_world():
+    """(rank, world_size): torch.distributed's when initialized, else the
+    launcher's RANK / WORLD_SIZE environment (torchrun), else (0, 1)."""
+    dist = _dist()
+    if dist is not None and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    try:
+        rank = int(os.environ.get("RANK", "0"))
+    except ValueError:
+        rank = 0
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        world = 1
+    return rank, max(world, rank + 1)
+
+
+def _flat_tensors_requiring_grad(x):
+    """Tensors requiring grad among the leaves of x, as tree_flatten finds them."""
+    if isinstance(x, _Tensor):
+        return [x] if x.requires_grad else []
+    if type(x) is tuple:
+        simple = True
+        for a in x:
+            if not isinstance(a, _Tensor):
+                simple = False
+                break
+        if simple:
+            return [a for a in x if a.requires_grad]
+    from torch.utils._pytree import tree_flatten
+    leaves, _ = tree_flatten(x)
+    return [a for a in leaves if isinstance(a, _Tensor) and a.requires_grad]
+
+
+def _ints(shape):
+    out = []
+    for d in shape:
+        try:
+            out.append(int(d))
+        except Exception:
+            out.append(0)
+    return out
+
+
+def _shape_json(shape):
+    return "[" + ",".join([str(d) for d in _ints(shape)]) + "]"
+
+
+class Recorder:
+    """Record what CommDebugMode would see into a per-rank trace file.
+
+    ``path`` may contain ``{rank}``: it is replaced by the torch.distributed
+    rank when the file is opened (at the first entry), or by the RANK
+    environment variable when the process group is not initialized yet, or
+    by 0.  The file is kept open and every later entry appends to it.
+
+    ``label`` names the regions (``with rec(label="step 3"):`` names just
+    the next one).  ``ddp`` (default True) installs a communication hook on
+    DistributedDataParallel modules that have none, to record the reducer's
+    bucket all-reduces as ``coll`` events; the hook does what DDP's default
+    reduction does (divide by the group size, all-reduce).
+    """
+
+    def __init__(self, path="commdebug-rank{rank}.zst", label=None, *, ddp=True):
+        self.path_template = os.fspath(path)
+        self.label = label
+        self.path = None
+        self.region = 0
+        self._next_label = None
+        self._ddp = ddp
+        self._w = None
+        self._in_region = False
+        self._mode = None
+        self._handles = []
+        # Module-tracker state that outlives regions (ModTracker's _known_modules,
+        # _seen_modules, _has_callback).
+        self._known = weakref.WeakKeyDictionary()
+        self._seen = weakref.WeakSet()
+        self._has_callback = False
+        self._done_handles = {}
+        self._name_json = {}
+        self._type_json = {}
+        # Collectives.
+        self._op_cache = {}
+        self._pg_emitted = set()
+        self._pg_names = {}
+        self._seq = {}
+        self._pg_ctx = []
+        self._placements_json = {}
+        self._mesh_json = {}
+
+    # ------------------------------------------------------------------ file
+    def _open(self):
+        rank, world = _rank_world()
+        self.path = self.path_template.replace("{rank}", str(rank))
+        self._w = TraceWriter(self.path)
+        self._append = self._w.buf.append
+        self._t0 = time.time_ns()
+        self._mono0 = _clock()
+        meta = {
+            "ev": "meta", "format": "commdebug-trace", "version": 1,
+            "rank": rank, "world_size": world, "host": socket.gethostname(),
+            "pid": os.getpid(), "t0": self._t0, "torch": torch.__version__,
+            "recorder": "commdebug-py " + RECORDER_VERSION,
+        }
+        self._append(_dumps(meta, separators=(",", ":")) + "\n")
+        notes = list(C.degraded)
+        missing = _install_python_api()
+        if missing:
+            notes.append("%s run without the dispatcher: recorded from the ProcessGroup "
+                         "methods (\"via\":\"python_api\")" % ", ".join(missing))
+        if notes:
+            _note("torch %s lacks some hooks CommDebugMode uses; the recorder emulates "
+                  "them: %s" % (torch.__version__, "; ".join(notes)))
+        self._scan_groups()
+
+    def _emit(self, body):
+        """Append one event: body is the JSON object text without its closing
+        brace; the time field is added here."""
+        now = _clock()
+        self._append(body + ',"t":' + str(now - self._mono0) + "}\n")
+        w = self._w
+        if now - w.last_flush > 1000000000:
+            w.flush(False)
+
+    def flush(self):
+        if self._w is not None:
+            self._w.flush()
+
+    def close(self):
+        """Flush and close the trace file (done at interpreter exit anyway)."""
+        if self._in_region:
+            raise RuntimeError("commdebug: close() inside a recording region")
+        if self._w is not None:
+            self._w.close()
+
+    # --------------------------------------------------------------- regions
+    def __call__(self, label=None):
+        """``with rec(label="step 3"):`` enters a region with that label."""
+        self._next_label = label
+        return self
+
+    def __enter__(self):
+        if self._in_region:
+            raise RuntimeError("commdebug: this Recorder is already recording; "
+                               "regions do not nest")
+        if self._w is None:
+            self._open()
+        else:
+            self._scan_groups()
+        label = self._next_label if self._next_label is not None else self.label
+        self._next_label = None
+        self.region += 1
+        body = '{"ev":"region_enter","region":' + str(self.region)
+        if label is not None:
+            body += ',"label":' + _dumps(str(label))
+        self._emit(body)
+        if self._mode is None:
+            self._mode = _make_mode(self)
+        self._mode.__enter__()
+        self._handles = [
+            C.register_global_fw_pre(self._fw_pre),
+            C.register_global_fw_post(self._fw_post),
+        ]
+        h = C.register_global_bw_pre(self._bw_pre)
+        if h is not None:
+            self._handles.append(h)
+        _install_python_api()
+        _ACTIVE.append(self)
+        self._in_region = True
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            _ACTIVE.remove(self)
+        except ValueError:
+            pass
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        for h in self._done_handles.values():
+            h.remove()
+        self._done_handles.clear()
+        self._mode.__exit__(*exc)
+        self._in_region = False
+        self._emit('{"ev":"region_exit","region":' + str(self.region))
+        self._w.flush()
+        return False
+
+    def next_region(self, label=None):
+        """End the current region and start the next one without touching the
+        dispatch mode (used at optimizer steps by ``commdebug.record``)."""
+        if not self._in_region:
+            raise RuntimeError("commdebug: next_region() outside a recording region")
+        for h in self._done_handles.values():
+            h.remove()
+        self._done_handles.clear()
+        self._emit('{"ev":"region_exit","region":' + str(self.region))
+        self._w.flush()
+        self._scan_groups()
+        self.region += 1
+        body = '{"ev":"region_enter","region":' + str(self.region)
+        if label is not None:
+            body += ',"label":' + _dumps(str(label))
+        self._emit(body)
+
+    # -------------------------------------------------------- process groups
+    def _scan_groups(self):
+        for pg, name in K.group_names().items():
+            self._pg_names[pg] = name
+            if name in self._pg_emitted:
+                continue
+            self._pg_emitted.add(name)
+            name, desc, ranks, backend = K.group_info(pg, name)
+            self._emit('{"ev":"pg","name":%s,"desc":%s,"ranks":[%s],"backend":%s'
+                       % (_dumps(name), _dumps(desc), ",".join(str(r) for r in ranks),
+                          _dumps(backend)))
+
+    def _group_name(self, pg):
+        name = self._pg_names.get(pg)
+        if name is None:
+            name = getattr(pg, "group_name", None)
+            if not isinstance(name, str) or not name:
+                self._scan_groups()
+                name = self._pg_names.get(pg)
+            if name is not None:
+                self._pg_names[pg] = name
+        return name
+
+    def _next_seq(self, name):
+        if name not in self._pg_emitted:
+            self._scan_groups()
+            self._pg_emitted.add(name)
+        s = self._seq.get(name, 0) + 1
+        self._seq[name] = s
+        return s
+
+    # ----------------------------------------------------------- module names
+    def _mod_name(self, mod):
+        """ModTracker._get_mod_name: the first module seen is named by its
+        class; then all its descendants, eagerly, as "parent.child".  A module
+        reachable from two parents keeps the name given last."""
+        known = self._known
+        name = known.get(mod)
+        if name is None:
+            name = type(mod).__name__
+            known[mod] = name
+        if mod not in self._seen:
+            for child_name, child in mod.named_children():
+                known[child] = name + "." + child_name
+                self._mod_name(child)
+            self._seen.add(mod)
+        return name
+
+    def _nj(self, name):
+        j = self._name_json.get(name)
+        if j is None:
+            j = self._name_json[name] = _dumps(name)
+        return j
+
+    def _type_of(self, mod):
+        cls = type(mod)
+        j = self._type_json.get(cls)
+        if j is None:
+            j = self._type_json[cls] = _dumps(cls.__module__ + "." + cls.__qualname__)
+        return j
+
+    def _params_json(self, mod):
+        parts = []
+        DT = C.DTensor
+        for pname, p in mod.named_parameters(recurse=False):
+            shape = _ints(p.shape)
+            n = 1
+            for d in shape:
+                n *= d
+            s = ('{"name":%s,"shape":[%s],"dtype":"%s","nbytes":%d,"requires_grad":%s'
+                 % (_dumps(pname), ",".join([str(d) for d in shape]), str(p.dtype),
+                    n * p.element_size(), "true" if p.requires_grad else "false"))
+            if DT is not None and isinstance(p, DT):
+                s += ',"placements":%s,"mesh":%s' % (self._plc_json(p.placements),
+                                                      self._mesh_js(p.device_mesh))
+            parts.append(s + "}")
+        return "[" + ",".join(parts) + "]"
+
+    def _plc_json(self, placements):
+        try:
+            j = self._placements_json.get(placements)
+        except TypeError:
+            return _dumps(str(placements))
+        if j is None:
+            j = self._placements_json[placements] = _dumps(str(placements))
+        return j
+
+    def _mesh_js(self, mesh):
+        e = self._mesh_json.get(id(mesh))
+        if e is None or e[0] is not mesh:
+            e = self._mesh_json[id(mesh)] = (mesh, _dumps(str(mesh)))
+        return e[1]
+
+    # ----------------------------------------------------------- module hooks
+    def _fw_pre(self, mod, inputs):
+        bw = _is_bw()
+        name = self._mod_name(mod)
+        nj = self._nj(name)
+        tensors = _flat_tensors_requiring_grad(inputs)
+        grad_in = (not bw) and bool(tensors)
+        params = "[]" if bw else self._params_json(mod)
+        self._emit('{"ev":"fw_pre","mod":%s,"type":%s,"bw":%s,"params":%s,"grad_in":%s'
+                   % (nj, self._type_of(mod), "true" if bw else "false", params,
+                      "true" if grad_in else "false"))
+        if grad_in:
+            C.multi_grad_hook(tensors, self._exit_fn(nj))
+        if bw:
+            return
+        DT = C.DTensor
+        if DT is not None:
+            # CommDebugMode reads param.data here; for a DTensor that dispatches a
+            # detach, which the reference sees.  Do the same, in the same place.
+            for _, p in mod.named_parameters(recurse=False):
+                if isinstance(p, DT):
+                    p.data
+        old = self._done_handles.pop(id(mod), None)
+        if old is not None:
+            old.remove()
+        self._done_handles[id(mod)] = mod.register_forward_hook(self._done_fn(nj))
+        if self._ddp and _DDP is not None and isinstance(mod, _DDP) and mod not in _DDP_CHECKED:
+            _maybe_hook_ddp(mod)
+
+    def _fw_post(self, mod, inputs, output):
+        if C.in_compiled_region():
+            return
+        bw = _is_bw()
+        nj = self._nj(self._mod_name(mod))
+        tensors = _flat_tensors_requiring_grad(output)
+        grad_out = (not bw) and bool(tensors)
+        self._emit('{"ev":"fw_post","mod":%s,"bw":%s,"grad_out":%s'
+                   % (nj, "true" if bw else "false", "true" if grad_out else "false"))
+        if grad_out:
+            C.multi_grad_hook(tensors, self._enter_fn(nj), mode="any")
+        if tensors and _EMULATE_BW_PRE and torch.is_grad_enabled():
+            # torch < 2.0 has no global full-backward pre-hook: fire bw_pre at the
+            # first gradient of an output.  Registered last, it is put in front of
+            # the output hook above, as the wrapper node of torch >= 2.0 would be.
+            C.multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
+
+    def _bw_pre(self, mod, grad_output):
+        self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
+        return None
+
+    def _bw_pre_fn(self, wmod):
+        def bw_pre(*_):
+            mod = wmod()
+            if mod is not None:
+                self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
+        return bw_pre
+
+    def _done_fn(self, nj):
+        def fw_done(mod, inputs, output):
+            self._emit('{"ev":"fw_done","mod":%s,"bw":%s' % (nj, "true" if _is_bw() else "false"))
+        return fw_done
+
+    def _enter_fn(self, nj):
+        def bw_enter(*_):
+            self._queue_bw_end()
+            self._emit('{"ev":"bw_enter","mod":' + nj)
+        return bw_enter
+
+    def _exit_fn(self, nj):
+        def bw_exit(*_):
+            self._emit('{"ev":"bw_exit","mod":' + nj)
+        return bw_exit
+
+    def _queue_bw_end(self):
+        # ModTracker._maybe_set_engine_callback: once per backward pass.
+        if self._has_callback:
+            return
+
+        def bw_end():
+            self._has_callback = False
+            self._emit('{"ev":"bw_end"')
+
+        C.queue_engine_callback(bw_end)
+        self._has_callback = True
+
+    # ------------------------------------------------------------------- ops
+    def _op_info(self, func):
+        """Per-OpOverload cache entry: (fw fragment, bw fragment, collective
+        details or None).  The fragments are the op event up to its time."""
+        if not isinstance(func, C.OpOverload):
+            self._op_cache[func] = _HOP
+            return _HOP
+        name = str(func)
+        nj = _dumps(name)
+        fw = '{"ev":"op","name":' + nj + ',"bw":false,"dt":false,"args":[],"fake":false,"t":'
+        bw = '{"ev":"op","name":' + nj + ',"bw":true,"dt":false,"args":[],"fake":false,"t":'
+        ns, _, rest = name.partition(".")
+        base = rest.rpartition(".")[0] or rest
+        coll = None
+        idx = K.payload_indices(ns, base)
+        if idx is not None:
+            pg_idx = pg_kind = None
+            try:
+                for i, a in enumerate(func._schema.arguments):
+                    if "ProcessGroup" in str(a.type):
+                        pg_idx, pg_kind = i, "obj"
+                        break
+                    if a.name == "group_name":
+                        pg_idx, pg_kind = i, "name"
+                        break
+            except Exception:
+                pass
+            coll = (nj, pg_idx, pg_kind, idx[0], idx[1])
+        info = (fw, bw, coll)
+        self._op_cache[func] = info
+        return info
+
+    def _coll_fields(self, pg_name, args, in_idx, out_idx):
+        """',"pg":..,"seq":..,"bytes":..,"dtype":..,"shape":[..]' for a collective."""
+        s = ""
+        if pg_name is not None:
+            seq = self._next_seq(pg_name)
+            s = ',"pg":' + _dumps(pg_name) + ',"seq":' + str(seq)
+        ts = []
+        if in_idx is not None and in_idx < len(args):
+            K.tensors_of(args[in_idx], ts)
+        if not ts and out_idx is not None and out_idx < len(args):
+            K.tensors_of(args[out_idx], ts)
+        if ts:
+            nbytes = 0
+            for t in ts:
+                try:
+                    nbytes += int(t.numel()) * t.element_size()
+                except Exception:
+                    pass
+            s += ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype),
+                                                          _shape_json(ts[0].shape))
+        else:
+            s += ',"bytes":0'
+        return s
+
+    def _coll_line(self, coll, bw, fake, args):
+        nj, pg_idx, pg_kind, in_idx, out_idx = coll
+        pg_name = None
+        if pg_kind == "name":
+            a = args[pg_idx] if pg_idx < len(args) else None
+            if isinstance(a, str):
+                pg_name = a
+        elif pg_kind == "obj":
+            pg = C.unbox_process_group(args[pg_idx]) if pg_idx < len(args) else None
+            if pg is None and self._pg_ctx:
+                pg = self._pg_ctx[-1]
+            if pg is not None:
+                pg_name = self._group_name(pg)
+            elif len(self._pg_names) == 1:
+                # Issued from C++ on a torch that cannot unbox the group (1.13),
+                # but there is only one group it can be.
+                for pg_name in self._pg_names.values():
+                    pass
+        return ('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":%s%s'
+                % (nj, "true" if bw else "false", "true" if fake else "false",
+                   self._coll_fields(pg_name, args, in_idx, out_idx)))
+
+    def _dtensor_line(self, func, bw, args):
+        DT = C.DTensor
+        parts = []
+        for a in args:
+            if isinstance(a, DT):
+                parts.append('{"shape":%s,"placements":%s,"mesh":%s}'
+                             % (_shape_json(a.shape), self._plc_json(a.placements),
+                                self._mesh_js(a.device_mesh)))
+        return ('{"ev":"op","name":%s,"bw":%s,"dt":true,"args":[%s],"fake":false'
+                % (_dumps(str(func)), "true" if bw else "false", ",".join(parts)))
+
+    def _python_api_op(self, opname, pg, args):
+        """A collective that this torch runs without the dispatcher (1.13):
+        recorded under the c10d op name newer torch dispatches."""
+        in_idx, out_idx = K.payload_indices("c10d", opname) or (0, 0)
+        name = self._group_name(pg) if pg is not None else None
+        self._emit('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":false,"via":"python_api"%s'
+                   % (_dumps("c10d.%s.default" % opname), "true" if _is_bw() else "false",
+                      self._coll_fields(name, args, in_idx, out_idx)))
+
+    def _ddp_coll(self, pg, tensor, bucket_index, seq_before):
+        name = self._group_name(pg)
+        if name is not None and self._seq.get(name, 0) > seq_before:
+            seq = self._seq[name]  # the op event the dispatcher saw for this call
+        elif name is not None:
+            seq = self._next_seq(name)
+        else:
+            seq = None
+        s = '{"ev":"coll","name":"c10d.allreduce_","src":"ddp_reducer","bw":%s' % (
+            "true" if _is_bw() else "false")
+        if name is not None:
+            s += ',"pg":%s,"seq":%d' % (_dumps(name), seq)
+        s += ',"bytes":%d,"dtype":"%s","shape":%s,"bucket":%d' % (
+            tensor.numel() * tensor.element_size(), str(tensor.dtype),
+            _shape_json(tensor.shape), bucket_index)
+        self._emit(s)
+
+
+_EMULATE_BW_PRE = C.EMULATE_BW_PRE
+
+
+def _make_mode(rec):
+    """The TorchDispatchMode of one Recorder.  Its __torch_dispatch__ is the
+    hot path: everything it needs is bound in this closure, the op event is a
+    cached prefix plus the time, and nothing is allocated for ordinary ops
+    beyond the line itself."""
+    cache = rec._op_cache
+    op_info = rec._op_info
+    w = rec._w
+    append = w.buf.append
+    flush = w.flush
+    mono0 = rec._mono0
+    clock = _clock
+    is_bw = _is_bw
+    DT = C.DTensor
+    Fake = C.FakeTensor
+    fake_context = C.fake_context
+    coll_line = rec._coll_line
+    dtensor_line = rec._dtensor_line
+    HOP = _HOP
+
+    class _RecorderMode(C.TorchDispatchMode):
+        supports_higher_order_operators = True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            info = cache.get(func)
+            if info is None:
+                info = op_info(func)
+            if info is HOP:
+                return func(*args, **(kwargs or {}))
+            bw = is_bw()
+            if types:
+                if DT is not None and DT in types:
+                    line = dtensor_line(func, bw, args)
+                    append(line + ',"t":' + str(clock() - mono0) + "}\n")
+                    return NotImplemented
+                fake = (Fake is not None and Fake in types) or fake_context()
+            else:
+                fake = fake_context()
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            now = clock()
+            coll = info[2]
+            if coll is not None:
+                append(coll_line(coll, bw, fake, args) + ',"t":' + str(now - mono0) + "}\n")
+            elif fake:
+                append(info[1 if bw else 0].replace('"fake":false', '"fake":true')
+                       + str(now - mono0) + "}\n")
+            else:
+                append(info[1 if bw else 0] + str(now - mono0) + "}\n")
+            if now - w.last_flush > 1000000000:
+                flush(False)
+            return out
+
+    return _RecorderMode()
+
+
+# ------------------------------------------------------------------- torch 1.13
+_python_api_installed = []
+
+
+def _install_python_api():
+    """Wrap ProcessGroup methods where this torch needs it (1.13): methods
+    whose c10d op newer torch dispatches but this one does not are recorded
+    as op events marked "via":"python_api"; the others only tell the
+    dispatch mode which group the op runs on (1.13 cannot unbox it).
+    Returns the c10d op names recorded this way."""
+    if _python_api_installed:
+        return _python_api_installed[0]
+    missing = []
+    _python_api_installed.append(missing)
+    try:
+        from torch._C._distributed_c10d import ProcessGroup
+    except Exception:
+        return missing
+    need_ctx = not C.can_unbox_process_group()
+    for meth, opname in K.python_api_methods.items():
+        orig = ProcessGroup.__dict__.get(meth)
+        if orig is None:
+            continue
+        try:
+            getattr(torch.ops.c10d, opname)
+            dispatched = True
+        except Exception:
+            dispatched = False
+        if dispatched and not need_ctx:
+            continue
+        if not dispatched:
+            missing.append(opname)
+        setattr(ProcessGroup, meth, _wrap_pg_method(orig, opname, dispatched))
+    if need_ctx:
+        # C++ helpers DDP calls with its process group (parameter broadcast and
+        # shape check at construction): tell the dispatch mode the group.
+        import torch.distributed as dist
+        for fname in ("_broadcast_coalesced", "_verify_params_across_processes"):
+            f = getattr(dist, fname, None)
+            if f is not None and not hasattr(f, "_commdebug_orig"):
+                setattr(dist, fname, _wrap_group_first(f))
+    return missing
+
+
+def _wrap_group_first(orig):
+    def helper(process_group, *args, **kwargs):
+        rec = _active()
+        if rec is None:
+            return orig(process_group, *args, **kwargs)
+        rec._pg_ctx.append(process_group)
+        try:
+            return orig(process_group, *args, **kwargs)
+        finally:
+            rec._pg_ctx.pop()
+    helper.__name__ = getattr(orig, "__name__", "helper")
+    helper.__doc__ = getattr(orig, "__doc__", None)
+    helper._commdebug_orig = orig
+    return helper
+
+
+def _wrap_pg_method(orig, opname, dispatched):
+    if dispatched:
+        def method(self, *args, **kwargs):
+            rec = _active()
+            if rec is None:
+                return orig(self, *args, **kwargs)
+            ctx = rec._pg_ctx
+            ctx.append(self)
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                ctx.pop()
+    else:
+        def method(self, *args, **kwargs):
+            work = orig(self, *args, **kwargs)
+            rec = _active()
+            if rec is not None:
+                rec._python_api_op(opname, self, args)
+            return work
+    method.__name__ = getattr(orig, "__name__", opname)
+    method.__doc__ = getattr(orig, "__doc__", None)
+    method._commdebug_orig = orig
+    return method
+
+
+# ------------------------------------------------------------------------- DDP
+def _maybe_hook_ddp(mod):
+    _DDP_CHECKED.add(mod)
+    try:
+        has_hook = bool(getattr(mod, "_comm_hooks", None))
+        if not has_hook:
+            has_hook = "comm_hook" in mod._get_ddp_logging_data()
+    except Exception:
+        has_hook = False
+    if has_hook:
+        _note("a DistributedDataParallel module already has a communication hook; "
+              "its bucket all-reduces are not recorded as coll events")
+        return
+    try:
+        mod.register_comm_hook(mod.process_group, _ddp_allreduce_hook)
+    except Exception as e:
+        _note("could not install the DDP communication hook (%s); bucket all-reduces "
+              "are not recorded as coll events" % e)
+        return
+
+
+def _ddp_allreduce_hook(process_group, bucket):
+    """DDP's default reduction (mean over the group), recording each bucket."""
+    import torch.distributed as dist
+    group = process_group if process_group is not None else dist.group.WORLD
+    tensor = bucket.buffer()
+    rec = _active()
+    before = 0
+    if rec is not None:
+        name = rec._group_name(group)
+        before = rec._seq.get(name, 0) if name is not None else 0
+    tensor.div_(group.size())
+    fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
+    if rec is not None:
+        rec._ddp_coll(group, tensor, bucket.index(), before)
+    return fut.then(lambda f: f.value()[0])
