@@ -108,7 +108,7 @@ const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
 		break;
 	}
 	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-		if (fields[i].key[n] == '\0' && memcmp(fields[i].key, p, n) == 0)
+		if (strlen(fields[i].key) == n && memcmp(fields[i].key, p, n) == 0)
 			return &fields[i];
 	return NULL;
 }
@@ -121,7 +121,7 @@ enum cd_sub cd_subfield_lookup(const char *p, uint32_t n)
 		{"nbytes", CD_SUB_NBYTES}, {"requires_grad", CD_SUB_REQUIRES_GRAD},
 	};
 	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-		if (subs[i].k[n] == '\0' && memcmp(subs[i].k, p, n) == 0)
+		if (strlen(subs[i].k) == n && memcmp(subs[i].k, p, n) == 0)
 			return subs[i].s;
 	return CD_SUB_NONE;
 }

@@ -21,7 +21,8 @@ static uint32_t hash(const char *p, uint32_t n)
 		n -= 8;
 	}
 	uint64_t w = 0;
-	memcpy(&w, p, n);
+	if (n)
+		memcpy(&w, p, n);
 	h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
 	h ^= h >> 29;
 	return (uint32_t)h;
@@ -94,7 +95,8 @@ static char *pool_copy(struct cd_intern *t, const char *p, uint32_t n)
 		t->bytes += sizeof *b + size;
 	}
 	char *d = t->pool->data + t->pool_used;
-	memcpy(d, p, n);
+	if (n)
+		memcpy(d, p, n);
 	d[n] = '\0';
 	t->pool_used += n + 1;
 	return d;

@@ -39,8 +39,8 @@ static inline void cd_out_write(struct cd_out *o, const char *p, size_t n)
 {
 	if (o->cap - o->len < n)
 		cd_out_grow_(o, n);
-	if (o->cap - o->len < n)
-		return; /* out of memory: failed is set */
+	if (o->cap - o->len < n || n == 0)
+		return; /* nothing, or out of memory (failed is set) */
 	memcpy(o->buf + o->len, p, n);
 	o->len += n;
 }

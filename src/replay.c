@@ -478,7 +478,8 @@ static uint32_t argset_id(struct cd_replay *r, const struct cd_event *e, struct 
 		const struct cd_arg *a = &e->args[i];
 		memcpy(s + o, &a->ndim, sizeof a->ndim);
 		o += sizeof a->ndim;
-		memcpy(s + o, a->shape, (size_t)a->ndim * sizeof *a->shape);
+		if (a->ndim)
+			memcpy(s + o, a->shape, (size_t)a->ndim * sizeof *a->shape);
 		o += (size_t)a->ndim * sizeof *a->shape;
 		memcpy(s + o, &a->placements.n, sizeof a->placements.n);
 		o += sizeof a->placements.n;
@@ -488,7 +489,8 @@ static uint32_t argset_id(struct cd_replay *r, const struct cd_event *e, struct 
 		if (a->mesh.p)
 			mesh = a->mesh;
 	}
-	memcpy(s + o, mesh.p, mesh.n);
+	if (mesh.n)
+		memcpy(s + o, mesh.p, mesh.n);
 	o += mesh.n;
 	uint32_t before = r->argkeys.count;
 	uint32_t id = cd_intern(&r->argkeys, s, (uint32_t)o);

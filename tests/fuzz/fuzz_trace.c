@@ -1,0 +1,93 @@
+/* libFuzzer target: the whole read path on arbitrary bytes.
+ *
+ * The input becomes a file (memfd) read by the real reader (so zstd input
+ * is fuzzed too when it starts with the magic number); every line goes
+ * through both parsers, which must agree whenever the fast one accepts;
+ * accepted events are replayed and every report is rendered. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "out.h"
+#include "parse.h"
+#include "reader.h"
+#include "replay.h"
+#include "report.h"
+
+static enum cd_status render_all(void *ud, const struct cd_replay *r, struct cd_err *err)
+{
+	struct cd_report_cache *cache = ud;
+	struct cd_out o;
+	(void)err;
+	cd_out_init(&o, NULL);
+	o.hold = true;
+	for (int noise = 0; noise <= 3; noise++) {
+		struct cd_report_opts ro = {.noise = noise, .color = noise & 1, .cache = cache};
+		cd_report_table(&o, r, &ro);
+		cd_report_json(&o, r, &ro);
+		o.len = 0;
+	}
+	cd_report_counts(&o, r, false);
+	cd_report_counts(&o, r, true);
+	cd_report_sharding(&o, r, false);
+	cd_report_sharding(&o, r, true);
+	cd_out_free(&o);
+	return CD_OK;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	int fd = memfd_create("trace", 0);
+	if (fd < 0 || write(fd, data, size) != (ssize_t)size)
+		abort();
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+
+	struct cd_report_cache cache = {0};
+	struct cd_replay_opts ro = {.retain_ops = true, .want_tree = true, .want_params = true,
+				    .region_done = render_all, .ud = &cache};
+	struct cd_replay rp;
+	struct cd_parser pf = {0}, pg = {0};
+	struct cd_reader *rd = NULL;
+	struct cd_err err = {0};
+	if (cd_replay_init(&rp, &ro, &err) || cd_reader_open(path, &rd, &err))
+		abort();
+	for (;;) {
+		const char *buf;
+		size_t len;
+		if (cd_reader_next(rd, &buf, &len, &err) != CD_OK)
+			break;
+		const char *p = buf, *end = buf + len;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			const char *le = nl ? nl : end;
+			struct cd_event a, b;
+			struct cd_err ea = {0}, eb = {0};
+			enum cd_status sa = cd_parse_fast(&pf, p, (size_t)(le - p), &a, &ea);
+			enum cd_status sb = cd_parse_general(&pg, p, (size_t)(le - p), &b, &eb);
+			if (sa == CD_OK) {
+				/* the fast parser never accepts what the general one rejects */
+				if (sb != CD_OK || !cd_event_equal(&a, &b)) {
+					fprintf(stderr, "parsers disagree on: %.*s\n", (int)(le - p), p);
+					abort();
+				}
+				if (cd_replay_event(&rp, &a, &err) != CD_OK)
+					break;
+			}
+			p = le + 1;
+		}
+	}
+	cd_replay_finish(&rp, &err);
+	cd_reader_close(rd);
+	cd_parser_free(&pf);
+	cd_parser_free(&pg);
+	cd_replay_free(&rp);
+	cd_report_cache_free(&cache);
+	close(fd);
+	return 0;
+}

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Worker processes for the recorder tests: one rank of a small gloo job.
+
+    workers.py tp      --out DIR [--steps N]   hand-written tensor-parallel transformer
+    workers.py ddp     --out DIR [--steps N]   DistributedDataParallel, several buckets
+    workers.py c10d    --out DIR               each gloo collective once
+    workers.py forever --out DIR               records until killed (SIGKILL test)
+
+Rank and world size come from RANK / WORLD_SIZE, the rendezvous from
+MASTER_ADDR / MASTER_PORT (env://).  Each worker writes its trace to
+DIR/rank<R>.zst and, next to it, DIR/truth<R>.json: what the worker itself
+knows about the run, counted by its own code and not by the recorder
+(collective calls it made, DDP's own bucket report, module names).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from commdebug import Recorder  # noqa: E402
+
+
+def init():
+    dist.init_process_group("gloo", init_method="env://")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def write_truth(out, rank, truth):
+    with open(os.path.join(out, "truth%d.json" % rank), "w") as f:
+        json.dump(truth, f, indent=1)
+
+
+# ---------------------------------------------------------------- tensor parallel
+class Comm:
+    """The worker's own ledger of the collectives it issues."""
+
+    def __init__(self):
+        self.region = 0
+        self.calls = []   # [region, issuing module fqn, "forward"|"backward", packet]
+
+    def all_reduce(self, t, fqn, direction):
+        self.calls.append([self.region, fqn, direction, "c10d.allreduce_"])
+        dist.all_reduce(t)
+        return t
+
+    def all_gather(self, t, fqn, direction):
+        self.calls.append([self.region, fqn, direction, "c10d.allgather_"])
+        parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, t.contiguous())
+        return parts
+
+
+COMM = Comm()
+
+
+class CopyToTP(torch.autograd.Function):
+    """Identity forward, all-reduce of the input gradient backward (Megatron's f)."""
+
+    @staticmethod
+    def forward(ctx, x, fqn):
+        ctx.fqn = fqn
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return COMM.all_reduce(g.clone(), ctx.fqn, "backward"), None
+
+
+class ReduceFromTP(torch.autograd.Function):
+    """All-reduce forward, identity backward (Megatron's g)."""
+
+    @staticmethod
+    def forward(ctx, x, fqn):
+        return COMM.all_reduce(x.clone(), fqn, "forward")
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+class GatherFromTP(torch.autograd.Function):
+    """All-gather along the last dim forward, keep the own slice backward."""
+
+    @staticmethod
+    def forward(ctx, x, fqn):
+        ctx.n = x.shape[-1]
+        return torch.cat(COMM.all_gather(x, fqn, "forward"), dim=-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        r = dist.get_rank()
+        return g[..., r * ctx.n:(r + 1) * ctx.n].contiguous(), None
+
+
+class ColumnParallelLinear(nn.Module):
+    def __init__(self, fin, fout, world, gather_output=False):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(fout // world, fin) * 0.1)
+        self.bias = nn.Parameter(torch.zeros(fout // world))
+        self.gather_output = gather_output
+        self.fqn = None  # set by the worker from named_modules()
+
+    def forward(self, x):
+        y = F.linear(CopyToTP.apply(x, self.fqn), self.weight, self.bias)
+        if self.gather_output:
+            y = GatherFromTP.apply(y, self.fqn)
+        return y
+
+
+class RowParallelLinear(nn.Module):
+    def __init__(self, fin, fout, world):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(fout, fin // world) * 0.1)
+        self.bias = nn.Parameter(torch.zeros(fout))
+        self.fqn = None
+
+    def forward(self, x):
+        return ReduceFromTP.apply(F.linear(x, self.weight), self.fqn) + self.bias
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads, world):
+        super().__init__()
+        self.local_heads = heads // world
+        self.head_dim = dim // heads
+        self.qkv = ColumnParallelLinear(dim, 3 * dim, world)
+        self.proj = RowParallelLinear(dim, dim, world)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = [t.reshape(b, s, self.local_heads, self.head_dim).transpose(1, 2)
+                   for t in (q, k, v)]
+        att = (q @ k.transpose(-1, -2)) / self.head_dim ** 0.5
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, s, self.local_heads * self.head_dim)
+        return self.proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, dim, hidden, world):
+        super().__init__()
+        self.fc1 = ColumnParallelLinear(dim, hidden, world)
+        self.act = nn.GELU()
+        self.fc2 = RowParallelLinear(hidden, dim, world)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, hidden, world):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = Attention(dim, heads, world)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = MLP(dim, hidden, world)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, vocab, dim, heads, hidden, layers, seq, world):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(seq, dim)
+        self.layers = nn.ModuleList([Block(dim, heads, hidden, world) for _ in range(layers)])
+        self.norm = nn.LayerNorm(dim)
+        self.output = ColumnParallelLinear(dim, vocab, world, gather_output=True)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        for layer in self.layers:
+            x = layer(x)
+        return self.output(self.norm(x))
+
+
+def module_table(model, root):
+    """fqn -> (type, parent fqn) for the modules that run, named like
+    CommDebugMode names them (root = class name), skipping containers that
+    are never called (ModuleList)."""
+    table = {}
+    for name, m in model.named_modules():
+        if isinstance(m, nn.ModuleList):
+            continue
+        fqn = root if not name else root + "." + name
+        parent = "Global" if not name else None
+        if name:
+            parts = name.split(".")
+            while parts:
+                parts.pop()
+                pname = ".".join(parts)
+                pm = model.get_submodule(pname) if pname else model
+                if not isinstance(pm, nn.ModuleList):
+                    parent = root + ("." + pname if pname else "")
+                    break
+        cls = type(m)
+        table[fqn] = [cls.__module__ + "." + cls.__qualname__, parent]
+    return table
+
+
+def run_tp(args):
+    rank, world = init()
+    torch.manual_seed(0)
+    vocab, dim, heads, hidden, layers, seq, batch = 64, 32, 4, 64, 2, 8, 4
+    model = Transformer(vocab, dim, heads, hidden, layers, seq, world)
+    for name, m in model.named_modules():
+        if isinstance(m, (ColumnParallelLinear, RowParallelLinear)):
+            m.fqn = "Transformer." + name
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    for step in range(1, args.steps + 1):
+        idx = torch.randint(0, vocab, (batch, seq))
+        tgt = torch.randint(0, vocab, (batch, seq))
+        COMM.region = rec.region + 1
+        with rec(label="step %d" % step):
+            opt.zero_grad()
+            logits = model(idx)
+            loss = F.cross_entropy(logits.reshape(-1, vocab), tgt.reshape(-1))
+            loss.backward()
+            opt.step()
+    rec.close()
+    write_truth(args.out, rank, {
+        "rank": rank, "world_size": world, "regions": args.steps,
+        "calls": COMM.calls, "modules": module_table(model, "Transformer"),
+    })
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------- DDP
+def run_ddp(args):
+    rank, world = init()
+    torch.manual_seed(0)
+    # Small buckets so that DDP makes several: the first bucket's limit is
+    # dist._DEFAULT_FIRST_BUCKET_BYTES (read at construction), the others
+    # bucket_cap_mb.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 96 * 1024
+    model = nn.Sequential(nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                          nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 64),
+                          nn.ReLU(), nn.Linear(64, 8))
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    per_step = []
+    for step in range(1, args.steps + 1):
+        x = torch.randn(16, 128)
+        with rec(label="step %d" % step):
+            opt.zero_grad()
+            ddp(x).square().mean().backward()
+            opt.step()
+        # DDP's own account of its buckets, as of after this step.
+        data = ddp._get_ddp_logging_data()
+        per_step.append({k: data.get(k) for k in ("bucket_sizes", "rebuilt_bucket_sizes",
+                                                   "has_rebuilt_buckets", "num_buckets",
+                                                   "bucket_cap_bytes")})
+    rec.close()
+    data = ddp._get_ddp_logging_data()
+    write_truth(args.out, rank, {
+        "rank": rank, "world_size": world, "regions": args.steps,
+        "per_step": per_step,
+        "final": {k: v for k, v in data.items() if isinstance(v, (int, str))
+                  and "bucket" in k},
+        "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+    })
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------- c10d
+def run_c10d(args):
+    """Each collective gloo supports on this torch, once, in one region."""
+    rank, world = init()
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    x = torch.arange(8, dtype=torch.float32) + rank
+    calls = []
+
+    def call(name, nbytes, fn):
+        calls.append([name, nbytes])
+        fn()
+
+    sub = dist.new_group(list(range(world)))
+    with rec(label="c10d"):
+        call("c10d.allreduce_.default", 32, lambda: dist.all_reduce(x))
+        call("c10d.allreduce_.default", 32, lambda: dist.all_reduce(x, group=sub))
+        call("c10d.broadcast_.default", 32, lambda: dist.broadcast(x, 0))
+        call("c10d.reduce_.default", 32, lambda: dist.reduce(x, 0))
+        call("c10d.allgather_.default", 32,
+             lambda: dist.all_gather([torch.empty(8) for _ in range(world)], x))
+        call("c10d.gather_.default", 32,
+             lambda: dist.gather(x, [torch.empty(8) for _ in range(world)] if rank == 0 else None, 0))
+        # scatter: the root sends world*8 floats, the others only receive 8.
+        call("c10d.scatter_.default", 32 * world if rank == 0 else 32,
+             lambda: dist.scatter(torch.empty(8),
+                                  [torch.ones(8) for _ in range(world)] if rank == 0 else None, 0))
+        call("c10d.allreduce_coalesced_.default", 64,
+             lambda: dist.all_reduce_coalesced([x, x.clone()]))
+        call("c10d.allgather_coalesced_.default", 32,
+             lambda: dist.all_gather_coalesced([[torch.empty(8)] for _ in range(world)], [x]))
+        if rank == 0:
+            call("c10d.send.default", 32, lambda: dist.send(x, 1))
+        elif rank == 1:
+            call("c10d.recv_.default", 32, lambda: dist.recv(x, 0))
+        call("c10d.barrier.default", 0, lambda: dist.barrier())
+    rec.close()
+    groups = {"world": dist.distributed_c10d._get_default_group(), "sub": sub}
+    names = {}
+    for key, g in groups.items():
+        c = dist.distributed_c10d
+        world_obj = getattr(c, "_world", None)
+        table = getattr(world_obj, "pg_names", None) if world_obj is not None else None
+        names[key] = (table if table is not None else c._pg_names)[g]
+    write_truth(args.out, rank, {"rank": rank, "world_size": world, "calls": calls,
+                                 "groups": names, "backend": dist.get_backend()})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+# -------------------------------------------------------------------------- forever
+def run_forever(args):
+    """Record step after step until killed.  After step 2 has been closed (its
+    region flushed) write DIR/ready<R>; every step takes over a second so the
+    writer's timer flushes frames in the middle of a region."""
+    rank = int(os.environ.get("RANK", "0"))
+    model = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4))
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    step = 0
+    while True:
+        step += 1
+        with rec(label="step %d" % step):
+            t_end = time.time() + 1.5
+            while time.time() < t_end:
+                model(torch.randn(2, 16)).sum().backward()
+        if step == 2:
+            with open(os.path.join(args.out, "ready%d" % rank), "w") as f:
+                f.write("%d\n" % rec.region)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("what", choices=["tp", "ddp", "c10d", "forever"])
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=3)
+    args = p.parse_args()
+    {"tp": run_tp, "ddp": run_ddp, "c10d": run_c10d, "forever": run_forever}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
