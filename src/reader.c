@@ -308,8 +308,6 @@ enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct c
 			goto fail;
 		}
 	}
-	/* fill_input counts file bytes again, so start from zero */
-	atomic_store(&r->file_bytes, 0);
 	if (pthread_create(&r->thread, NULL, producer, r) != 0) {
 		st = cd_fail(err, CD_ERR_NOMEM, "cannot start the reader thread");
 		goto fail;

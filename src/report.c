@@ -476,9 +476,21 @@ void cd_report_counts(struct cd_out *o, const struct cd_replay *r, bool json)
 	cd_pj_end(o);
 	cd_pj_key(o, "outside_dispatch");
 	cd_pj_begin_obj(o);
+	/* one key per collective: entries of several sources add up */
 	for (uint32_t i = 0; i < r->outside.n; i++) {
+		bool seen = false;
+		uint64_t n = 0;
+		for (uint32_t k = 0; k < r->outside.n; k++) {
+			if (r->outside.v[k].coll != r->outside.v[i].coll)
+				continue;
+			if (k < i)
+				seen = true;
+			n += r->outside.v[k].n;
+		}
+		if (seen)
+			continue;
 		cd_pj_key(o, cd_intern_str(&r->colls, r->outside.v[i].coll));
-		cd_pj_int(o, r->outside.v[i].n);
+		cd_pj_int(o, (int64_t)n);
 	}
 	cd_pj_end(o);
 	cd_pj_end(o);

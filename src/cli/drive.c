@@ -288,8 +288,12 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 			break;
 		if (st) {
 			run.line = 0;
-			fprintf(stderr, "commdebug: %s: %s (after line %lld)\n", run.path, err.msg,
-				last_good);
+			if (last_good)
+				fprintf(stderr, "commdebug: %s: %s (after line %lld)\n", run.path,
+					err.msg, last_good);
+			else
+				fprintf(stderr, "commdebug: %s: %s (before the first line)\n",
+					run.path, err.msg);
 			rc = CD_EXIT_DATA;
 			goto out;
 		}
@@ -308,7 +312,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 				continue;
 			}
 			st = parse(&ps, p, (size_t)(le - p), &ev, &err);
-			if (st && !nl) {
+			if (st && !nl && seen_meta) {
 				/* the input ends inside this line */
 				cut = true;
 				cut_why = "its last line is incomplete";
@@ -369,6 +373,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 	if (run.holding) {
 		cd_out_write(out, run.held.buf, run.held.len);
 		cd_out_discard(&run.held);
+		run.holding = false;
 	}
 	if (rp.regions == 0) {
 		fprintf(stderr, "commdebug: %s: no recording region in the trace (no region_enter "
@@ -389,6 +394,13 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 			run.path, last_good, rp.events, rp.regions, cd_reader_file_bytes(rd),
 			cd_reader_data_bytes(rd), rp.max_ops_retained, rp.max_op_bytes, rp.mods.count);
 out:
+	if (run.holding) {
+		/* an error after the first region: still show the finished region */
+		if (rp.regions > 1)
+			region_header(out, run.held_region, run.held_label, run.has_held_label);
+		cd_out_write(out, run.held.buf, run.held.len);
+		cd_out_discard(&run.held);
+	}
 	cd_reader_close(rd);
 	cd_parser_free(&ps);
 	if (replay_ok)

@@ -245,11 +245,14 @@ def run_tp(args):
 def run_ddp(args):
     rank, world = init()
     torch.manual_seed(0)
-    # Small buckets so that DDP makes several: the first bucket's limit is
-    # dist._DEFAULT_FIRST_BUCKET_BYTES (read at construction), the others
-    # bucket_cap_mb.
+    # Small buckets so that DDP makes several.  (Without find_unused_parameters
+    # DDP reduces everything in one bucket in the first step, then rebuilds
+    # its buckets in gradient-ready order: the first one limited by
+    # dist._DEFAULT_FIRST_BUCKET_BYTES, read at construction, the others by
+    # bucket_cap_mb.)
     dist._DEFAULT_FIRST_BUCKET_BYTES = 96 * 1024
     model = nn.Sequential(nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                          nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
                           nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 64),
                           nn.ReLU(), nn.Linear(64, 8))
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
