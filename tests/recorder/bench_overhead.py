@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Overhead of the recorder per dispatched op.
+
+    /usr/bin/python3 tests/recorder/bench_overhead.py [--iters N] [--repeat R] [--width W]
+
+Runs the same small training loop (MLP forward, backward, SGD step) three
+ways -- plain, under a TorchDispatchMode that only calls the op, and under
+the commdebug Recorder with one region per step -- and prints the time per
+step, the time per op and the ratios.  The best of R repeats is reported.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from commdebug import Recorder  # noqa: E402
+
+
+class NothingMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class CountMode(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def make(width, depth):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    model = nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(8, width)
+    return model, opt, x
+
+
+def step(model, opt, x):
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+
+
+def timed(fn, iters, repeat):
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        best = min(best, time.perf_counter() - t0)
+    return best / iters
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--width", type=int, default=32)
+    p.add_argument("--depth", type=int, default=4)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    model, opt, x = make(args.width, args.depth)
+
+    counter = CountMode()
+    with counter:
+        step(model, opt, x)
+    ops = counter.n
+
+    def plain():
+        step(model, opt, x)
+
+    def nothing():
+        with NothingMode():
+            step(model, opt, x)
+
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    rec = Recorder(os.path.join(tmp, "bench.zst"))
+
+    def recorded():
+        with rec:
+            step(model, opt, x)
+
+    for fn in (plain, nothing, recorded):  # warm up
+        for _ in range(10):
+            fn()
+    t_plain = timed(plain, args.iters, args.repeat)
+    t_mode = timed(nothing, args.iters, args.repeat)
+    t_rec = timed(recorded, args.iters, args.repeat)
+    rec.close()
+    w = rec._w
+    size = os.path.getsize(rec.path)
+
+    us = 1e6
+    print("torch %s, python %s, model: %d x Linear(%d) + ReLU, batch 8, SGD; "
+          "%d ops per step, %d modules per step"
+          % (torch.__version__, sys.version.split()[0], args.depth, args.width, ops,
+             2 * args.depth + 1))
+    print("%-28s %12s %12s %10s" % ("", "us/step", "us/op", "vs plain"))
+    print("%-28s %12.1f %12.2f %10.2f" % ("plain", t_plain * us, t_plain * us / ops, 1.0))
+    print("%-28s %12.1f %12.2f %10.2f" % ("do-nothing dispatch mode", t_mode * us,
+                                          t_mode * us / ops, t_mode / t_plain))
+    print("%-28s %12.1f %12.2f %10.2f" % ("commdebug Recorder", t_rec * us, t_rec * us / ops,
+                                          t_rec / t_plain))
+    print("recorder vs do-nothing mode: %.2fx; added per op over the mode: %.2f us "
+          "(module hooks included)" % (t_rec / t_mode, (t_rec - t_mode) * us / ops))
+    print("trace: %d bytes on disk, %d bytes of JSON (%.1fx), %d frames, %.1f bytes/step"
+          % (size, w.bytes_in, w.bytes_in / max(size, 1), w.frames, size / rec.region))
+    os.remove(rec.path)
+    os.rmdir(tmp)
+
+
+if __name__ == "__main__":
+    main()
