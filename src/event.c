@@ -39,48 +39,48 @@ enum cd_ev cd_ev_from_str(const char *p, uint32_t n)
 }
 
 static const struct cd_field fields[] = {
-	{"ev", CD_FI_EV, CD_FT_STR},
-	{"t", CD_FI_T, CD_FT_INT},
-	{"mod", CD_FI_MOD, CD_FT_STR},
-	{"type", CD_FI_TYPE, CD_FT_STR},
-	{"name", CD_FI_NAME, CD_FT_STR},
-	{"label", CD_FI_LABEL, CD_FT_STR},
-	{"region", CD_FI_REGION, CD_FT_INT},
-	{"bw", CD_FI_BW, CD_FT_BOOL},
-	{"dt", CD_FI_DT, CD_FT_BOOL},
-	{"fake", CD_FI_FAKE, CD_FT_BOOL},
-	{"grad_in", CD_FI_GRAD_IN, CD_FT_BOOL},
-	{"grad_out", CD_FI_GRAD_OUT, CD_FT_BOOL},
-	{"format", CD_FI_FORMAT, CD_FT_STR},
-	{"version", CD_FI_VERSION, CD_FT_INT},
-	{"rank", CD_FI_RANK, CD_FT_INT},
-	{"world_size", CD_FI_WORLD, CD_FT_INT},
-	{"host", CD_FI_HOST, CD_FT_STR},
-	{"pid", CD_FI_PID, CD_FT_INT},
-	{"t0", CD_FI_T0, CD_FT_INT},
-	{"torch", CD_FI_TORCH, CD_FT_STR},
-	{"recorder", CD_FI_RECORDER, CD_FT_STR},
-	{"args", CD_FI_ARGS, CD_FT_ARGS},
-	{"params", CD_FI_PARAMS, CD_FT_PARAMS},
-	{"pg", CD_FI_PG, CD_FT_STR},
-	{"seq", CD_FI_SEQ, CD_FT_INT},
-	{"bytes", CD_FI_BYTES, CD_FT_INT},
-	{"dtype", CD_FI_DTYPE, CD_FT_STR},
-	{"shape", CD_FI_SHAPE, CD_FT_INTLIST},
-	{"desc", CD_FI_DESC, CD_FT_STR},
-	{"ranks", CD_FI_RANKS, CD_FT_INTLIST},
-	{"backend", CD_FI_BACKEND, CD_FT_STR},
-	{"src", CD_FI_SRC, CD_FT_STR},
-	{"func", CD_FI_FUNC, CD_FT_STR},
-	{"count", CD_FI_COUNT, CD_FT_INT},
-	{"redop", CD_FI_REDOP, CD_FT_STR},
-	{"root", CD_FI_ROOT, CD_FT_INT},
-	{"peer", CD_FI_PEER, CD_FT_INT},
-	{"comm", CD_FI_COMM, CD_FT_STR},
-	{"nranks", CD_FI_NRANKS, CD_FT_INT},
-	{"stream", CD_FI_STREAM, CD_FT_STR},
-	{"dur", CD_FI_DUR, CD_FT_INT},
-	{"state", CD_FI_STATE, CD_FT_STR},
+	{"ev", 2, CD_FI_EV, CD_FT_STR},
+	{"t", 1, CD_FI_T, CD_FT_INT},
+	{"mod", 3, CD_FI_MOD, CD_FT_STR},
+	{"type", 4, CD_FI_TYPE, CD_FT_STR},
+	{"name", 4, CD_FI_NAME, CD_FT_STR},
+	{"label", 5, CD_FI_LABEL, CD_FT_STR},
+	{"region", 6, CD_FI_REGION, CD_FT_INT},
+	{"bw", 2, CD_FI_BW, CD_FT_BOOL},
+	{"dt", 2, CD_FI_DT, CD_FT_BOOL},
+	{"fake", 4, CD_FI_FAKE, CD_FT_BOOL},
+	{"grad_in", 7, CD_FI_GRAD_IN, CD_FT_BOOL},
+	{"grad_out", 8, CD_FI_GRAD_OUT, CD_FT_BOOL},
+	{"format", 6, CD_FI_FORMAT, CD_FT_STR},
+	{"version", 7, CD_FI_VERSION, CD_FT_INT},
+	{"rank", 4, CD_FI_RANK, CD_FT_INT},
+	{"world_size", 10, CD_FI_WORLD, CD_FT_INT},
+	{"host", 4, CD_FI_HOST, CD_FT_STR},
+	{"pid", 3, CD_FI_PID, CD_FT_INT},
+	{"t0", 2, CD_FI_T0, CD_FT_INT},
+	{"torch", 5, CD_FI_TORCH, CD_FT_STR},
+	{"recorder", 8, CD_FI_RECORDER, CD_FT_STR},
+	{"args", 4, CD_FI_ARGS, CD_FT_ARGS},
+	{"params", 6, CD_FI_PARAMS, CD_FT_PARAMS},
+	{"pg", 2, CD_FI_PG, CD_FT_STR},
+	{"seq", 3, CD_FI_SEQ, CD_FT_INT},
+	{"bytes", 5, CD_FI_BYTES, CD_FT_INT},
+	{"dtype", 5, CD_FI_DTYPE, CD_FT_STR},
+	{"shape", 5, CD_FI_SHAPE, CD_FT_INTLIST},
+	{"desc", 4, CD_FI_DESC, CD_FT_STR},
+	{"ranks", 5, CD_FI_RANKS, CD_FT_INTLIST},
+	{"backend", 7, CD_FI_BACKEND, CD_FT_STR},
+	{"src", 3, CD_FI_SRC, CD_FT_STR},
+	{"func", 4, CD_FI_FUNC, CD_FT_STR},
+	{"count", 5, CD_FI_COUNT, CD_FT_INT},
+	{"redop", 5, CD_FI_REDOP, CD_FT_STR},
+	{"root", 4, CD_FI_ROOT, CD_FT_INT},
+	{"peer", 4, CD_FI_PEER, CD_FT_INT},
+	{"comm", 4, CD_FI_COMM, CD_FT_STR},
+	{"nranks", 6, CD_FI_NRANKS, CD_FT_INT},
+	{"stream", 6, CD_FI_STREAM, CD_FT_STR},
+	{"dur", 3, CD_FI_DUR, CD_FT_INT},
+	{"state", 5, CD_FI_STATE, CD_FT_STR},
 };
 
 const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
@@ -100,28 +100,40 @@ const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
 		if (p[0] == 'd' && p[1] == 't')
 			return &fields[8];
 		break;
+	case 3:
+		if (memcmp(p, "mod", 3) == 0)
+			return &fields[2];
+		break;
 	case 4:
 		if (memcmp(p, "name", 4) == 0)
 			return &fields[4];
+		if (memcmp(p, "args", 4) == 0)
+			return &fields[21];
+		if (memcmp(p, "type", 4) == 0)
+			return &fields[3];
+		if (memcmp(p, "fake", 4) == 0)
+			return &fields[9];
 		break;
 	default:
 		break;
 	}
 	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-		if (strlen(fields[i].key) == n && memcmp(fields[i].key, p, n) == 0)
+		if (fields[i].len == n && memcmp(fields[i].key, p, n) == 0)
 			return &fields[i];
 	return NULL;
 }
 
 enum cd_sub cd_subfield_lookup(const char *p, uint32_t n)
 {
-	static const struct { const char *k; enum cd_sub s; } subs[] = {
-		{"shape", CD_SUB_SHAPE}, {"placements", CD_SUB_PLACEMENTS},
-		{"mesh", CD_SUB_MESH}, {"name", CD_SUB_NAME}, {"dtype", CD_SUB_DTYPE},
-		{"nbytes", CD_SUB_NBYTES}, {"requires_grad", CD_SUB_REQUIRES_GRAD},
+#define SUB(k, s) {k, sizeof k - 1, s}
+	static const struct { const char *k; uint32_t n; enum cd_sub s; } subs[] = {
+		SUB("shape", CD_SUB_SHAPE), SUB("placements", CD_SUB_PLACEMENTS),
+		SUB("mesh", CD_SUB_MESH), SUB("name", CD_SUB_NAME), SUB("dtype", CD_SUB_DTYPE),
+		SUB("nbytes", CD_SUB_NBYTES), SUB("requires_grad", CD_SUB_REQUIRES_GRAD),
 	};
+#undef SUB
 	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-		if (strlen(subs[i].k) == n && memcmp(subs[i].k, p, n) == 0)
+		if (subs[i].n == n && memcmp(subs[i].k, p, n) == 0)
 			return subs[i].s;
 	return CD_SUB_NONE;
 }

@@ -28,6 +28,7 @@ enum cd_fid {
 
 struct cd_field {
 	const char *key;
+	uint32_t len;   /* strlen(key) */
 	enum cd_fid id;
 	enum cd_ftype type;
 };

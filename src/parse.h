@@ -17,6 +17,9 @@
 struct cd_parser {
 	struct cd_arena arena;
 	void *tree;   /* general path: the cJSON tree of the last line */
+	/* Fast path only: skip (while still checking the JSON syntax of) the
+	 * "args" and "params" lists, for reports that do not use them. */
+	bool skip_detail;
 };
 
 /* line need not be NUL-terminated and excludes the newline.  On error

@@ -644,9 +644,13 @@ static enum cd_status field_value(struct scan *s, struct cd_event *e, const stru
 		e->have |= CD_F_RANKS;
 		return int_list(s, f->key, &e->ranks, &e->nranks_list);
 	case CD_FT_ARGS:
+		if (s->ps->skip_detail)
+			return skip_value(s);
 		e->have |= CD_F_ARGS;
 		return obj_list(s, f->key, 'a', (void **)&e->args, &e->nargs);
 	case CD_FT_PARAMS:
+		if (s->ps->skip_detail)
+			return skip_value(s);
 		e->have |= CD_F_PARAMS;
 		return obj_list(s, f->key, 'p', (void **)&e->params, &e->nparams);
 	}

@@ -164,7 +164,8 @@ class Recorder:
         self._known = weakref.WeakKeyDictionary()
         self._seen = weakref.WeakSet()
         self._has_callback = False
-        self._done_handles = {}
+        self._done_handles = {}      # id(module) -> (fw_done hook handle, name json)
+        self._param_cache = weakref.WeakKeyDictionary()
         self._name_json = {}
         self._type_json = {}
         # Collectives.
@@ -265,7 +266,7 @@ class Recorder:
         for h in self._handles:
             h.remove()
         self._handles = []
-        for h in self._done_handles.values():
+        for h, _ in self._done_handles.values():
             h.remove()
         self._done_handles.clear()
         self._mode.__exit__(*exc)
@@ -280,7 +281,7 @@ class Recorder:
         dispatch mode (used at optimizer steps by ``commdebug.record``)."""
         if not self._in_region:
             raise RuntimeError("commdebug: next_region() outside a recording region")
-        for h in self._done_handles.values():
+        for h, _ in self._done_handles.values():
             h.remove()
         self._done_handles.clear()
         self._emit('{"ev":"region_exit","region":' + str(self.region))
@@ -354,7 +355,16 @@ class Recorder:
         return j
 
     def _params_json(self, mod):
+        """fw_pre's params list for mod, cached per module while its
+        parameters (identity, shape, dtype, requires_grad) stay the same.
+        Returns (json text, DTensor parameters)."""
+        key = tuple([(k, id(p), p.requires_grad, p.shape, p.dtype)
+                     for k, p in mod._parameters.items() if p is not None])
+        hit = self._param_cache.get(mod)
+        if hit is not None and hit[0] == key:
+            return hit[1], hit[2]
         parts = []
+        dts = []
         DT = C.DTensor
         for pname, p in mod.named_parameters(recurse=False):
             shape = _ints(p.shape)
@@ -365,10 +375,16 @@ class Recorder:
                  % (_dumps(pname), ",".join([str(d) for d in shape]), str(p.dtype),
                     n * p.element_size(), "true" if p.requires_grad else "false"))
             if DT is not None and isinstance(p, DT):
+                dts.append(p)
                 s += ',"placements":%s,"mesh":%s' % (self._plc_json(p.placements),
                                                       self._mesh_js(p.device_mesh))
             parts.append(s + "}")
-        return "[" + ",".join(parts) + "]"
+        text = "[" + ",".join(parts) + "]"
+        try:
+            self._param_cache[mod] = (key, text, dts)
+        except TypeError:
+            pass
+        return text, dts
 
     def _plc_json(self, placements):
         try:
@@ -392,7 +408,10 @@ class Recorder:
         nj = self._nj(name)
         tensors = _flat_tensors_requiring_grad(inputs)
         grad_in = (not bw) and bool(tensors)
-        params = "[]" if bw else self._params_json(mod)
+        if bw:
+            params, dts = "[]", ()
+        else:
+            params, dts = self._params_json(mod)
         self._emit('{"ev":"fw_pre","mod":%s,"type":%s,"bw":%s,"params":%s,"grad_in":%s'
                    % (nj, self._type_of(mod), "true" if bw else "false", params,
                       "true" if grad_in else "false"))
@@ -400,17 +419,23 @@ class Recorder:
             C.multi_grad_hook(tensors, self._exit_fn(nj))
         if bw:
             return
-        DT = C.DTensor
-        if DT is not None:
+        for p in dts:
             # CommDebugMode reads param.data here; for a DTensor that dispatches a
             # detach, which the reference sees.  Do the same, in the same place.
-            for _, p in mod.named_parameters(recurse=False):
-                if isinstance(p, DT):
-                    p.data
-        old = self._done_handles.pop(id(mod), None)
+            p.data
+        # The module-local forward hook that reports fw_done must run after the
+        # module's other forward hooks: keep the one registered by an earlier
+        # call only while it is still the last one (and for the same name).
+        old = self._done_handles.get(id(mod))
         if old is not None:
-            old.remove()
-        self._done_handles[id(mod)] = mod.register_forward_hook(self._done_fn(nj))
+            hooks = mod._forward_hooks
+            if old[1] == nj and hooks and next(reversed(hooks)) == old[0].id:
+                pass
+            else:
+                old[0].remove()
+                old = None
+        if old is None:
+            self._done_handles[id(mod)] = (mod.register_forward_hook(self._done_fn(nj)), nj)
         if _DDP is not None and isinstance(mod, _DDP):
             if self._ddp and mod not in _DDP_CHECKED:
                 _maybe_hook_ddp(mod)
@@ -431,12 +456,20 @@ class Recorder:
         grad_out = (not bw) and bool(tensors)
         self._emit('{"ev":"fw_post","mod":%s,"bw":%s,"grad_out":%s'
                    % (nj, "true" if bw else "false", "true" if grad_out else "false"))
+        emulate = tensors and _EMULATE_BW_PRE and torch.is_grad_enabled()
         if grad_out:
-            C.multi_grad_hook(tensors, self._enter_fn(nj), mode="any")
-        if tensors and _EMULATE_BW_PRE and torch.is_grad_enabled():
-            # torch < 2.0 has no global full-backward pre-hook: fire bw_pre at the
-            # first gradient of an output.  Registered last, it is put in front of
-            # the output hook above, as the wrapper node of torch >= 2.0 would be.
+            if emulate:
+                # torch < 2.0 has no global full-backward pre-hook: bw_pre fires at
+                # the first gradient of an output, just before the tracker's own
+                # output hook, as the BackwardHookFunction node that torch >= 2.0
+                # wraps around the outputs would.  One tensor hook does both.
+                fn = self._pre_enter_fn(weakref.ref(mod), nj)
+            else:
+                fn = self._enter_fn(nj)
+            C.multi_grad_hook(tensors, fn, mode="any")
+        elif emulate:
+            # In backward (activation-checkpoint recompute) the tracker registers
+            # nothing, but the full-backward pre-hook would still fire.
             C.multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
 
     def _bw_pre(self, mod, grad_output):
@@ -449,6 +482,15 @@ class Recorder:
             if mod is not None:
                 self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
         return bw_pre
+
+    def _pre_enter_fn(self, wmod, nj):
+        def bw_pre_enter(*_):
+            mod = wmod()
+            if mod is not None:
+                self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
+            self._queue_bw_end()
+            self._emit('{"ev":"bw_enter","mod":' + nj)
+        return bw_pre_enter
 
     def _done_fn(self, nj):
         def fw_done(mod, inputs, output):

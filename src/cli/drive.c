@@ -269,6 +269,8 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		.warn = warn_cb,
 		.ud = &run,
 	};
+	/* args and params feed only the op lists and parameter info */
+	ps.skip_detail = !ro.retain_ops && !ro.want_params;
 	if ((st = cd_replay_init(&rp, &ro, &err))) {
 		report_error(&run, &err);
 		rc = CD_EXIT_DATA;
