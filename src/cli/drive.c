@@ -6,6 +6,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../parse.h"
@@ -143,6 +145,55 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 
 /* ---- the driver ---- */
 
+/* Progress on standard error, only when it is a terminal: at most four
+ * redraws a second, the line cleared at the end. */
+struct progress {
+	bool on, drawn;
+	uint64_t size;
+	double next;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void progress_start(struct progress *pg, const char *path)
+{
+	struct stat st;
+	memset(pg, 0, sizeof *pg);
+	/* not while results go to the same terminal */
+	if (!isatty(STDERR_FILENO) || isatty(STDOUT_FILENO) || strcmp(path, "-") == 0 ||
+	    stat(path, &st) != 0)
+		return;
+	pg->on = true;
+	pg->size = (uint64_t)st.st_size;
+	pg->next = now() + 0.5; /* quiet for short runs */
+}
+
+static void progress_tick(struct progress *pg, const char *name, const struct cd_reader *rd)
+{
+	double t = now();
+	if (t < pg->next)
+		return;
+	pg->next = t + 0.25;
+	uint64_t done = cd_reader_file_bytes(rd);
+	fprintf(stderr, "\rcommdebug: %s: %3.0f%% (%llu MiB)\033[K", name,
+		pg->size ? 100.0 * (double)done / (double)pg->size : 0.0,
+		(unsigned long long)(cd_reader_data_bytes(rd) >> 20));
+	pg->drawn = true;
+}
+
+static void progress_end(struct progress *pg)
+{
+	if (pg->drawn)
+		fprintf(stderr, "\r\033[K");
+	pg->drawn = false;
+}
+
+
 struct run {
 	struct cd_cli *cli;
 	const char *path;
@@ -156,11 +207,13 @@ struct run {
 	uint64_t reported;
 	bool json_like;
 	struct cd_report_cache cache;
+	struct progress pg;
 };
 
 static void warn_cb(void *ud, const char *msg)
 {
 	struct run *run = ud;
+	progress_end(&run->pg);
 	if (run->line > 0)
 		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", run->path, run->line, msg);
 	else
@@ -282,10 +335,15 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		rc = CD_EXIT_DATA;
 		goto out;
 	}
+	progress_start(&run.pg, path);
 	for (;;) {
 		const char *buf;
 		size_t len;
+		if (run.pg.on)
+			progress_tick(&run.pg, run.path, rd);
 		st = cd_reader_next(rd, &buf, &len, &err);
+		if (st != CD_OK)
+			progress_end(&run.pg);
 		if (st == CD_END)
 			break;
 		if (st) {

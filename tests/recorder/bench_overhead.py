@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Overhead of the recorder per dispatched op.
 
-    /usr/bin/python3 tests/recorder/bench_overhead.py [--iters N] [--repeat R] [--width W]
+    /usr/bin/python3 tests/recorder/bench_overhead.py [--iters N] [--repeat R]
+                                                      [--width W] [--depth D]
 
-Runs the same small training loop (MLP forward, backward, SGD step) three
-ways -- plain, under a TorchDispatchMode that only calls the op, and under
-the commdebug Recorder with one region per step -- and prints the time per
-step, the time per op and the ratios.  The best of R repeats is reported.
+Two workloads, each run three ways -- plain, under a TorchDispatchMode that
+only calls the op, and under the commdebug Recorder -- printing the time per
+op and the ratios (best of R repeats):
+
+* ops: 20000 small in-place ops, no modules: the dispatch hot path alone;
+* step: a small training step (MLP of D Linear(W)+ReLU, backward, SGD step),
+  one region per step: ops plus the module hooks and region bookkeeping.
 """
 
 import argparse
@@ -96,6 +100,30 @@ def main():
         with rec:
             step(model, opt, x)
 
+    # --- ops only
+    y = torch.zeros(4)
+    n_ops = 20000
+
+    def ops():
+        for _ in range(n_ops):
+            y.add_(1)
+
+    def ops_mode():
+        with NothingMode():
+            ops()
+
+    rec_ops = Recorder(os.path.join(tmp, "ops.zst"))
+
+    def ops_rec():
+        with rec_ops:
+            ops()
+
+    o_plain = timed(ops, 1, args.repeat) / n_ops
+    o_mode = timed(ops_mode, 1, args.repeat) / n_ops
+    o_rec = timed(ops_rec, 1, args.repeat) / n_ops
+    rec_ops.close()
+    os.remove(rec_ops.path)
+
     for fn in (plain, nothing, recorded):  # warm up
         for _ in range(10):
             fn()
@@ -107,10 +135,19 @@ def main():
     size = os.path.getsize(rec.path)
 
     us = 1e6
-    print("torch %s, python %s, model: %d x Linear(%d) + ReLU, batch 8, SGD; "
-          "%d ops per step, %d modules per step"
-          % (torch.__version__, sys.version.split()[0], args.depth, args.width, ops,
-             2 * args.depth + 1))
+    print("torch %s, python %s" % (torch.__version__, sys.version.split()[0]))
+    print()
+    print("ops: %d x Tensor.add_ on a 4-element tensor, one region" % n_ops)
+    print("%-28s %12s %10s" % ("", "us/op", "vs plain"))
+    print("%-28s %12.2f %10.2f" % ("plain", o_plain * us, 1.0))
+    print("%-28s %12.2f %10.2f" % ("do-nothing dispatch mode", o_mode * us, o_mode / o_plain))
+    print("%-28s %12.2f %10.2f" % ("commdebug Recorder", o_rec * us, o_rec / o_plain))
+    print("recorder vs do-nothing mode: %.2fx; added per op over the mode: %.2f us"
+          % (o_rec / o_mode, (o_rec - o_mode) * us))
+    print()
+    print("step: %d x Linear(%d) + ReLU, batch 8, backward, SGD step, one region per step; "
+          "%d ops and %d module calls per step"
+          % (args.depth, args.width, ops, 2 * args.depth + 1))
     print("%-28s %12s %12s %10s" % ("", "us/step", "us/op", "vs plain"))
     print("%-28s %12.1f %12.2f %10.2f" % ("plain", t_plain * us, t_plain * us / ops, 1.0))
     print("%-28s %12.1f %12.2f %10.2f" % ("do-nothing dispatch mode", t_mode * us,
@@ -118,7 +155,7 @@ def main():
     print("%-28s %12.1f %12.2f %10.2f" % ("commdebug Recorder", t_rec * us, t_rec * us / ops,
                                           t_rec / t_plain))
     print("recorder vs do-nothing mode: %.2fx; added per op over the mode: %.2f us "
-          "(module hooks included)" % (t_rec / t_mode, (t_rec - t_mode) * us / ops))
+          "(module hooks and regions included)" % (t_rec / t_mode, (t_rec - t_mode) * us / ops))
     print("trace: %d bytes on disk, %d bytes of JSON (%.1fx), %d frames, %.1f bytes/step"
           % (size, w.bytes_in, w.bytes_in / max(size, 1), w.frames, size / rec.region))
     os.remove(rec.path)
