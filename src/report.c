@@ -448,7 +448,7 @@ void cd_report_counts(struct cd_out *o, const struct cd_replay *r, bool json)
 			cd_out_write(o, "\n", 1);
 		}
 		if (r->outside.n) {
-			cd_out_str(o, "outside dispatch (not counted by CommDebugMode):\n");
+			cd_out_str(o, "by source (recorded apart, not added to the counts above):\n");
 			for (uint32_t i = 0; i < r->outside.n; i++) {
 				cd_out_str(o, "  ");
 				strid(o, &r->colls, r->outside.v[i].coll);

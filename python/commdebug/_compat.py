@@ -13,13 +13,13 @@ import sys
 
 import torch
 import torch.nn.modules.module as _nn_module
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401  (re-export)
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
     "TORCH", "is_bw", "DTensor", "FakeTensor", "FakeTensorMode", "fake_context",
     "multi_grad_hook", "register_global_fw_pre", "register_global_fw_post",
     "register_global_bw_pre", "OpOverload", "unbox_process_group", "degraded",
-    "queue_engine_callback",
+    "queue_engine_callback", "task_id", "TorchDispatchMode",
 ]
 
 
@@ -183,6 +183,11 @@ else:
     _task_id = _task_clock.current
 
 
+def task_id():
+    """An id of the backward pass running now (call only inside backward)."""
+    return _task_id()
+
+
 @contextlib.contextmanager
 def no_dispatch_modes():
     """Run without any TorchDispatchMode, so that ops the recorder itself
@@ -301,6 +306,8 @@ except Exception:
 def unbox_process_group(obj):
     """The ProcessGroup behind a c10d op's ScriptObject argument, or None
     where this torch cannot unbox it (1.13)."""
+    if _PG is not None and isinstance(obj, _PG):
+        return obj
     if _unbox is None:
         return None
     try:

@@ -1,6 +1,6 @@
 """Record an unmodified training script.
 
-    python -m commdebug.record --out DIR [--every-step] [--no-ddp-hook] -- script.py ARGS...
+    python -m commdebug.record --out DIR [--every-step] -- script.py ARGS...
     python -m commdebug.record --out DIR -- -m package.module ARGS...
     torchrun --nproc-per-node 4 -m commdebug.record --out DIR -- train.py ARGS...
 
@@ -64,15 +64,12 @@ def main(argv=None):
     p = argparse.ArgumentParser(
         prog="python -m commdebug.record",
         description="Run a Python script with the commdebug recorder on.",
-        usage="python -m commdebug.record --out DIR [--every-step] [--no-ddp-hook] "
+        usage="python -m commdebug.record --out DIR [--every-step] "
               "-- script.py [ARGS...] | -m module [ARGS...]")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="directory for the traces (DIR/rank<RANK>.zst)")
     p.add_argument("--every-step", action="store_true",
                    help="one region per optimizer step instead of one for the whole run")
-    p.add_argument("--no-ddp-hook", action="store_true",
-                   help="do not install the DDP communication hook that records "
-                        "the reducer's bucket all-reduces")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     cmd = list(args.cmd)
@@ -96,8 +93,7 @@ def main(argv=None):
         label = os.path.basename(script)
 
     rec = Recorder(os.path.join(args.out, "rank{rank}.zst"),
-                   label="step 1" if args.every_step else label,
-                   ddp=not args.no_ddp_hook)
+                   label="step 1" if args.every_step else label)
     undo = _step_hook(rec) if args.every_step else (lambda: None)
     code = 0
     rec.__enter__()

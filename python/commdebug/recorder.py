@@ -4,9 +4,8 @@ A Recorder is a context manager usable wherever ``CommDebugMode`` is used.
 Each entry is one *region* (what one ``with CommDebugMode():`` block sees).
 Inside a region it pushes a TorchDispatchMode and registers the same global
 module hooks as CommDebugMode's module tracker, but instead of keeping
-counts it writes one event per observation (see
-``/work/shared/design/trace-format.md``; the C analyzer replays them through
-the module-tracker state machine).
+counts it writes one event per observation (see commdebug-trace(5); the C
+analyzer replays them through the module-tracker state machine).
 
 What is mirrored from the reference (torch/distributed/_tools/mod_tracker.py
 and torch/distributed/tensor/debug/_comm_mode.py):
@@ -18,16 +17,18 @@ and torch/distributed/tensor/debug/_comm_mode.py):
   forward hook registers the output hook (mode "any") likewise;
 * the output hook queues the end-of-backward engine callback once per
   backward pass (``bw_end``);
-* outside activation-checkpoint recompute the pre-hook registers a
-  module-local forward hook, which therefore runs after every forward hook
-  the module already had (tensor-parallel output redistribution): ``fw_done``.
-  Its previous registration is removed first, so a module called twice does
-  not accumulate hooks (the fix of pytorch#191452);
+* outside activation-checkpoint recompute the pre-hook makes sure the module
+  has a module-local forward hook that runs after every forward hook the
+  module already has (tensor-parallel output redistribution): ``fw_done``.
+  One per module: an earlier registration is kept while it is still the last
+  hook and replaced otherwise, so a module called twice does not accumulate
+  hooks (the fix of pytorch#191452);
 * ops on DTensors are recorded with their DTensor arguments and then answered
   with NotImplemented, so the DTensor desugars and its local ops and
   collectives are recorded as well.
 """
 
+import collections
 import json
 import os
 import socket
@@ -52,8 +53,6 @@ _clock = time.monotonic_ns
 
 # Recorders currently inside a region, innermost last.
 _ACTIVE = []
-# DistributedDataParallel modules already looked at (hooked, or left alone).
-_DDP_CHECKED = weakref.WeakSet()
 try:
     from torch.nn.parallel import DistributedDataParallel as _DDP
 except Exception:  # torch built without distributed
@@ -142,19 +141,20 @@ class Recorder:
     by 0.  The file is kept open and every later entry appends to it.
 
     ``label`` names the regions (``with rec(label="step 3"):`` names just
-    the next one).  ``ddp`` (default True) installs a communication hook on
-    DistributedDataParallel modules that have none, to record the reducer's
-    bucket all-reduces as ``coll`` events; the hook does what DDP's default
-    reduction does (divide by the group size, all-reduce).
+    the next one).
+
+    The gradient bucket all-reduces of DistributedDataParallel's reducer,
+    issued by C++ autograd hooks, are written both as the op the dispatcher
+    sees and as a ``coll`` event (``"src":"ddp_reducer"``); nothing about
+    DDP is changed.
     """
 
-    def __init__(self, path="commdebug-rank{rank}.zst", label=None, *, ddp=True):
+    def __init__(self, path="commdebug-rank{rank}.zst", label=None):
         self.path_template = os.fspath(path)
         self.label = label
         self.path = None
         self.region = 0
         self._next_label = None
-        self._ddp = ddp
         self._w = None
         self._in_region = False
         self._mode = None
@@ -171,9 +171,19 @@ class Recorder:
         # Collectives.
         self._op_cache = {}
         self._pg_emitted = set()
+        # id(ProcessGroup) -> name, for the live groups.  No reference to a
+        # group is kept: a group that outlives destroy_process_group until
+        # interpreter shutdown can abort the process there (gloo, torch 1.13).
         self._pg_names = {}
         self._seq = {}
         self._pg_ctx = []
+        self._ddp_groups = set()     # names of the process groups of DDP modules seen
+        self._bucket_task = None
+        self._bucket_idx = 0
+        # Tensors of collectives issued from C++ (see _coll_events): the last
+        # ones, and the last of every DDP bucket.
+        self._held_order = collections.deque(maxlen=16)
+        self._held_buckets = {}
         self._placements_json = {}
         self._mesh_json = {}
 
@@ -295,8 +305,9 @@ class Recorder:
 
     # -------------------------------------------------------- process groups
     def _scan_groups(self):
-        for pg, name in K.group_names().items():
-            self._pg_names[pg] = name
+        live = K.group_names()
+        self._pg_names = {id(pg): name for pg, name in live.items()}
+        for pg, name in live.items():
             if name in self._pg_emitted:
                 continue
             self._pg_emitted.add(name)
@@ -306,14 +317,12 @@ class Recorder:
                           _dumps(backend)))
 
     def _group_name(self, pg):
-        name = self._pg_names.get(pg)
+        name = self._pg_names.get(id(pg))
         if name is None:
             name = getattr(pg, "group_name", None)
             if not isinstance(name, str) or not name:
                 self._scan_groups()
-                name = self._pg_names.get(pg)
-            if name is not None:
-                self._pg_names[pg] = name
+                name = self._pg_names.get(id(pg))
         return name
 
     def _next_seq(self, name):
@@ -437,8 +446,10 @@ class Recorder:
         if old is None:
             self._done_handles[id(mod)] = (mod.register_forward_hook(self._done_fn(nj)), nj)
         if _DDP is not None and isinstance(mod, _DDP):
-            if self._ddp and mod not in _DDP_CHECKED:
-                _maybe_hook_ddp(mod)
+            pg = mod.process_group
+            name = self._group_name(pg)
+            if name is not None:
+                self._ddp_groups.add(name)
             if _NEED_PG_CTX:
                 # DDP's forward issues collectives from C++ (bucket rebuild, buffer
                 # broadcast) on its group; 1.13 cannot tell the mode which one.
@@ -547,13 +558,15 @@ class Recorder:
                         break
             except Exception:
                 pass
-            coll = (nj, pg_idx, pg_kind, idx[0], idx[1])
+            coll = (nj, pg_idx, pg_kind, idx[0], idx[1],
+                    ns == "c10d" and base == "allreduce_")
         info = (fw, bw, coll)
         self._op_cache[func] = info
         return info
 
     def _coll_fields(self, pg_name, args, in_idx, out_idx):
-        """',"pg":..,"seq":..,"bytes":..,"dtype":..,"shape":[..]' for a collective."""
+        """',"pg":..,"seq":..,"bytes":..,"dtype":..,"shape":[..]' for a collective,
+        and its first payload tensor (or None)."""
         s = ""
         if pg_name is not None:
             seq = self._next_seq(pg_name)
@@ -572,12 +585,24 @@ class Recorder:
                     pass
             s += ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype),
                                                           _shape_json(ts[0].shape))
-        else:
-            s += ',"bytes":0'
-        return s
+            return s, ts[0]
+        return s + ',"bytes":0', None
 
-    def _coll_line(self, coll, bw, fake, args):
-        nj, pg_idx, pg_kind, in_idx, out_idx = coll
+    def _coll_events(self, coll, bw, fake, args, t):
+        """Append the op event of a collective (time t); for a gradient
+        all-reduce that the autograd engine's C++ hooks issued
+        (DistributedDataParallel's reducer), followed by its coll event."""
+        nj, pg_idx, pg_kind, in_idx, out_idx, allreduce = coll
+        origin = _issuer()
+        from_engine = allreduce and bw and (origin is None or origin in _ENGINE_ENTRIES)
+        if origin is None or not origin[0].startswith(_PY_COLLECTIVES):
+            # Tensors C++ created (DDP's buckets and broadcasts) got a Python
+            # object when they were handed to this mode.  Hold on to them, so
+            # that they are not freed last by a communication thread: that
+            # would need the GIL, which the main thread may hold while it waits
+            # for that thread in ProcessGroupGloo's destructor (a deadlock at
+            # the end of a DDP run, or an abort at interpreter exit, torch 1.13).
+            self._held_order.append(K.tensors_of(list(args[:3]), []))
         pg_name = None
         if pg_kind == "name":
             a = args[pg_idx] if pg_idx < len(args) else None
@@ -589,14 +614,32 @@ class Recorder:
                 pg = self._pg_ctx[-1]
             if pg is not None:
                 pg_name = self._group_name(pg)
+            elif from_engine and len(self._ddp_groups) == 1:
+                # 1.13 cannot unbox the group: the reducer's is DDP's group.
+                for pg_name in self._ddp_groups:
+                    pass
             elif len(self._pg_names) == 1:
                 # Issued from C++ on a torch that cannot unbox the group (1.13),
                 # but there is only one group it can be.
                 for pg_name in self._pg_names.values():
                     pass
-        return ('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":%s%s'
-                % (nj, "true" if bw else "false", "true" if fake else "false",
-                   self._coll_fields(pg_name, args, in_idx, out_idx)))
+        fields, t0 = self._coll_fields(pg_name, args, in_idx, out_idx)
+        ts = ',"t":%d}\n' % t
+        self._append('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":%s%s%s'
+                     % (nj, "true" if bw else "false", "true" if fake else "false", fields, ts))
+        if not from_engine or t0 is None or not (t0.is_floating_point() or t0.is_complex()):
+            return
+        # A gradient bucket: numbered per backward pass.
+        task = C.task_id()
+        if self._bucket_task != task:
+            self._bucket_task = task
+            self._bucket_idx = 0
+        else:
+            self._bucket_idx += 1
+        self._held_buckets[(pg_name, self._bucket_idx)] = self._held_order[-1]
+        self._append('{"ev":"coll","name":"c10d.allreduce_","src":"%s","bw":true%s,"bucket":%d%s'
+                     % ("ddp_reducer" if self._ddp_groups else "autograd_hook", fields,
+                        self._bucket_idx, ts))
 
     def _dtensor_line(self, func, bw, args):
         DT = C.DTensor
@@ -616,28 +659,36 @@ class Recorder:
         name = self._group_name(pg) if pg is not None else None
         self._emit('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":false,"via":"python_api"%s'
                    % (_dumps("c10d.%s.default" % opname), "true" if _is_bw() else "false",
-                      self._coll_fields(name, args, in_idx, out_idx)))
-
-    def _ddp_coll(self, pg, tensor, bucket_index, seq_before):
-        name = self._group_name(pg)
-        if name is not None and self._seq.get(name, 0) > seq_before:
-            seq = self._seq[name]  # the op event the dispatcher saw for this call
-        elif name is not None:
-            seq = self._next_seq(name)
-        else:
-            seq = None
-        s = '{"ev":"coll","name":"c10d.allreduce_","src":"ddp_reducer","bw":%s' % (
-            "true" if _is_bw() else "false")
-        if name is not None:
-            s += ',"pg":%s,"seq":%d' % (_dumps(name), seq)
-        s += ',"bytes":%d,"dtype":"%s","shape":%s,"bucket":%d' % (
-            tensor.numel() * tensor.element_size(), str(tensor.dtype),
-            _shape_json(tensor.shape), bucket_index)
-        self._emit(s)
+                      self._coll_fields(name, args, in_idx, out_idx)[0]))
 
 
 _EMULATE_BW_PRE = C.EMULATE_BW_PRE
 _NEED_PG_CTX = not C.can_unbox_process_group()
+_SKIP_MODULES = ("commdebug.recorder", "torch.utils._python_dispatch")
+_ENGINE_ENTRIES = {("torch.autograd", "backward"), ("torch.autograd", "grad"),
+                   ("torch.autograd.graph", "_engine_run_backward")}
+
+
+# Python modules that issue collectives themselves (their tensors are Python's).
+_PY_COLLECTIVES = ("torch.distributed", "torch._ops", "torch.testing")
+
+
+def _issuer():
+    """(module, function) of the first Python frame below the dispatch
+    machinery -- the Python code that issued the op being dispatched -- or
+    None when there is none (the op comes from C++ on a thread without
+    Python frames, such as a device thread of the autograd engine).  An op
+    whose issuer is the autograd engine's entry (torch.autograd.backward /
+    grad, _engine_run_backward) was issued by a C++ autograd hook, such as
+    DDP's reducer."""
+    f = sys._getframe(1)
+    while f is not None:
+        mod = f.f_globals.get("__name__")
+        if mod in _SKIP_MODULES:
+            f = f.f_back
+            continue
+        return (mod or "", f.f_code.co_name)
+    return None
 
 
 def _make_mode(rec):
@@ -656,7 +707,7 @@ def _make_mode(rec):
     DT = C.DTensor
     Fake = C.FakeTensor
     fake_context = C.fake_context
-    coll_line = rec._coll_line
+    coll_events = rec._coll_events
     dtensor_line = rec._dtensor_line
     HOP = _HOP
 
@@ -682,7 +733,7 @@ def _make_mode(rec):
             now = clock()
             coll = info[2]
             if coll is not None:
-                append(coll_line(coll, bw, fake, args) + ',"t":' + str(now - mono0) + "}\n")
+                coll_events(coll, bw, fake, args, now - mono0)
             elif fake:
                 append(info[1 if bw else 0].replace('"fake":false', '"fake":true')
                        + str(now - mono0) + "}\n")
@@ -778,41 +829,3 @@ def _wrap_pg_method(orig, opname, dispatched):
     method.__doc__ = getattr(orig, "__doc__", None)
     method._commdebug_orig = orig
     return method
-
-
-# ------------------------------------------------------------------------- DDP
-def _maybe_hook_ddp(mod):
-    _DDP_CHECKED.add(mod)
-    try:
-        has_hook = bool(getattr(mod, "_comm_hooks", None))
-        if not has_hook:
-            has_hook = "comm_hook" in mod._get_ddp_logging_data()
-    except Exception:
-        has_hook = False
-    if has_hook:
-        _note("a DistributedDataParallel module already has a communication hook; "
-              "its bucket all-reduces are not recorded as coll events")
-        return
-    try:
-        mod.register_comm_hook(mod.process_group, _ddp_allreduce_hook)
-    except Exception as e:
-        _note("could not install the DDP communication hook (%s); bucket all-reduces "
-              "are not recorded as coll events" % e)
-        return
-
-
-def _ddp_allreduce_hook(process_group, bucket):
-    """DDP's default reduction (mean over the group), recording each bucket."""
-    import torch.distributed as dist
-    group = process_group if process_group is not None else dist.group.WORLD
-    tensor = bucket.buffer()
-    rec = _active()
-    before = 0
-    if rec is not None:
-        name = rec._group_name(group)
-        before = rec._seq.get(name, 0) if name is not None else 0
-    tensor.div_(group.size())
-    fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
-    if rec is not None:
-        rec._ddp_coll(group, tensor, bucket.index(), before)
-    return fut.then(lambda f: f.value()[0])

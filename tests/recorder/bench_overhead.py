@@ -84,7 +84,7 @@ def main():
     counter = CountMode()
     with counter:
         step(model, opt, x)
-    ops = counter.n
+    step_ops = counter.n
 
     def plain():
         step(model, opt, x)
@@ -147,15 +147,15 @@ def main():
     print()
     print("step: %d x Linear(%d) + ReLU, batch 8, backward, SGD step, one region per step; "
           "%d ops and %d module calls per step"
-          % (args.depth, args.width, ops, 2 * args.depth + 1))
+          % (args.depth, args.width, step_ops, 2 * args.depth + 1))
     print("%-28s %12s %12s %10s" % ("", "us/step", "us/op", "vs plain"))
-    print("%-28s %12.1f %12.2f %10.2f" % ("plain", t_plain * us, t_plain * us / ops, 1.0))
+    print("%-28s %12.1f %12.2f %10.2f" % ("plain", t_plain * us, t_plain * us / step_ops, 1.0))
     print("%-28s %12.1f %12.2f %10.2f" % ("do-nothing dispatch mode", t_mode * us,
-                                          t_mode * us / ops, t_mode / t_plain))
-    print("%-28s %12.1f %12.2f %10.2f" % ("commdebug Recorder", t_rec * us, t_rec * us / ops,
+                                          t_mode * us / step_ops, t_mode / t_plain))
+    print("%-28s %12.1f %12.2f %10.2f" % ("commdebug Recorder", t_rec * us, t_rec * us / step_ops,
                                           t_rec / t_plain))
     print("recorder vs do-nothing mode: %.2fx; added per op over the mode: %.2f us "
-          "(module hooks and regions included)" % (t_rec / t_mode, (t_rec - t_mode) * us / ops))
+          "(module hooks and regions included)" % (t_rec / t_mode, (t_rec - t_mode) * us / step_ops))
     print("trace: %d bytes on disk, %d bytes of JSON (%.1fx), %d frames, %.1f bytes/step"
           % (size, w.bytes_in, w.bytes_in / max(size, 1), w.frames, size / rec.region))
     os.remove(rec.path)

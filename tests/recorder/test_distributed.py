@@ -4,10 +4,8 @@ counts, replayed through a Python model of CommDebugMode (replay_ref.py) and,
 when it is built, through the commdebug analyzer."""
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 
 from _util import (PYTHON, HERE, Skip, check, env, eq, events, free_port, load_truth, pairs,
@@ -209,18 +207,23 @@ def test_sigkill_leaves_readable_prefix(ctx):
     p = subprocess.Popen([PYTHON, os.path.join(HERE, "workers.py"), "forever", "--out", out],
                          env=env(RANK=0), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ready = os.path.join(out, "ready0")
+    trace = os.path.join(out, "rank0.zst")
     deadline = time.time() + 60
     try:
         while not os.path.exists(ready):
             check(time.time() < deadline and p.poll() is None,
                   "worker did not get ready: %s", p.stderr.read().decode() if p.poll() is not None else "")
             time.sleep(0.05)
-        time.sleep(1.1)  # well into step 3: the writer has flushed part of it
+        # Step 3 runs for three seconds: kill it as soon as the writer's timer
+        # has flushed a frame of it.
+        size = os.path.getsize(trace)
+        while os.path.getsize(trace) == size:
+            check(time.time() < deadline, "no frame was written during step 3")
+            time.sleep(0.02)
         os.kill(p.pid, signal.SIGKILL)
     finally:
         p.wait(30)
     eq(p.returncode, -signal.SIGKILL, "worker exit")
-    trace = os.path.join(out, "rank0.zst")
     evs = events(trace, allow_cut=True)
     eq(evs[0]["ev"], "meta", "first event")
     per = regions(evs)

@@ -8,7 +8,6 @@ a multi-frame zstd stream any zstd decoder reads.
 import json
 import os
 import subprocess
-import sys
 
 from _util import PYTHON, check, env, eq, events, regions, zstd_cli_text
 

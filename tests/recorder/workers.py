@@ -335,7 +335,7 @@ def run_c10d(args):
 # -------------------------------------------------------------------------- forever
 def run_forever(args):
     """Record step after step until killed.  After step 2 has been closed (its
-    region flushed) write DIR/ready<R>; every step takes over a second so the
+    region flushed) write DIR/ready<R>; every step takes three seconds, so the
     writer's timer flushes frames in the middle of a region."""
     rank = int(os.environ.get("RANK", "0"))
     model = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4))
@@ -344,9 +344,10 @@ def run_forever(args):
     while True:
         step += 1
         with rec(label="step %d" % step):
-            t_end = time.time() + 1.5
+            t_end = time.time() + 3.0
             while time.time() < t_end:
                 model(torch.randn(2, 16)).sum().backward()
+                time.sleep(0.002)
         if step == 2:
             with open(os.path.join(args.out, "ready%d" % rank), "w") as f:
                 f.write("%d\n" % rec.region)
