@@ -355,6 +355,10 @@ static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, s
 	if (r->ac)
 		return CD_OK;
 
+	if (r->parent_list.n > CD_MAX_DEPTH || r->pmembers.n > CD_MAX_DEPTH)
+		return cd_fail(err, CD_ERR_LIMIT,
+			       "module \"%.*s\" is nested more than %d modules deep", (int)e->mod.n,
+			       e->mod.p, CD_MAX_DEPTH);
 	struct cd_rmod *m = rmod(r, id);
 	if (!m->in_helper) {
 		m->in_helper = true;

@@ -20,6 +20,10 @@
 #include "status.h"
 #include "vec.h"
 
+/* Deepest module nesting accepted (real models stay below 100); deeper
+ * traces are refused as absurd rather than printed with megabyte indents. */
+#define CD_MAX_DEPTH 4096
+
 /* One collective count, in first-counted order. */
 struct cd_count {
 	uint32_t coll;  /* id in replay->colls (legacy packet name) */
