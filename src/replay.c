@@ -606,6 +606,8 @@ static enum cd_status on_op(struct cd_replay *r, const struct cd_event *e, struc
 	if (!e->dt && info->coll != CD_NOID) {
 		if ((st = count_collective(r, info->coll, e->bw, err)))
 			return st;
+		if (r->opts.on_collective)
+			r->opts.on_collective(r->opts.ud, r, e, info->coll);
 	}
 	if (!r->opts.retain_ops || !r->reporting)
 		return CD_OK;

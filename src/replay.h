@@ -100,6 +100,11 @@ struct cd_replay_opts {
 	/* Called when a region ends (region_exit, a new region_enter, or end of
 	 * trace); a non-OK status stops the replay and is returned. */
 	enum cd_status (*region_done)(void *ud, const struct cd_replay *r, struct cd_err *err);
+	/* Called for each collective counted (a registered collective op that is
+	 * not a DTensor op), after the counts are updated; coll is its id in
+	 * r->colls.  May be NULL. */
+	void (*on_collective)(void *ud, const struct cd_replay *r, const struct cd_event *e,
+			      uint32_t coll);
 	/* Called with one sentence for each oddity worth telling the user. */
 	void (*warn)(void *ud, const char *msg);
 	void *ud;

@@ -10,10 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../parse.h"
 #include "../reader.h"
 #include "../replay.h"
 #include "../report.h"
+#include "../trace.h"
 
 /* ---- options ---- */
 
@@ -197,7 +197,7 @@ static void progress_end(struct progress *pg)
 struct run {
 	struct cd_cli *cli;
 	const char *path;
-	long long line;          /* line being processed */
+	struct cd_trace_run *tr; /* the read in progress (its line, for warnings) */
 	struct cd_out *out;
 	struct cd_out held;      /* first region's text, until we know if more follow */
 	bool holding;
@@ -213,9 +213,10 @@ struct run {
 static void warn_cb(void *ud, const char *msg)
 {
 	struct run *run = ud;
+	long long line = run->tr ? run->tr->line : 0;
 	progress_end(&run->pg);
-	if (run->line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", run->path, run->line, msg);
+	if (line > 0)
+		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", run->path, line, msg);
 	else
 		fprintf(stderr, "commdebug: %s: warning: %s\n", run->path, msg);
 }
@@ -279,34 +280,32 @@ static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd
 	return CD_OK;
 }
 
-typedef enum cd_status (*parse_fn)(struct cd_parser *, const char *, size_t, struct cd_event *,
-				   struct cd_err *);
-
 static void report_error(const struct run *run, const struct cd_err *err)
 {
-	if (run->line > 0 && err->column > 0)
-		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", run->path, run->line, err->column,
+	if (err->line > 0 && err->column > 0)
+		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", run->path, err->line, err->column,
 			err->msg);
-	else if (run->line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: %s\n", run->path, run->line, err->msg);
+	else if (err->line > 0)
+		fprintf(stderr, "commdebug: %s:%lld: %s\n", run->path, err->line, err->msg);
 	else
 		fprintf(stderr, "commdebug: %s: %s\n", run->path, err->msg);
+}
+
+static void tick_cb(void *ud, const struct cd_reader *rd)
+{
+	struct run *run = ud;
+	if (run->pg.on)
+		progress_tick(&run->pg, run->path, rd);
 }
 
 static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 {
 	struct run run = {.cli = cli, .path = strcmp(path, "-") == 0 ? "<stdin>" : path, .out = out};
-	struct cd_reader *rd = NULL;
-	struct cd_parser ps = {0};
 	struct cd_replay rp;
 	struct cd_err err = {0};
-	struct cd_event ev;
 	enum cd_status st;
 	int rc = CD_EXIT_OK;
-	bool replay_ok = false, seen_meta = false, cut = false;
-	const char *cut_why = NULL;
-	long long last_good = 0;
-	parse_fn parse = cli->general_parser ? cd_parse_general : cd_parse_fast;
+	bool replay_ok = false;
 
 	run.json_like = cli->json;
 	cd_out_init(&run.held, NULL);
@@ -322,107 +321,33 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		.warn = warn_cb,
 		.ud = &run,
 	};
-	/* args and params feed only the op lists and parameter info */
-	ps.skip_detail = !ro.retain_ops && !ro.want_params;
+	struct cd_trace_run tr = {
+		.general_parser = cli->general_parser,
+		/* args and params feed only the op lists and parameter info */
+		.skip_detail = !ro.retain_ops && !ro.want_params,
+		.tick = tick_cb,
+		.ud = &run,
+	};
+	run.tr = &tr;
 	if ((st = cd_replay_init(&rp, &ro, &err))) {
 		report_error(&run, &err);
 		rc = CD_EXIT_DATA;
 		goto out;
 	}
 	replay_ok = true;
-	if ((st = cd_reader_open(path, &rd, &err))) {
-		report_error(&run, &err);
-		rc = CD_EXIT_DATA;
-		goto out;
-	}
 	progress_start(&run.pg, path);
-	for (;;) {
-		const char *buf;
-		size_t len;
-		if (run.pg.on)
-			progress_tick(&run.pg, run.path, rd);
-		st = cd_reader_next(rd, &buf, &len, &err);
-		if (st != CD_OK)
-			progress_end(&run.pg);
-		if (st == CD_END)
-			break;
-		if (st) {
-			run.line = 0;
-			if (last_good)
-				fprintf(stderr, "commdebug: %s: %s (after line %lld)\n", run.path,
-					err.msg, last_good);
-			else
-				fprintf(stderr, "commdebug: %s: %s (before the first line)\n",
-					run.path, err.msg);
-			rc = CD_EXIT_DATA;
-			goto out;
-		}
-		const char *p = buf, *end = buf + len;
-		while (p < end) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			const char *le = nl ? nl : end;
-			run.line++;
-			/* blank lines are tolerated */
-			const char *q = p;
-			while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
-				q++;
-			if (q == le) {
-				p = le + 1;
-				last_good = run.line;
-				continue;
-			}
-			st = parse(&ps, p, (size_t)(le - p), &ev, &err);
-			if (st && !nl && seen_meta) {
-				/* the input ends inside this line */
-				cut = true;
-				cut_why = "its last line is incomplete";
-				run.line--;
-				break;
-			}
-			if (st) {
-				report_error(&run, &err);
-				rc = CD_EXIT_DATA;
-				goto out;
-			}
-			if (!seen_meta) {
-				if (ev.ev != CD_EV_META) {
-					err.column = 0;
-					cd_fail(&err, CD_ERR_TRACE,
-						"not a commdebug trace: the first event must be \"meta\", "
-						"not \"%s\"", cd_ev_name(ev.ev));
-					report_error(&run, &err);
-					rc = CD_EXIT_DATA;
-					goto out;
-				}
-				seen_meta = true;
-			}
-			if ((st = cd_replay_event(&rp, &ev, &err))) {
-				err.column = 0;
-				report_error(&run, &err);
-				rc = CD_EXIT_DATA;
-				goto out;
-			}
-			last_good = run.line;
-			p = le + 1;
-		}
-	}
-	if (cd_reader_frame_cut(rd)) {
-		cut = true;
-		cut_why = "it ends inside a zstd frame";
-	}
-	run.line = 0;
-	if (!seen_meta) {
-		fprintf(stderr, "commdebug: %s: %s\n", run.path,
-			cut ? "the trace is cut before its first line is complete"
-			    : "empty trace: no meta line");
-		rc = cut ? CD_EXIT_CUT : CD_EXIT_DATA;
+	st = cd_trace_replay(path, &rp, &tr, &err);
+	progress_end(&run.pg);
+	if (st) {
+		report_error(&run, &err);
+		rc = tr.cut && !tr.seen_meta ? CD_EXIT_CUT : CD_EXIT_DATA;
 		goto out;
 	}
-	if (cut) {
+	if (tr.cut) {
 		fprintf(stderr,
 			"commdebug: %s: warning: the trace is cut (%s); analyzed up to line %lld, "
 			"the last complete line\n",
-			run.path, cut_why, last_good);
+			run.path, tr.cut_why, tr.last_good);
 		rc = CD_EXIT_CUT;
 	}
 	if ((st = cd_replay_finish(&rp, &err))) {
@@ -451,8 +376,8 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 			"commdebug: stats: %s: lines=%lld events=%" PRIu64 " regions=%" PRIu64
 			" file_bytes=%" PRIu64 " data_bytes=%" PRIu64 " ops_retained=%" PRIu64
 			" op_bytes=%" PRIu64 " modules=%u\n",
-			run.path, last_good, rp.events, rp.regions, cd_reader_file_bytes(rd),
-			cd_reader_data_bytes(rd), rp.max_ops_retained, rp.max_op_bytes, rp.mods.count);
+			run.path, tr.last_good, rp.events, rp.regions, tr.file_bytes, tr.data_bytes,
+			rp.max_ops_retained, rp.max_op_bytes, rp.mods.count);
 out:
 	if (run.holding) {
 		/* an error after the first region: still show the finished region */
@@ -461,8 +386,6 @@ out:
 		cd_out_write(out, run.held.buf, run.held.len);
 		cd_out_discard(&run.held);
 	}
-	cd_reader_close(rd);
-	cd_parser_free(&ps);
 	if (replay_ok)
 		cd_replay_free(&rp);
 	cd_out_free(&run.held);

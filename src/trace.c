@@ -1,0 +1,114 @@
+#include "trace.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "parse.h"
+
+typedef enum cd_status (*parse_fn)(struct cd_parser *, const char *, size_t, struct cd_event *,
+				   struct cd_err *);
+
+enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd_trace_run *run,
+			       struct cd_err *err)
+{
+	struct cd_reader *rd = NULL;
+	struct cd_parser ps = {.skip_detail = run->skip_detail};
+	struct cd_event ev;
+	enum cd_status st;
+	parse_fn parse = run->general_parser ? cd_parse_general : cd_parse_fast;
+
+	run->line = run->last_good = 0;
+	err->line = err->column = 0;
+	if ((st = cd_reader_open(path, &rd, err)))
+		goto out;
+	for (;;) {
+		const char *buf;
+		size_t len;
+		if (run->tick)
+			run->tick(run->ud, rd);
+		st = cd_reader_next(rd, &buf, &len, err);
+		if (st == CD_END)
+			break;
+		if (st) {
+			size_t n = strlen(err->msg);
+			if (run->last_good)
+				snprintf(err->msg + n, sizeof err->msg - n, " (after line %lld)",
+					 run->last_good);
+			else
+				snprintf(err->msg + n, sizeof err->msg - n, " (before the first line)");
+			goto out;
+		}
+		const char *p = buf, *end = buf + len;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			const char *le = nl ? nl : end;
+			run->line++;
+			/* blank lines are tolerated */
+			const char *q = p;
+			while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
+				q++;
+			if (q == le) {
+				p = le + 1;
+				run->last_good = run->line;
+				continue;
+			}
+			st = parse(&ps, p, (size_t)(le - p), &ev, err);
+			if (st && !nl && run->seen_meta) {
+				/* the input ends inside this line */
+				run->cut = true;
+				run->cut_why = "its last line is incomplete";
+				st = CD_OK;
+				break;
+			}
+			if (st) {
+				err->line = run->line;
+				goto out;
+			}
+			if (!run->seen_meta) {
+				if (ev.ev != CD_EV_META) {
+					err->line = run->line;
+					err->column = 0;
+					st = cd_fail(err, CD_ERR_TRACE,
+						     "not a commdebug trace: the first event must be "
+						     "\"meta\", not \"%s\"", cd_ev_name(ev.ev));
+					goto out;
+				}
+				run->seen_meta = true;
+				run->has_rank = (ev.have & CD_F_RANK) != 0;
+				run->has_world = (ev.have & CD_F_WORLD) != 0;
+				run->rank = ev.rank;
+				run->world_size = ev.world_size;
+				run->t0 = ev.t0;
+			}
+			if ((st = cd_replay_event(rp, &ev, err))) {
+				err->line = run->line;
+				err->column = 0;
+				goto out;
+			}
+			if (run->after_event)
+				run->after_event(run->ud, &ev, rp);
+			run->last_good = run->line;
+			p = le + 1;
+		}
+	}
+	if (cd_reader_frame_cut(rd)) {
+		run->cut = true;
+		run->cut_why = "it ends inside a zstd frame";
+	}
+	run->line = 0;
+	if (!run->seen_meta) {
+		st = cd_fail(err, run->cut ? CD_ERR_FORMAT : CD_ERR_TRACE, "%s",
+			     run->cut ? "the trace is cut before its first line is complete"
+				      : "empty trace: no meta line");
+		goto out;
+	}
+	st = CD_OK;
+out:
+	if (rd) {
+		run->file_bytes = cd_reader_file_bytes(rd);
+		run->data_bytes = cd_reader_data_bytes(rd);
+	}
+	cd_reader_close(rd);
+	cd_parser_free(&ps);
+	return st;
+}
