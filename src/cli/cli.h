@@ -13,9 +13,10 @@ enum {
 	CD_EXIT_DATA = 1,   /* bad trace, I/O error, nothing to analyze */
 	CD_EXIT_USAGE = 2,
 	CD_EXIT_CUT = 3,    /* the trace was cut; what was read was analyzed */
+	CD_EXIT_DIFFER = 4, /* ranks disagree (ranks, analyze with several traces) */
 };
 
-enum cd_report_kind { CD_R_TABLE, CD_R_JSON, CD_R_COUNTS, CD_R_SHARDING };
+enum cd_report_kind { CD_R_TABLE, CD_R_JSON, CD_R_COUNTS, CD_R_SHARDING, CD_R_RANKS };
 
 struct cd_cli {
 	const char *prog;        /* "commdebug" */
@@ -28,9 +29,12 @@ struct cd_cli {
 	bool general_parser;
 	bool select;
 	int64_t region;
+	bool each;               /* analyze with several traces: each rank's tree too */
+	int jobs;                /* threads reading traces (ranks); 0 = one per core */
 	const char *out_path;
 	char **traces;
 	int ntraces;
+	char **owned;            /* traces found in directories (freed by cd_cli_run) */
 };
 
 /* Parse argv (after the command word) into cli; prints usage errors.
@@ -45,5 +49,6 @@ void cd_cli_usage(FILE *f);
 int cmd_analyze(int argc, char **argv);
 int cmd_counts(int argc, char **argv);
 int cmd_sharding(int argc, char **argv);
+int cmd_ranks(int argc, char **argv);
 
 #endif

@@ -6,19 +6,23 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../reader.h"
 #include "../replay.h"
+#include "../ranks.h"
 #include "../report.h"
 #include "../trace.h"
 
 /* ---- options ---- */
 
-enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_ALL = 7 };
-enum { O_COLOR = 256, O_PARSER, O_STATS };
+enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_RANKS = 8, C_ALL = 15 };
+enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS };
 
 struct opt {
 	struct option lo;
@@ -30,7 +34,9 @@ static const struct opt opts[] = {
 	{{"json", no_argument, NULL, 'j'}, C_ALL},
 	{{"color", required_argument, NULL, O_COLOR}, C_ANALYZE},
 	{{"colour", required_argument, NULL, O_COLOR}, C_ANALYZE},
-	{{"region", required_argument, NULL, 'r'}, C_ALL},
+	{{"region", required_argument, NULL, 'r'}, C_ANALYZE | C_COUNTS | C_SHARDING},
+	{{"each", no_argument, NULL, O_EACH}, C_ANALYZE},
+	{{"jobs", required_argument, NULL, O_JOBS}, C_ANALYZE | C_RANKS},
 	{{"output", required_argument, NULL, 'o'}, C_ALL},
 	{{"parser", required_argument, NULL, O_PARSER}, C_ALL},
 	{{"stats", no_argument, NULL, O_STATS}, C_ALL},
@@ -58,11 +64,80 @@ static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 	return true;
 }
 
+static int trace_file(const struct dirent *d)
+{
+	size_t n = strlen(d->d_name);
+	if (d->d_name[0] == '.')
+		return 0;
+	return (n > 4 && strcmp(d->d_name + n - 4, ".zst") == 0) ||
+	       (n > 6 && strcmp(d->d_name + n - 6, ".jsonl") == 0) ||
+	       (n > 5 && strcmp(d->d_name + n - 5, ".json") == 0);
+}
+
+/* Replace each directory argument by the traces in it, sorted by name.
+ * Returns -1 to go on, or an exit code. */
+static int expand_dirs(struct cd_cli *cli)
+{
+	int n = 0, cap = 0;
+	char **v = NULL;
+
+	for (int i = 0; i < cli->ntraces; i++) {
+		struct stat st;
+		struct dirent **ents;
+		const char *a = cli->traces[i];
+		int k;
+		if (strcmp(a, "-") == 0 || stat(a, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			k = -2;
+			ents = NULL;
+		} else {
+			k = scandir(a, &ents, trace_file, alphasort);
+			if (k < 0) {
+				fprintf(stderr, "commdebug: %s: cannot read the directory: %s\n", a,
+					strerror(errno));
+				return CD_EXIT_DATA;
+			}
+			if (k == 0) {
+				free(ents);
+				fprintf(stderr, "commdebug: %s: no traces (*.zst, *.jsonl, *.json) in "
+						"this directory\n", a);
+				return CD_EXIT_DATA;
+			}
+		}
+		int add = k == -2 ? 1 : k;
+		if (n + add > cap) {
+			cap = (n + add) * 2;
+			char **nv = realloc(v, (size_t)cap * sizeof *v);
+			if (!nv)
+				return CD_EXIT_DATA;
+			v = nv;
+		}
+		if (k == -2) {
+			v[n++] = strdup(a);
+			continue;
+		}
+		size_t al = strlen(a);
+		for (int j = 0; j < k; j++) {
+			size_t len = al + strlen(ents[j]->d_name) + 2;
+			v[n] = malloc(len);
+			if (v[n])
+				snprintf(v[n++], len, "%s%s%s", a, a[al - 1] == '/' ? "" : "/",
+					 ents[j]->d_name);
+			free(ents[j]);
+		}
+		free(ents);
+	}
+	cli->owned = v;
+	cli->traces = v;
+	cli->ntraces = n;
+	return -1;
+}
+
 int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 {
 	struct option lo[NOPTS + 1];
 	unsigned mask = strcmp(cli->cmd, "analyze") == 0 ? C_ANALYZE
-		      : strcmp(cli->cmd, "counts") == 0 ? C_COUNTS : C_SHARDING;
+		      : strcmp(cli->cmd, "counts") == 0 ? C_COUNTS
+		      : strcmp(cli->cmd, "ranks") == 0 ? C_RANKS : C_SHARDING;
 	const char *color = "auto";
 	int c, idx;
 
@@ -116,6 +191,14 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 		case O_STATS:
 			cli->stats = true;
 			break;
+		case O_EACH:
+			cli->each = true;
+			break;
+		case O_JOBS:
+			if (!parse_int(optarg, 1, 256, &v))
+				return usage_error("--jobs takes a number from 1 to 256, not '%s'", optarg);
+			cli->jobs = (int)v;
+			break;
 		case 'h':
 			cd_cli_usage(stdout);
 			return CD_EXIT_OK;
@@ -132,6 +215,8 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 	cli->ntraces = argc - optind;
 	if (cli->ntraces == 0)
 		return usage_error("%s: no trace file given", cli->cmd);
+	if ((c = expand_dirs(cli)) >= 0)
+		return c;
 
 	/* colour: only for a terminal unless asked, and never with NO_COLOR */
 	if (strcmp(color, "always") == 0) {
@@ -245,6 +330,8 @@ static void render(struct run *run, struct cd_out *o, const struct cd_replay *r)
 		break;
 	case CD_R_SHARDING:
 		cd_report_sharding(o, r, run->cli->json);
+		break;
+	case CD_R_RANKS:
 		break;
 	}
 }
@@ -393,6 +480,84 @@ out:
 	return rc;
 }
 
+/* ---- several ranks ---- */
+
+struct pool {
+	struct cd_cli *cli;
+	struct cd_rank_summary *sums;
+	atomic_int next;
+};
+
+static void *summarize_worker(void *arg)
+{
+	struct pool *p = arg;
+	for (;;) {
+		int i = atomic_fetch_add(&p->next, 1);
+		if (i >= p->cli->ntraces)
+			return NULL;
+		cd_rank_summarize(p->cli->traces[i], p->cli->general_parser, &p->sums[i]);
+	}
+}
+
+/* Summarize every trace (in parallel; the report does not depend on which
+ * thread read what) and print the cross-rank report. */
+static int run_ranks(struct cd_cli *cli, struct cd_out *out)
+{
+	int n = cli->ntraces, rc;
+	struct pool p = {.cli = cli};
+	struct cd_rank_summary **ptrs = NULL;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int jobs = cli->jobs ? cli->jobs : (int)(cores > 0 ? cores : 1);
+	pthread_t th[256];
+	int started = 0;
+
+	if (jobs > n)
+		jobs = n;
+	p.sums = calloc((size_t)n, sizeof *p.sums);
+	ptrs = calloc((size_t)n, sizeof *ptrs);
+	if (!p.sums || !ptrs) {
+		free(p.sums);
+		free(ptrs);
+		fprintf(stderr, "commdebug: out of memory\n");
+		return CD_EXIT_DATA;
+	}
+	atomic_init(&p.next, 0);
+	for (int i = 1; i < jobs && i < 256; i++)
+		if (pthread_create(&th[started], NULL, summarize_worker, &p) == 0)
+			started++;
+	summarize_worker(&p);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	uint64_t bytes = 0;
+	for (int i = 0; i < n; i++) {
+		ptrs[i] = &p.sums[i];
+		bytes += cd_rank_summary_bytes(&p.sums[i]);
+		if (p.sums[i].error)
+			fprintf(stderr, "commdebug: %s:%s\n", p.sums[i].path, p.sums[i].error);
+		else if (p.sums[i].cut)
+			fprintf(stderr, "commdebug: %s: warning: the trace is cut; compared what it "
+					"holds\n", p.sums[i].path);
+		else if (!p.sums[i].has_rank)
+			fprintf(stderr, "commdebug: %s: warning: its meta event has no rank; left "
+					"out\n", p.sums[i].path);
+	}
+	switch (cd_ranks_report(out, ptrs, n, cli->json)) {
+	case CD_RANKS_AGREE: rc = CD_EXIT_OK; break;
+	case CD_RANKS_CUT: rc = CD_EXIT_CUT; break;
+	case CD_RANKS_DIFFER: rc = CD_EXIT_DIFFER; break;
+	default: rc = CD_EXIT_DATA; break;
+	}
+	if (cli->stats)
+		fprintf(stderr, "commdebug: stats: ranks=%d summary_bytes=%" PRIu64
+				" summary_bytes_per_rank=%" PRIu64 " threads=%d\n",
+			n, bytes, n ? bytes / (uint64_t)n : 0, started + 1);
+	for (int i = 0; i < n; i++)
+		cd_rank_summary_free(&p.sums[i]);
+	free(p.sums);
+	free(ptrs);
+	return rc;
+}
+
 int cd_cli_run(struct cd_cli *cli)
 {
 	FILE *f = stdout;
@@ -409,7 +574,10 @@ int cd_cli_run(struct cd_cli *cli)
 		}
 	}
 	cd_out_init(&out, f);
-	for (int i = 0; i < cli->ntraces; i++) {
+	bool analyze = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
+	bool compare = cli->kind == CD_R_RANKS || (analyze && cli->ntraces > 1);
+	/* each trace on its own: counts and sharding always, analyze on request */
+	for (int i = 0; (!compare || cli->each) && cli->kind != CD_R_RANKS && i < cli->ntraces; i++) {
 		if (cli->ntraces > 1 && !cli->json)
 			cd_out_printf(&out, "%s==> %s <==\n", i ? "\n" : "", cli->traces[i]);
 		int r = run_trace(cli, cli->traces[i], &out);
@@ -422,7 +590,22 @@ int cd_cli_run(struct cd_cli *cli)
 			break;
 		}
 	}
+	if (compare) {
+		if (cli->each && !cli->json)
+			cd_out_str(&out, "\n==> all ranks <==\n");
+		int r = run_ranks(cli, &out);
+		if (r == CD_EXIT_DATA || rc == CD_EXIT_OK ||
+		    (r == CD_EXIT_DIFFER && rc != CD_EXIT_DATA))
+			rc = r;
+		if (cd_out_flush(&out, &err)) {
+			fprintf(stderr, "commdebug: %s\n", err.msg);
+			rc = CD_EXIT_DATA;
+		}
+	}
 	cd_out_free(&out);
+	for (int i = 0; cli->owned && i < cli->ntraces; i++)
+		free(cli->owned[i]);
+	free(cli->owned);
 	if (f != stdout && fclose(f) != 0) {
 		fprintf(stderr, "commdebug: %s: cannot write: %s\n", cli->out_path, strerror(errno));
 		rc = CD_EXIT_DATA;

@@ -18,6 +18,7 @@ static const struct command commands[] = {
 	{"analyze", cmd_analyze, "module tree with collective counts, as CommDebugMode prints it"},
 	{"counts", cmd_counts, "total and per-collective counts"},
 	{"sharding", cmd_sharding, "parameter and sharding info"},
+	{"ranks", cmd_ranks, "match collectives across ranks: the first divergence, hangs"},
 };
 
 void cd_cli_usage(FILE *f)
@@ -36,15 +37,19 @@ void cd_cli_usage(FILE *f)
 		"  -j, --json           JSON instead of a table\n"
 		"      --color=WHEN     colour the table: auto, always or never (default auto)\n"
 		"  -r, --region=N       only the region numbered N (default: every region)\n"
+		"      --each           analyze with several traces: each rank's own tree too\n"
+		"      --jobs=N         threads reading traces (ranks, analyze; default: cores)\n"
 		"  -o, --output=FILE    write to FILE instead of standard output\n"
 		"      --parser=KIND    line parser: fast (default) or general (cJSON, slower)\n"
 		"      --stats          print reading statistics to standard error\n"
 		"  -h, --help           show this help and exit\n"
 		"  -V, --version        show the version and exit\n"
 		"\n"
-		"TRACE is a .zst or plain JSON Lines trace, or - for standard input.\n"
+		"TRACE is a .zst or plain JSON Lines trace, - for standard input, or a\n"
+		"directory (its *.zst, *.jsonl and *.json files).  With several traces,\n"
+		"analyze compares the ranks like the ranks command.\n"
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
-		"3 trace cut short (what was read was analyzed).\n"
+		"3 trace cut short (what was read was analyzed), 4 ranks disagree.\n"
 		"See commdebug(1) and commdebug-trace(5).\n");
 }
 

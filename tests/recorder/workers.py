@@ -5,6 +5,10 @@
     workers.py ddp     --out DIR [--steps N]   DistributedDataParallel, several buckets
     workers.py c10d    --out DIR               each gloo collective once
     workers.py forever --out DIR               records until killed (SIGKILL test)
+    workers.py diverge --out DIR --how none|skip|type|size --odd-rank K [--steps N]
+                                               the TP transformer where, in step 2, rank K
+                                               skips an all_reduce, all-gathers instead or
+                                               all-reduces twice the bytes (see run_diverge)
 
 Rank and world size come from RANK / WORLD_SIZE, the rendezvous from
 MASTER_ADDR / MASTER_PORT (env://).  Each worker writes its trace to
@@ -42,21 +46,72 @@ def write_truth(out, rank, truth):
 
 # ---------------------------------------------------------------- tensor parallel
 class Comm:
-    """The worker's own ledger of the collectives it issues."""
+    """The worker's own ledger of the collectives it issues.
+
+    ``seq`` numbers them the way the recorder does: per process group (there
+    is one here), 1-based, every collective call made while recording.  A
+    divergence plan (``diverge``, see run_diverge) makes one rank depart from
+    the others at one all-reduce."""
 
     def __init__(self):
         self.region = 0
         self.calls = []   # [region, issuing module fqn, "forward"|"backward", packet]
+        self.seq = 0
+        self.plan = None  # run_diverge: {"step", "module", "phase", "how", "odd_rank", ...}
+        self.div = None   # the divergence, once reached: what the other ranks issue there
+
+    def _issue(self, packet, fqn, direction, t):
+        self.seq += 1
+        self.calls.append([self.region, fqn, direction, packet])
+        if self.div is not None and self.seq == self.div["seq"]:
+            # About to issue the collective at the diverging position (which
+            # blocks): say what this rank issues there, before it does.
+            self.plan["write"](dict(self.div, issued={
+                "collective": packet, "module": fqn, "phase": direction,
+                "bytes": t.numel() * t.element_size(), "dtype": str(t.dtype),
+                "shape": list(t.shape)}))
+
+    def _call(self, fn):
+        if self.plan is None:
+            return fn()
+        try:
+            return fn()
+        except Exception as e:  # a peer's gloo aborted: stay, like the hung ranks
+            sys.stderr.write("collective failed: %s\n" % e)
+            sys.stderr.flush()
+            while True:
+                time.sleep(1)
 
     def all_reduce(self, t, fqn, direction):
-        self.calls.append([self.region, fqn, direction, "c10d.allreduce_"])
-        dist.all_reduce(t)
+        plan = self.plan
+        if (plan is not None and self.div is None and self.region == plan["step"]
+                and fqn == plan["module"] and direction == plan["phase"]):
+            self.div = {"pg": plan["pg"], "seq": self.seq + 1,
+                        "collective": "c10d.allreduce_", "module": fqn, "phase": direction,
+                        "bytes": t.numel() * t.element_size(), "dtype": str(t.dtype)}
+            if plan["odd"]:
+                how = plan["how"]
+                if how == "skip":
+                    return t          # and the next collective comes at this seq
+                if how == "type":
+                    parts = self.all_gather(t, fqn, direction)
+                    return parts[dist.get_rank()]
+                if how == "size":
+                    # Late, so that the others' position is flushed before gloo
+                    # aborts them on the longer message.
+                    time.sleep(1.5)
+                    big = torch.cat([t, t], dim=-1)
+                    self._issue("c10d.allreduce_", fqn, direction, big)
+                    self._call(lambda: dist.all_reduce(big))
+                    return t
+        self._issue("c10d.allreduce_", fqn, direction, t)
+        self._call(lambda: dist.all_reduce(t))
         return t
 
     def all_gather(self, t, fqn, direction):
-        self.calls.append([self.region, fqn, direction, "c10d.allgather_"])
+        self._issue("c10d.allgather_", fqn, direction, t)
         parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-        dist.all_gather(parts, t.contiguous())
+        self._call(lambda: dist.all_gather(parts, t.contiguous()))
         return parts
 
 
@@ -353,13 +408,114 @@ def run_forever(args):
                 f.write("%d\n" % rec.region)
 
 
+# ------------------------------------------------------------------------- diverge
+DIVERGE_AT = {
+    # how: (module, phase) of the all-reduce of step 2 where rank K departs
+    "none": ("Transformer.layers.0.attn.proj", "forward"),
+    # the last all-reduce of the forward: the next collective is the logits'
+    # all-gather (an all-reduce next would be matched by gloo, shifted by one)
+    "skip": ("Transformer.layers.1.mlp.fc2", "forward"),
+    "type": ("Transformer.layers.0.mlp.fc1", "backward"),
+    "size": ("Transformer.layers.0.attn.proj", "forward"),
+}
+
+
+def run_diverge(args):
+    """The TP transformer (sizes that divide by 2, 3 and 4 ranks), --steps
+    steps, one region each; in step 2, at the all-reduce DIVERGE_AT[how]
+    names, rank --odd-rank:
+
+      skip  does not call it; its next collective (Transformer.output's
+            all-gather) takes that seq, and every rank blocks there;
+      type  calls all_gather on the same tensor instead; everyone blocks;
+      size  waits 1.5 s, then all-reduces twice the bytes; gloo then aborts a
+            peer (terminate: the longer message) and the rest see errors;
+      none  does what the others do: the run ends normally.
+
+    A rank that gets an error from a collective sleeps (the harness SIGKILLs
+    everything once the traces have stopped growing).  Right before issuing
+    its collective at the diverging position, each rank writes
+    DIR/truth<R>.json: rank, how, odd_rank, the position ("pg", "seq", counted
+    by the worker), what the other ranks issue there ("collective", "module",
+    "phase", "bytes", "dtype"), what this rank issues there ("issued"), its
+    ledger so far ("calls": [region, module, phase, packet]) and the module
+    table.  With how=none the truth is rewritten at the end with "done": true."""
+    import datetime
+    rank = int(os.environ["RANK"])
+    # Give up on our own if the harness never comes (gloo wait raises then).
+    dist.init_process_group("gloo", init_method="env://",
+                            timeout=datetime.timedelta(seconds=args.max_seconds))
+    world = dist.get_world_size()
+
+    def watchdog():
+        time.sleep(args.max_seconds + 10)
+        os._exit(5)
+
+    import threading
+    threading.Thread(target=watchdog, daemon=True).start()
+    torch.manual_seed(0)
+    vocab, dim, heads, hidden, layers, seq, batch = 96, 48, 12, 96, 2, 8, 4
+    model = Transformer(vocab, dim, heads, hidden, layers, seq, world)
+    for name, m in model.named_modules():
+        if isinstance(m, (ColumnParallelLinear, RowParallelLinear)):
+            m.fqn = "Transformer." + name
+    modules = module_table(model, "Transformer")
+    module, phase = DIVERGE_AT[args.how]
+    c = dist.distributed_c10d
+    world_obj = getattr(c, "_world", None)
+    table = getattr(world_obj, "pg_names", None) if world_obj is not None else None
+    pg = (table if table is not None else c._pg_names)[c._get_default_group()]
+
+    def write(div):
+        truth = dict(div, rank=rank, world_size=world, how=args.how, odd_rank=args.odd_rank,
+                     calls=COMM.calls, modules=modules)
+        tmp = os.path.join(args.out, "truth%d.json.tmp" % rank)
+        with open(tmp, "w") as f:
+            json.dump(truth, f, indent=1)
+        os.replace(tmp, os.path.join(args.out, "truth%d.json" % rank))
+
+    COMM.plan = {"step": 2, "module": module, "phase": phase, "how": args.how, "pg": pg,
+                 "odd": rank == args.odd_rank and args.how != "none", "write": write}
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    for step in range(1, args.steps + 1):
+        idx = torch.randint(0, vocab, (batch, seq))
+        tgt = torch.randint(0, vocab, (batch, seq))
+        COMM.region = rec.region + 1
+        with rec(label="step %d" % step):
+            opt.zero_grad()
+            logits = model(idx)
+            loss = F.cross_entropy(logits.reshape(-1, vocab), tgt.reshape(-1))
+            loss.backward()
+            opt.step()
+    rec.close()
+    if args.how == "none":
+        with open(os.path.join(args.out, "truth%d.json" % rank)) as f:
+            div = json.load(f)
+        write(dict(div, done=True, collectives=COMM.seq))
+        dist.barrier()
+        dist.destroy_process_group()
+        return
+    # Not reached by any rank when the plan works: they all block at the
+    # diverging position.
+    sys.stderr.write("diverge: rank %d finished %d steps\n" % (rank, args.steps))
+    while True:
+        time.sleep(1)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["tp", "ddp", "c10d", "forever"])
+    p.add_argument("what", choices=["tp", "ddp", "c10d", "forever", "diverge"])
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--how", choices=sorted(DIVERGE_AT), default="none",
+                   help="diverge: what the odd rank does (default none)")
+    p.add_argument("--odd-rank", type=int, default=1, help="diverge: the rank that departs")
+    p.add_argument("--max-seconds", type=int, default=60,
+                   help="diverge: gloo timeout; the process exits 10 s after it regardless")
     args = p.parse_args()
-    {"tp": run_tp, "ddp": run_ddp, "c10d": run_c10d, "forever": run_forever}[args.what](args)
+    {"tp": run_tp, "ddp": run_ddp, "c10d": run_c10d, "forever": run_forever,
+     "diverge": run_diverge}[args.what](args)
 
 
 if __name__ == "__main__":
