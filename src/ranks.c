@@ -63,11 +63,8 @@ static void after_event(void *ud, const struct cd_event *e, const struct cd_repl
 	struct build *b = ud;
 	struct cd_rank_summary *s = b->s;
 
-	if (e->ev == CD_EV_OP && r->in_region) {
-		s->has_last_op = true;
-		s->last_op = sid(s, e->name.p, e->name.n);
-		s->last_op_module = sidz(s, cd_intern_str(&r->mods, r->cur));
-	} else if (e->ev == CD_EV_PG && e->name.p) {
+	(void)r;
+	if (e->ev == CD_EV_PG && e->name.p) {
 		uint32_t off = s->pg_ranks.n;
 		for (uint32_t i = 0; i < e->nranks_list; i++)
 			cd_vec_push(&s->pg_ranks, e->ranks[i]);
@@ -204,6 +201,11 @@ void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_sum
 	s->has_world = tr.has_world;
 	s->world_size = tr.world_size;
 	end_state(s, &rp);
+	if (rp.last_op != CD_NOID) {
+		s->has_last_op = true;
+		s->last_op = sidz(s, cd_intern_str(&rp.ops, rp.last_op));
+		s->last_op_module = sidz(s, cd_intern_str(&rp.mods, rp.last_op_mod));
+	}
 	s->in_region = rp.in_region;
 	s->open_region = rp.region;
 	if (!st)

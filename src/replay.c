@@ -602,6 +602,8 @@ static enum cd_status on_op(struct cd_replay *r, const struct cd_event *e, struc
 	if (op == CD_NOID)
 		return nomem(err);
 	const struct cd_opinfo *info = &r->opinfo.v[op];
+	r->last_op = op;
+	r->last_op_mod = r->cur;
 
 	if (!e->dt && info->coll != CD_NOID) {
 		if ((st = count_collective(r, info->coll, e->bw, err)))
@@ -733,6 +735,7 @@ enum cd_status cd_replay_init(struct cd_replay *r, const struct cd_replay_opts *
 {
 	memset(r, 0, sizeof *r);
 	r->opts = *opts;
+	r->last_op = r->last_op_mod = CD_NOID;
 	struct cd_str g = {"Global", 6};
 	if (mod_id(r, g) != GLOBAL || !parents_add(r, GLOBAL))
 		return nomem(err);

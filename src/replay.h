@@ -143,6 +143,8 @@ struct cd_replay {
 	cd_countv outside;              /* coll events: not seen by the dispatcher */
 	CD_VEC(uint32_t) outside_src;   /* strs id of each outside entry's src */
 	uint32_t cur;                   /* current module name (tracker.name) */
+	uint32_t last_op, last_op_mod;  /* the last op replayed in a region, and its module
+					 * (CD_NOID before any) */
 	bool ac;                        /* activation_checkpointing flag */
 
 	/* statistics */
