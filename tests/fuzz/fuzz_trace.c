@@ -3,7 +3,8 @@
  * The input becomes a file (memfd) read by the real reader (so zstd input
  * is fuzzed too when it starts with the magic number); every line goes
  * through both parsers, which must agree whenever the fast one accepts;
- * accepted events are replayed and every report is rendered. */
+ * accepted events are replayed and every report is rendered; the trace is
+ * also summarized as a rank (with each parser) and the two merged. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "out.h"
 #include "parse.h"
+#include "ranks.h"
 #include "reader.h"
 #include "replay.h"
 #include "report.h"
@@ -84,6 +86,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	cd_replay_finish(&rp, &err);
 	cd_reader_close(rd);
+
+	/* the post-mortem path: the same trace as two ranks, merged */
+	struct cd_rank_summary a = {0}, b = {0};
+	cd_rank_summarize(path, false, &a);
+	cd_rank_summarize(path, true, &b);
+	struct cd_rank_summary *both[2] = {&a, &b};
+	struct cd_out o;
+	cd_out_init(&o, NULL);
+	o.hold = true;
+	cd_ranks_report(&o, both, 2, false);
+	cd_ranks_report(&o, both, 2, true);
+	cd_out_free(&o);
+	cd_rank_summary_free(&a);
+	cd_rank_summary_free(&b);
 	cd_parser_free(&pf);
 	cd_parser_free(&pg);
 	cd_replay_free(&rp);

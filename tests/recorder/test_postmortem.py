@@ -51,7 +51,7 @@ def run_until_hung(out, world, how, odd, timeout=40, quiet=1.2):
                              env=e, stdout=log, stderr=subprocess.STDOUT)
         procs.append((p, log))
     truths = [os.path.join(out, "truth%d.json" % r) for r in range(world)]
-    traces = [os.path.join(out, "rank%d.zst" % r) for r in range(world)]
+    traces = [os.path.join(out, "traces", "rank%d.zst" % r) for r in range(world)]
     deadline = time.time() + timeout
     problem = None
     try:
@@ -143,7 +143,7 @@ def check_traces(out, world, how, odd):
         eq({k: t[k] for k in pos}, pos, "rank %d: the diverging position" % r)
         eq((t["rank"], t["world_size"], t["how"], t["odd_rank"]), (r, world, how, odd),
            "rank %d truth header" % r)
-        evs = events(os.path.join(out, "rank%d.zst" % r), allow_cut=True)
+        evs = events(os.path.join(out, "traces", "rank%d.zst" % r), allow_cut=True)
         eq((evs[0]["ev"], evs[0]["rank"], evs[0]["world_size"]), ("meta", r, world),
            "rank %d meta" % r)
         colls = collectives(evs)
@@ -171,7 +171,8 @@ def check_traces(out, world, how, odd):
         # the skipped all-reduce's seq went to the next collective: the all-gather
         eq((issued["collective"], issued["module"], issued["phase"]),
            ("c10d.allgather_", "Transformer.output", "forward"), "skipping rank's next")
-        eq(issued["bytes"], pos["bytes"], "skipping rank's next bytes")
+        # (the all-gather's payload is this rank's slice of the logits)
+        eq(issued["bytes"], 4 * 8 * (96 // world) * 4, "skipping rank's next bytes")
     elif how == "type":
         eq(where(issued), dict(where(pos), collective="c10d.allgather_"), "odd rank issued")
     elif how == "size":
@@ -229,7 +230,7 @@ def own_counts(truth):
 
 
 def check_report(ctx, out, world, how, odd, truths, evs_all, colls_all):
-    doc, rc, err = ranks_json(ctx, out, rc=(4,))
+    doc, rc, err = ranks_json(ctx, os.path.join(out, "traces"), rc=(4,))
     check_trace_list(doc, out, world, evs_all, colls_all)
     eq(doc["agree"], False, "agree")
     check(doc["divergences"], "no divergence reported")
@@ -301,7 +302,7 @@ def diverge_case(ctx, how, odd, world=WORLD):
 # ------------------------------------------------------------------ tests
 def test_agree_missing_duplicate(ctx):
     """A run without divergence (3 ranks, 2 steps, ends normally): `ranks`
-    agrees (exit 0), also given the files one by one and with -j 1; without
+    agrees (exit 0), also given the files one by one and with --jobs=1; without
     rank 1's trace it reports rank 1 missing, with rank 1's trace twice a
     duplicate (exit 4 both)."""
     out = os.path.join(ctx.tmp, "none")
@@ -310,7 +311,7 @@ def test_agree_missing_duplicate(ctx):
     for r in range(WORLD):
         t = load(out, r)
         check(t.get("done"), "rank %d did not finish" % r)
-        evs = events(os.path.join(out, "rank%d.zst" % r))
+        evs = events(os.path.join(out, "traces", "rank%d.zst" % r))
         colls = collectives(evs)
         eq(len(colls), t["collectives"], "rank %d collectives" % r)
         eq([[c["module"], c["phase"], c["collective"]] for c in colls],
@@ -320,17 +321,19 @@ def test_agree_missing_duplicate(ctx):
         colls_all.append(colls)
     if not ranks_supported(ctx):
         return
-    doc, _, _ = ranks_json(ctx, out, rc=(0,))
+    tdir = os.path.join(out, "traces")
+    doc, _, _ = ranks_json(ctx, tdir, rc=(0,))
     check_trace_list(doc, out, WORLD, evs_all, colls_all, cut=False)
     eq((doc["agree"], doc["divergences"], doc["lagging"], doc["modules"]),
        (True, [], [], []), "agree, divergences, lagging, modules")
-    files = [os.path.join(out, "rank%d.zst" % r) for r in range(WORLD)]
+    files = [os.path.join(out, "traces", "rank%d.zst" % r) for r in range(WORLD)]
     doc2, _, _ = ranks_json(ctx, *reversed(files), rc=(0,))
     eq(doc2, doc, "files given one by one (in another order)")
-    _, stdout1, _ = ctx.analyzer.run("ranks", "--json", "-j", "1", out)
-    _, stdout4, _ = ctx.analyzer.run("ranks", "--json", "-j", "4", out)
-    eq(stdout1, stdout4, "ranks --json -j 1 vs -j 4")
-    ctx.analyzer.run("ranks", out, check_rc=(0,))
+    _, stdout1, _ = ctx.analyzer.run("ranks", "--json", "--jobs=1", tdir)
+    _, stdout4, _ = ctx.analyzer.run("ranks", "--json", "--jobs=4", tdir)
+    eq(stdout1, stdout4, "ranks --json --jobs=1 vs --jobs=4")
+    _, table, _ = ctx.analyzer.run("ranks", tdir, check_rc=(0,))
+    check(table.strip(), "ranks printed nothing")
 
     missing = os.path.join(ctx.tmp, "missing")
     os.makedirs(missing)

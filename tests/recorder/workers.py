@@ -8,7 +8,8 @@
     workers.py diverge --out DIR --how none|skip|type|size --odd-rank K [--steps N]
                                                the TP transformer where, in step 2, rank K
                                                skips an all_reduce, all-gathers instead or
-                                               all-reduces twice the bytes (see run_diverge)
+                                               all-reduces twice the bytes (see run_diverge;
+                                               traces in DIR/traces/)
 
 Rank and world size come from RANK / WORLD_SIZE, the rendezvous from
 MASTER_ADDR / MASTER_PORT (env://).  Each worker writes its trace to
@@ -439,7 +440,8 @@ def run_diverge(args):
     by the worker), what the other ranks issue there ("collective", "module",
     "phase", "bytes", "dtype"), what this rank issues there ("issued"), its
     ledger so far ("calls": [region, module, phase, packet]) and the module
-    table.  With how=none the truth is rewritten at the end with "done": true."""
+    table.  With how=none the truth is rewritten at the end with "done": true.
+    The trace is DIR/traces/rank<R>.zst (a directory of traces only)."""
     import datetime
     rank = int(os.environ["RANK"])
     # Give up on our own if the harness never comes (gloo wait raises then).
@@ -477,7 +479,7 @@ def run_diverge(args):
     COMM.plan = {"step": 2, "module": module, "phase": phase, "how": args.how, "pg": pg,
                  "odd": rank == args.odd_rank and args.how != "none", "write": write}
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    rec = Recorder(os.path.join(args.out, "traces", "rank{rank}.zst"))
     for step in range(1, args.steps + 1):
         idx = torch.randint(0, vocab, (batch, seq))
         tgt = torch.randint(0, vocab, (batch, seq))
