@@ -12,13 +12,22 @@ Ops on DTensors appear twice, as the DTensor op ("dt":true, with "args") and the
 as the local op(s) it desugars into, as CommDebugMode sees them.  Collectives carry
 "pg", "seq", "bytes", "dtype" and "shape".
 
-Usage: gen_trace.py [--events N] [--layers L] [--seed S] [--ac] [--plain] OUTPUT
+Usage: gen_trace.py [--events N] [--layers L] [--seed S] [--ac] [--plain]
+                    [--rank R] [--world W] OUTPUT
 
 OUTPUT is written zstd-compressed (through the zstd CLI, one frame per region like
 the recorder, small regions merged into frames of at least 1 MiB) unless --plain.
 OUTPUT "-" writes to standard output.  The run is deterministic for a seed: only the
 timestamp jitter is random.  Whole steps are generated until at least N events
 (lines) are written.  Standard library only.
+
+--rank R and --world W set the meta event's "rank" and "world_size" and the
+ranks of process group "0" (range(W)), for sets of per-rank traces
+(tests/bench/ranks.sh); the model stays 4-way tensor parallel.  Every
+collective is in group "0" and numbered by a per-group "seq" (1, 2, ...), so
+traces generated with the same --events, --layers and --ac agree collective
+for collective whatever their seed.  Without these options the output is
+that of rank 0 of 4.
 """
 
 import argparse
@@ -527,10 +536,15 @@ def main():
                     help="activation checkpointing: recompute every block in backward")
     ap.add_argument("--plain", action="store_true", help="write plain JSONL, not zstd")
     ap.add_argument("--level", type=int, default=3, help="zstd level (default 3)")
+    ap.add_argument("--rank", type=int, default=0, help="meta rank (default 0)")
+    ap.add_argument("--world", type=int, default=WORLD,
+                    help="meta world_size and ranks of group 0 (default %d)" % WORLD)
     ap.add_argument("output", help='output file, "-" for standard output')
     a = ap.parse_args()
     if a.events < 0 or a.layers < 1:
         ap.error("--events must be >= 0 and --layers >= 1")
+    if a.world < 1 or not 0 <= a.rank < a.world:
+        ap.error("--world must be >= 1 and 0 <= --rank < --world")
 
     started = time.monotonic()
     rng = random.Random(a.seed)
@@ -540,13 +554,14 @@ def main():
     n_ops = sum(1 for e in tmpl if e[1].startswith('{"ev":"op"'))
 
     sink = Sink(a.output, a.plain, a.level)
-    sink.write(dumps({"ev": "meta", "format": "commdebug-trace", "version": 1, "rank": 0,
-                      "world_size": WORLD, "host": "node0", "pid": 1234,
+    sink.write(dumps({"ev": "meta", "format": "commdebug-trace", "version": 1, "rank": a.rank,
+                      "world_size": a.world, "host": "node%d" % (a.rank // 8),
+                      "pid": 1234 + a.rank % 8,
                       "t0": 1700000000000000000, "torch": "2.11.0",
                       "recorder": "commdebug-py 0.1"}) + "\n")
     t = 1_000_000 + jitter(16)
     sink.write(dumps({"ev": "pg", "name": "0", "desc": "default_pg",
-                      "ranks": list(range(WORLD)), "backend": "gloo", "t": t}) + "\n")
+                      "ranks": list(range(a.world)), "backend": "gloo", "t": t}) + "\n")
     events = 2
     seq = 0
     step = 0

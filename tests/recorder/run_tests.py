@@ -6,9 +6,11 @@
 
 Every function named test_* in tests/recorder/test_*.py is a test; it gets a
 context with ``tmp`` (a fresh directory), ``analyzer`` (an _util.Analyzer or
-None when the binary is missing) and ``note(msg)``.  Checks that need the
-analyzer are skipped, with a message, when it is missing, unless
---require-analyzer makes that a failure (CI).  The last line of output is
+None when the binary is missing), ``require_analyzer`` and ``note(msg)``.
+Checks that need the analyzer are skipped, with a message, when it is
+missing, unless --require-analyzer makes that a failure (CI); likewise the
+checks of a command the binary does not have yet (test_postmortem.py:
+`commdebug ranks`).  The last line of output is
 "N passed, M failed"; the exit status is 1 when a test failed.
 """
 
@@ -28,9 +30,10 @@ import _util  # noqa: E402
 
 
 class Context:
-    def __init__(self, tmp, analyzer, verbose):
+    def __init__(self, tmp, analyzer, verbose, require_analyzer=False):
         self.tmp = tmp
         self.analyzer = analyzer
+        self.require_analyzer = require_analyzer
         self.notes = []
         self.verbose = verbose
 
@@ -83,7 +86,7 @@ def main():
     for name, fn in discover(args.k):
         tmp = os.path.join(root, name)
         os.makedirs(tmp)
-        ctx = Context(tmp, analyzer, args.verbose)
+        ctx = Context(tmp, analyzer, args.verbose, args.require_analyzer)
         t0 = time.time()
         try:
             fn(ctx)

@@ -2,9 +2,10 @@
 
 The ranks run `workers.py diverge`: the tensor-parallel transformer, where in
 step 2 one rank departs from the others at a known all-reduce (skips it,
-all-gathers instead, or sends twice the bytes).  The others block there; once
-the traces have stopped growing (the recorder flushes every 0.5 s) the harness
-SIGKILLs every process, as one would kill a hung job.  Each worker writes, right
+all-gathers instead, or sends twice the bytes).  The others block there (or,
+for a skipped backward all-reduce that gloo silently pairs with the next one,
+a step later); once the traces have stopped growing (the recorder flushes
+every 0.5 s) the harness SIGKILLs every process, as one would kill a hung job.  Each worker writes, right
 before it issues its collective at the diverging position, what it knows: the
 position (process group, seq counted by the worker itself), what the others
 issue there and what it issues there.
@@ -13,7 +14,9 @@ Checked without the analyzer: each trace ends with the collective the worker
 says it was blocked in, at that seq, attributed to that module, and the traces
 agree with the workers' ledgers up to there.  With an analyzer that has the
 `ranks` command (`commdebug ranks --help` exits 0): its --json report against
-the workers' truth.  Without it that part is skipped with a note.
+the workers' truth and a small model of the report (first_divergence,
+module_rows).  Without it that part is skipped with a note (a failure with
+--require-analyzer).
 """
 
 import json
@@ -32,7 +35,7 @@ _RANKS_SUPPORTED = {}
 
 
 # ------------------------------------------------------------------ harness
-def run_until_hung(out, world, how, odd, timeout=40, quiet=1.2):
+def run_until_hung(out, world, how, odd, steps, timeout=40, quiet=1.2):
     """Start `world` ranks of `workers.py diverge --how HOW --odd-rank ODD`,
     wait until every rank has written its truth file (it is about to issue its
     collective at the diverging position) and the traces have not grown for
@@ -46,7 +49,7 @@ def run_until_hung(out, world, how, odd, timeout=40, quiet=1.2):
                 MASTER_PORT=port)
         log = open(os.path.join(out, "log%d.txt" % rank), "w")
         p = subprocess.Popen([PYTHON, os.path.join(HERE, "workers.py"), "diverge", "--out",
-                              out, "--how", how, "--odd-rank", str(odd), "--steps", str(STEPS),
+                              out, "--how", how, "--odd-rank", str(odd), "--steps", str(steps),
                               "--max-seconds", str(timeout + 20)],
                              env=e, stdout=log, stderr=subprocess.STDOUT)
         procs.append((p, log))
@@ -132,6 +135,68 @@ def where(d):
     return {k: d[k] for k in ("collective", "module", "phase", "bytes", "dtype")}
 
 
+LOG_KEYS = ("region", "seq", "collective", "module", "phase", "bytes", "dtype")
+
+
+def log_of(truth):
+    """The worker's log as dicts: every collective it issued (the last one is
+    the one it was about to call when it wrote the truth file)."""
+    return [dict(zip(LOG_KEYS, e), pg=truth["pg"]) for e in truth["log"]]
+
+
+# CommDebugMode packets whose payload may differ between ranks (only the
+# dtype is compared).
+UNEVEN = {"c10d.alltoall_", "c10d.alltoall_base_", "c10d_functional.all_to_all_single",
+          "c10d.gather_", "c10d.scatter_"}
+
+
+def first_divergence(logs):
+    """A model of what `ranks` reports first, from the workers' own logs:
+    the first seq (one group here) where the ranks did not all issue the same
+    collective with the same payload, the majority's against the odd ranks'.
+    Ties are not modelled (the tests use 3 or 4 ranks, one odd)."""
+    world = len(logs)
+    by_seq = [{e["seq"]: e for e in log} for log in logs]
+    last = max(max(b) for b in by_seq if b)
+    for seq in range(1, last + 1):
+        at = {r: by_seq[r].get(seq) for r in range(world)}
+        reached = [r for r in range(world) if at[r] is not None]
+        groups = {}
+        for r in reached:
+            e = at[r]
+            groups.setdefault(e["collective"], []).append(r)
+        kind = None
+        if len(groups) > 1:
+            kind = "type_mismatch"
+            key = lambda e: e["collective"]
+        else:
+            pkt = next(iter(groups))
+            for k, name in (("bytes", "size_mismatch"), ("dtype", "dtype_mismatch")):
+                if k == "bytes" and pkt in UNEVEN:
+                    continue
+                if len({at[r][k] for r in reached}) > 1:
+                    kind = name
+                    key = lambda e, k=k: e[k]
+                    break
+        if kind is not None:
+            split = {}
+            for r in reached:
+                split.setdefault(key(at[r]), []).append(r)
+            sizes = sorted((len(v) for v in split.values()), reverse=True)
+            check(sizes[0] > sizes[1], "model: a tie at seq %d: %r", seq, split)
+            ranks = max(split.values(), key=len)
+        elif len(reached) < world:
+            kind, ranks = "hang", reached
+        else:
+            continue
+        m = at[ranks[0]]
+        odd = [r for r in range(world) if r not in ranks]
+        return {"kind": kind, "pg": m["pg"], "seq": seq, "collective": m["collective"],
+                "module": m["module"], "phase": m["phase"], "ranks": ranks, "odd_ranks": odd,
+                "detail": [dict(where(at[r]), rank=r) if at[r] else {"rank": r} for r in odd]}
+    return None
+
+
 def check_traces(out, world, how, odd):
     """Recorder-side checks; returns (truths, per-rank trace events, per-rank
     collectives)."""
@@ -149,34 +214,60 @@ def check_traces(out, world, how, odd):
         colls = collectives(evs)
         eq([c["seq"] for c in colls], list(range(1, len(colls) + 1)),
            "rank %d: seq numbers 1..N" % r)
-        check(all(c["pg"] == pos["pg"] for c in colls), "rank %d: collectives in another pg" % r)
-        # The trace ends with the collective the rank says it was blocked in:
-        # the recorder flushed it although the process was killed.
-        eq(len(colls), pos["seq"], "rank %d: collectives in the trace (the last one is the "
-           "one at the diverging seq)" % r)
-        eq(where(colls[-1]), where(t["issued"]), "rank %d: what the trace has at seq %d"
-           % (r, pos["seq"]))
+        # The trace holds every collective the worker issued, up to the one it
+        # was blocked in: the recorder flushed it although it was killed.
+        log = log_of(t)
+        eq([dict(where(c), seq=c["seq"], pg=c["pg"]) for c in colls],
+           [dict(where(e), seq=e["seq"], pg=e["pg"]) for e in log],
+           "rank %d: trace vs the worker's log" % r)
         eq([[c["module"], c["phase"], c["collective"]] for c in colls],
            [call[1:] for call in t["calls"]], "rank %d: trace vs the worker's ledger" % r)
-        regs = [e["region"] for e in evs if e["ev"] == "region_enter"]
-        eq(regs, [1, 2], "rank %d regions" % r)
-        check(not any(e["ev"] == "region_exit" and e["region"] == 2 for e in evs),
-              "rank %d: region 2 should be open (the rank hung in it)" % r)
+        eq(where(colls[pos["seq"] - 1]), where(t["issued"]),
+           "rank %d: what the trace has at seq %d" % (r, pos["seq"]))
+        open_regions = sorted({e["region"] for e in evs if e["ev"] == "region_enter"}
+                              - {e["region"] for e in evs if e["ev"] == "region_exit"})
+        eq(open_regions, [log[-1]["region"]],
+           "rank %d: open region (the rank hung in it)" % r)
         if r != odd:
             eq(where(t["issued"]), where(pos), "rank %d issued what the plan says" % r)
         evs_all.append(evs)
         colls_all.append(colls)
     issued = truths[odd]["issued"]
+    if how in ("skip", "silent"):
+        check(issued["module"] != pos["module"], "the skipping rank issued at seq %d in %s"
+              % (pos["seq"], issued["module"]))
     if how == "skip":
         # the skipped all-reduce's seq went to the next collective: the all-gather
-        eq((issued["collective"], issued["module"], issued["phase"]),
-           ("c10d.allgather_", "Transformer.output", "forward"), "skipping rank's next")
-        # (the all-gather's payload is this rank's slice of the logits)
-        eq(issued["bytes"], 4 * 8 * (96 // world) * 4, "skipping rank's next bytes")
+        # of this rank's slice of the logits
+        eq(issued, {"collective": "c10d.allgather_", "module": "Transformer.output",
+                    "phase": "forward", "bytes": 4 * 8 * (96 // world) * 4,
+                    "dtype": "torch.float32"}, "skipping rank's next")
     elif how == "type":
         eq(where(issued), dict(where(pos), collective="c10d.allgather_"), "odd rank issued")
     elif how == "size":
         eq(where(issued), dict(where(pos), bytes=2 * pos["bytes"]), "odd rank issued")
+    elif how == "silent":
+        # gloo matched the skipping rank's next all-reduces with the others'
+        eq((issued["collective"], issued["bytes"]), (pos["collective"], pos["bytes"]),
+           "skipping rank's next")
+    ref = first_divergence([log_of(t) for t in truths])
+    check(ref is not None, "no divergence in the workers' logs")
+    if how == "silent":
+        # Nothing differs at the skipped seq but the module; the run hangs
+        # in the next step, where the odd rank all-gathers (Transformer.output)
+        # and the others still all-reduce.
+        eq((ref["kind"], ref["odd_ranks"], ref["detail"][0]["collective"],
+            ref["detail"][0]["module"], ref["detail"][0]["phase"]),
+           ("type_mismatch", [odd], "c10d.allgather_", "Transformer.output", "forward"),
+           "model's first divergence")
+        check(ref["seq"] > pos["seq"] and log_of(truths[odd])[-1]["region"] == 3,
+              "the silent skip should hang in step 3: %r", ref)
+    else:
+        eq(ref, {"kind": KIND[how], "pg": pos["pg"], "seq": pos["seq"],
+                 "collective": pos["collective"], "module": pos["module"],
+                 "phase": pos["phase"], "ranks": [r for r in range(world) if r != odd],
+                 "odd_ranks": [odd], "detail": [dict(where(issued), rank=odd)]},
+           "model's first divergence")
     return truths, evs_all, colls_all
 
 
@@ -191,6 +282,8 @@ def ranks_supported(ctx):
                            stderr=subprocess.DEVNULL, timeout=60)
         _RANKS_SUPPORTED[path] = r.returncode == 0
     if not _RANKS_SUPPORTED[path]:
+        check(not getattr(ctx, "require_analyzer", False),
+              "`%s ranks --help` fails: no ranks command (--require-analyzer)", path)
         ctx.note("`commdebug ranks` checks skipped (`%s ranks --help` fails: not implemented "
                  "in this binary)" % path)
     return _RANKS_SUPPORTED[path]
@@ -220,13 +313,26 @@ def check_trace_list(doc, out, world, evs_all, colls_all, cut=None):
     eq(doc["duplicate_ranks"], [], "duplicate_ranks")
 
 
-def own_counts(truth):
-    """(module, direction, packet) -> count, from a worker's ledger."""
-    out = {}
-    for _, fqn, direction, pkt in truth["calls"]:
-        k = (fqn, direction, pkt)
-        out[k] = out.get(k, 0) + 1
-    return out
+def module_rows(truths, evs_all):
+    """(module, direction, packet) -> {rank: count} from the workers' logs,
+    summed over the regions every rank finished; only where ranks differ."""
+    done = None
+    for evs in evs_all:
+        d = {e["region"] for e in evs if e["ev"] == "region_exit"}
+        done = d if done is None else done & d
+    per_rank = []
+    for t in truths:
+        c = {}
+        for e in log_of(t):
+            if e["region"] in done:
+                k = (e["module"], e["phase"], e["collective"])
+                c[k] = c.get(k, 0) + 1
+        per_rank.append(c)
+    rows = {}
+    for k in set().union(*per_rank):
+        if len({c.get(k, 0) for c in per_rank}) > 1:
+            rows[k] = {r: c[k] for r, c in enumerate(per_rank) if c.get(k)}
+    return rows, per_rank
 
 
 def check_report(ctx, out, world, how, odd, truths, evs_all, colls_all):
@@ -234,69 +340,68 @@ def check_report(ctx, out, world, how, odd, truths, evs_all, colls_all):
     check_trace_list(doc, out, world, evs_all, colls_all)
     eq(doc["agree"], False, "agree")
     check(doc["divergences"], "no divergence reported")
-    t = truths[odd]
+    ref = first_divergence([log_of(t) for t in truths])
     d = doc["divergences"][0]
-    others = [r for r in range(world) if r != odd]
-    eq({k: d[k] for k in ("kind", "pg", "seq", "collective", "module", "phase", "ranks",
-                          "odd_ranks")},
-       {"kind": KIND[how], "pg": t["pg"], "seq": t["seq"], "collective": t["collective"],
-        "module": t["module"], "phase": t["phase"], "ranks": others, "odd_ranks": [odd]},
-       "the first divergence")
-    eq(len(d["detail"]), 1, "detail entries")
-    got = d["detail"][0]
-    eq({k: got.get(k) for k in ("rank", "collective", "bytes", "dtype", "module", "phase")},
-       dict(where(t["issued"]), rank=odd), "what the odd rank issued there")
-    # Every rank blocked at the diverging seq: nothing can disagree earlier.
+    eq({k: d.get(k) for k in ("kind", "pg", "seq", "collective", "module", "phase", "ranks",
+                              "odd_ranks")},
+       {k: ref[k] for k in ("kind", "pg", "seq", "collective", "module", "phase", "ranks",
+                            "odd_ranks")}, "the first divergence")
+    eq([{k: got.get(k) for k in want} for got, want in zip(d["detail"], ref["detail"])]
+       + d["detail"][len(ref["detail"]):], ref["detail"], "what the odd ranks issued there")
+    # Every rank blocked at or soon after that seq: nothing disagrees earlier.
     for later in doc["divergences"][1:]:
-        check((later["pg"], later["seq"]) != (d["pg"], d["seq"]) or later["kind"] != d["kind"],
-              "the divergence is reported twice: %r", later)
+        check(later["seq"] >= d["seq"] or later["pg"] != d["pg"],
+              "divergence %r is earlier than the first one", later)
 
-    # lagging: each entry as the trace of that rank ends.
+    # lagging: each entry as the trace of that rank ends; the odd ranks among them.
+    lag_ranks = [lag["rank"] for lag in doc["lagging"]]
+    for r in ref["odd_ranks"]:
+        check(r in lag_ranks, "odd rank %d not in lagging: %r", r, lag_ranks)
     for lag in doc["lagging"]:
         r = lag["rank"]
         check(0 <= r < world, "lagging rank %r", r)
-        issued = truths[r]["issued"]
+        last = log_of(truths[r])[-1]
         lc = lag["last_collective"]
-        check(lc is not None, "rank %d: no last_collective although it issued %d" % (r, t["seq"]))
-        eq({k: lc[k] for k in ("pg", "seq", "collective", "module", "phase")},
-           {"pg": t["pg"], "seq": t["seq"], "collective": issued["collective"],
-            "module": issued["module"], "phase": issued["phase"]},
+        check(lc is not None, "rank %d: no last_collective although it issued %d", r,
+              last["seq"])
+        eq({k: lc.get(k) for k in ("pg", "seq", "collective", "module", "phase")},
+           {k: last[k] for k in ("pg", "seq", "collective", "module", "phase")},
            "lagging rank %d: last collective" % r)
         stack = lag["stack"]
         check(stack and stack[0]["module"] == "Transformer",
               "rank %d: open modules should start at Transformer: %r", r, stack)
-        eq((stack[-1]["module"], stack[-1]["phase"]), (issued["module"], issued["phase"]),
+        eq((stack[-1]["module"], stack[-1]["phase"]), (last["module"], last["phase"]),
            "rank %d: innermost open module" % r)
 
-    # modules: exactly where the workers' own counts differ, for the modules
-    # that issue collectives themselves (ancestors may be listed as well).
-    per_rank = [own_counts(tr) for tr in truths]
-    keys = set().union(*per_rank)
+    # modules: where the workers' own counts differ over the regions every
+    # rank finished, for the modules that issue collectives themselves
+    # (ancestors may be listed too).
+    rows, per_rank = module_rows(truths, evs_all)
     listed = {}
     for m in doc["modules"]:
-        counts = {int(k): v for k, v in m["counts"].items() if v}
         check(len(set(m["counts"].get(str(r), 0) for r in range(world))) > 1,
               "modules lists an entry where the ranks agree: %r", m)
-        listed[(m["module"], m["direction"], m["collective"])] = counts
-    for k in sorted(keys):
-        want = {r: c[k] for r, c in enumerate(per_rank) if c.get(k)}
-        if len(set(c.get(k, 0) for c in per_rank)) > 1:
-            eq(listed.get(k), want, "modules entry for %r" % (k,))
+        listed[(m["module"], m["direction"], m["collective"])] = {
+            int(k): v for k, v in m["counts"].items() if v}
+    for k in sorted(set().union(*per_rank)):
+        if k in rows:
+            eq(listed.get(k), rows[k], "modules entry for %r" % (k,))
         else:
             check(k not in listed, "modules lists %r where the ranks agree", k)
-    return doc, rc
+    return doc, rc, rows
 
 
-def diverge_case(ctx, how, odd, world=WORLD):
+def diverge_case(ctx, how, odd, world=WORLD, steps=STEPS):
     out = os.path.join(ctx.tmp, "%s-%d" % (how, world))
     t0 = time.time()
-    rcs = run_until_hung(out, world, how, odd)
+    rcs = run_until_hung(out, world, how, odd, steps)
     truths, evs_all, colls_all = check_traces(out, world, how, odd)
     ctx.note("%s, %d ranks: diverged at seq %d in %s (%s); exits %r; %.1f s"
              % (how, world, truths[0]["seq"], truths[0]["module"], truths[0]["phase"], rcs,
                 time.time() - t0))
     if ranks_supported(ctx):
-        check_report(ctx, out, world, how, odd, truths, evs_all, colls_all)
+        return check_report(ctx, out, world, how, odd, truths, evs_all, colls_all)
+    return None
 
 
 # ------------------------------------------------------------------ tests
@@ -373,6 +478,20 @@ def test_type(ctx):
 def test_size(ctx):
     """Rank 1 all-reduces twice the bytes (layers.0.attn.proj, forward)."""
     diverge_case(ctx, "size", 1)
+
+
+def test_silent_skip(ctx):
+    """Rank 1 skips a backward all-reduce of step 2 (layers.1.attn.qkv's
+    input gradient); gloo pairs its next all-reduces with the others' (same
+    size), so nothing fails until step 3, where rank 1 all-gathers the logits
+    while the others are still at their last forward all-reduce.  The first
+    divergence is there; the per-module counts of the regions every rank
+    finished point back at layers.1.attn.qkv."""
+    res = diverge_case(ctx, "silent", 1, steps=3)
+    if res is not None:
+        _, _, rows = res
+        eq(rows.get(("Transformer.layers.1.attn.qkv", "backward", "c10d.allreduce_")),
+           {0: 2, 1: 1, 2: 2}, "model: the skipped all-reduce in the module counts")
 
 
 def test_skip_4_ranks(ctx):

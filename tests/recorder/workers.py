@@ -5,7 +5,7 @@
     workers.py ddp     --out DIR [--steps N]   DistributedDataParallel, several buckets
     workers.py c10d    --out DIR               each gloo collective once
     workers.py forever --out DIR               records until killed (SIGKILL test)
-    workers.py diverge --out DIR --how none|skip|type|size --odd-rank K [--steps N]
+    workers.py diverge --out DIR --how none|skip|silent|type|size --odd-rank K [--steps N]
                                                the TP transformer where, in step 2, rank K
                                                skips an all_reduce, all-gathers instead or
                                                all-reduces twice the bytes (see run_diverge;
@@ -58,19 +58,26 @@ class Comm:
         self.region = 0
         self.calls = []   # [region, issuing module fqn, "forward"|"backward", packet]
         self.seq = 0
-        self.plan = None  # run_diverge: {"step", "module", "phase", "how", "odd_rank", ...}
+        self.plan = None  # run_diverge: {"step", "module", "phase", "how", "odd", ...}
         self.div = None   # the divergence, once reached: what the other ranks issue there
+        self.issued = None  # what this rank issued at the diverging seq
+        self.log = []     # with a plan: [region, seq, packet, module, phase, bytes, dtype]
 
     def _issue(self, packet, fqn, direction, t):
         self.seq += 1
         self.calls.append([self.region, fqn, direction, packet])
-        if self.div is not None and self.seq == self.div["seq"]:
-            # About to issue the collective at the diverging position (which
-            # blocks): say what this rank issues there, before it does.
-            self.plan["write"](dict(self.div, issued={
-                "collective": packet, "module": fqn, "phase": direction,
-                "bytes": t.numel() * t.element_size(), "dtype": str(t.dtype),
-                "shape": list(t.shape)}))
+        if self.plan is None:
+            return
+        nbytes = t.numel() * t.element_size()
+        self.log.append([self.region, self.seq, packet, fqn, direction, nbytes, str(t.dtype)])
+        if self.div is not None and self.seq >= self.div["seq"]:
+            # About to issue a collective at or after the diverging position
+            # (which may block): say what this rank issued there, and its log
+            # up to this call, before it calls it.
+            if self.seq == self.div["seq"]:
+                self.issued = {"collective": packet, "module": fqn, "phase": direction,
+                               "bytes": nbytes, "dtype": str(t.dtype)}
+            self.plan["write"](dict(self.div, issued=self.issued))
 
     def _call(self, fn):
         if self.plan is None:
@@ -92,7 +99,7 @@ class Comm:
                         "bytes": t.numel() * t.element_size(), "dtype": str(t.dtype)}
             if plan["odd"]:
                 how = plan["how"]
-                if how == "skip":
+                if how in ("skip", "silent"):
                     return t          # and the next collective comes at this seq
                 if how == "type":
                     parts = self.all_gather(t, fqn, direction)
@@ -417,6 +424,10 @@ DIVERGE_AT = {
     # all-gather (an all-reduce next would be matched by gloo, shifted by one)
     "skip": ("Transformer.layers.1.mlp.fc2", "forward"),
     "type": ("Transformer.layers.0.mlp.fc1", "backward"),
+    # a backward all-reduce: the next ones are all-reduces of the same size,
+    # which gloo matches (shifted by one) until the logits' all-gather of the
+    # next step meets the others' last forward all-reduce
+    "silent": ("Transformer.layers.1.attn.qkv", "backward"),
     "size": ("Transformer.layers.0.attn.proj", "forward"),
 }
 
@@ -428,6 +439,9 @@ def run_diverge(args):
 
       skip  does not call it; its next collective (Transformer.output's
             all-gather) takes that seq, and every rank blocks there;
+      silent  skips a backward all-reduce: gloo pairs the following
+            all-reduces shifted by one, step 2 ends everywhere, and everyone
+            blocks in step 3 where rank K all-gathers (use --steps 3);
       type  calls all_gather on the same tensor instead; everyone blocks;
       size  waits 1.5 s, then all-reduces twice the bytes; gloo then aborts a
             peer (terminate: the longer message) and the rest see errors;
@@ -435,12 +449,13 @@ def run_diverge(args):
 
     A rank that gets an error from a collective sleeps (the harness SIGKILLs
     everything once the traces have stopped growing).  Right before issuing
-    its collective at the diverging position, each rank writes
-    DIR/truth<R>.json: rank, how, odd_rank, the position ("pg", "seq", counted
-    by the worker), what the other ranks issue there ("collective", "module",
-    "phase", "bytes", "dtype"), what this rank issues there ("issued"), its
-    ledger so far ("calls": [region, module, phase, packet]) and the module
-    table.  With how=none the truth is rewritten at the end with "done": true.
+    its collective at the diverging position, and again before each later
+    one, each rank writes DIR/truth<R>.json: rank, how, odd_rank, the
+    position ("pg", "seq", counted by the worker), what the other ranks issue
+    there ("collective", "module", "phase", "bytes", "dtype"), what this rank
+    issued there ("issued"), its ledger ("calls": [region, module, phase,
+    packet]; "log": [region, seq, packet, module, phase, bytes, dtype]) up to
+    and including the collective it is about to call, and the module table.  With how=none the truth is rewritten at the end with "done": true.
     The trace is DIR/traces/rank<R>.zst (a directory of traces only)."""
     import datetime
     rank = int(os.environ["RANK"])
@@ -470,7 +485,7 @@ def run_diverge(args):
 
     def write(div):
         truth = dict(div, rank=rank, world_size=world, how=args.how, odd_rank=args.odd_rank,
-                     calls=COMM.calls, modules=modules)
+                     calls=COMM.calls, log=COMM.log, modules=modules)
         tmp = os.path.join(args.out, "truth%d.json.tmp" % rank)
         with open(tmp, "w") as f:
             json.dump(truth, f, indent=1)

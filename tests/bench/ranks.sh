@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Benchmark of `commdebug ranks` (multi-rank post-mortem) against `zstd -dc`.
+#
+# usage: tests/bench/ranks.sh [BUILD_DIR] [RANKS] [EVENTS]
+#        (defaults: build, 64 ranks, 200000 events per rank)
+#
+# Generates RANKS traces of at least EVENTS events each with gen_trace.py
+# (--rank R --world RANKS --seed R: the same run on every rank, only the
+# timestamps differ, so the ranks agree and every collective is compared) into
+# tests/bench/out/ranks-RANKS/, once: they are reused while EVENTS is the same
+# and gen_trace.py is not newer.  Then measures, 3 times each (median wall time,
+# peak RSS), `zstd -dc` of all the files (one process, and one per core), and
+# `commdebug ranks DIR` with its default number of threads and with --jobs=1,
+# and prints the ratios.  Timings never fail the run: the exit status is 0
+# unless a command fails (commdebug ranks may exit 0, 3 or 4) or the analyzer
+# is not built (1, after the zstd measurements).
+set -u
+
+orig=$PWD
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-build}
+ranks=${2:-64}
+events=${3:-200000}
+case $build in
+/*) ;;
+*) if [ -d "$orig/$build" ]; then build=$orig/$build; else build=$root/$build; fi ;;
+esac
+cd "$root" || exit 1
+
+die() {
+	echo "ranks.sh: $*" >&2
+	exit 1
+}
+
+case $ranks$events in
+*[!0-9]*) die "RANKS and EVENTS must be numbers (usage: ranks.sh [BUILD_DIR] [RANKS] [EVENTS])" ;;
+esac
+[ "$ranks" -ge 1 ] || die "RANKS must be >= 1"
+
+bin=$build/commdebug
+dir=tests/bench/out/ranks-$ranks
+stamp=$dir/.events
+runs=3
+cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+for tool in python3 zstd; do
+	command -v "$tool" >/dev/null || die "$tool not found"
+done
+
+# ------------------------------------------------------------------ traces
+fresh=1
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$events" ] || [ tests/bench/gen_trace.py -nt "$stamp" ]; then
+	fresh=0
+else
+	for ((r = 0; r < ranks; r++)); do
+		[ -s "$dir/rank$r.jsonl.zst" ] || { fresh=0; break; }
+	done
+fi
+if [ $fresh -eq 0 ]; then
+	echo "ranks.sh: generating $ranks traces of $events events in $dir ($cores at a time)" >&2
+	rm -rf "$dir"
+	mkdir -p "$dir" || exit 1
+	t0=${EPOCHREALTIME/,/.}
+	seq 0 $((ranks - 1)) | xargs -P "$cores" -I{} sh -c \
+		'python3 tests/bench/gen_trace.py --events "$1" --rank "$2" --world "$3" --seed "$2" \
+			"$4/rank$2.jsonl.zst.tmp" 2>/dev/null && mv "$4/rank$2.jsonl.zst.tmp" "$4/rank$2.jsonl.zst"' \
+		_ "$events" {} "$ranks" "$dir" || die "cannot generate the traces"
+	for ((r = 0; r < ranks; r++)); do
+		[ -s "$dir/rank$r.jsonl.zst" ] || die "cannot generate $dir/rank$r.jsonl.zst"
+	done
+	echo "$events" >"$stamp"
+	t1=${EPOCHREALTIME/,/.}
+	echo "ranks.sh: generated in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s" >&2
+fi
+files=()
+for ((r = 0; r < ranks; r++)); do
+	files+=("$dir/rank$r.jsonl.zst")
+done
+
+# ------------------------------------------------------------------ timing
+# timed CMD...: run once, stdout to /dev/null, stderr to $tmp/err; writes
+# "WALL_SECONDS PEAK_RSS_KIB RC" to $tmp/time (wall time from bash's clock
+# around GNU time, whose %e has 10 ms steps; RSS from its %M).
+timed() {
+	local t0 t1 rc e k
+	if [ -x /usr/bin/time ]; then
+		t0=${EPOCHREALTIME/,/.}
+		/usr/bin/time -f '%e %M' -o "$tmp/time" "$@" >/dev/null 2>"$tmp/err"
+		rc=$?
+		t1=${EPOCHREALTIME/,/.}
+		read -r e k <"$tmp/time" || { e=0; k=0; }
+		[ -n "$t0" ] && [ -n "$t1" ] && e=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+		echo "$e $k $rc" >"$tmp/time"
+	else
+		python3 - "$tmp/time" "$@" >/dev/null 2>"$tmp/err" <<'EOF'
+import resource, subprocess, sys, time
+t = time.monotonic()
+rc = subprocess.call(sys.argv[2:])
+wall = time.monotonic() - t
+with open(sys.argv[1], "w") as f:
+    f.write("%.3f %d %d\n" % (wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc))
+EOF
+	fi
+}
+
+# measure OKRCS CMD...: run $runs times; sets med_s, med_kib (medians) and
+# last_rc; exits when the command's status is not one of OKRCS ("0 3 4").
+measure() {
+	local ok=$1 i s k rc all_s="" all_k=""
+	shift
+	for ((i = 0; i < runs; i++)); do
+		timed "$@"
+		read -r s k rc <"$tmp/time"
+		case " $ok " in
+		*" $rc "*) ;;
+		*)
+			echo "ranks.sh: command failed (exit $rc): $*" >&2
+			tail -n 20 "$tmp/err" >&2
+			exit 1
+			;;
+		esac
+		last_rc=$rc
+		all_s="$all_s$s"$'\n'
+		all_k="$all_k$k"$'\n'
+	done
+	med_s=$(printf '%s' "$all_s" | sort -g | sed -n "$(((runs + 1) / 2))p")
+	med_kib=$(printf '%s' "$all_k" | sort -g | sed -n "$(((runs + 1) / 2))p")
+}
+
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b < 0.001) b = 0.001; printf "%.2f", a / b }'; }
+row() { printf '  %-34s %9s %11s %13s %14s  %s\n' "$@"; }
+
+z_bytes=$(cat "${files[@]}" | wc -c)
+read -r n_events n_bytes < <(zstd -dcq "${files[@]}" | wc -lc) || die "cannot read the traces"
+
+echo "commdebug ranks benchmark"
+printf '  traces  %s: %d ranks, %d events (%d per rank), %.1f MiB JSONL, %.1f MiB zstd\n' \
+	"$dir" "$ranks" "$n_events" $((n_events / ranks)) \
+	"$(awk -v b="$n_bytes" 'BEGIN { print b / 1048576 }')" \
+	"$(awk -v b="$z_bytes" 'BEGIN { print b / 1048576 }')"
+printf '  build   %s\n' "$bin"
+printf '  median of %d runs on %d cores; peak RSS from %s\n\n' "$runs" "$cores" \
+	"$([ -x /usr/bin/time ] && echo /usr/bin/time ||
+		echo "python3 getrusage (no /usr/bin/time; includes python3 itself)")"
+row "" "median s" "x zstd -dc" "peak RSS MiB" "RSS/rank KiB" "exit"
+
+measure "0" zstd -dcq "${files[@]}"
+base_s=$med_s
+row "zstd -dc, all files (baseline)" "$med_s" "1.00" "$(mib "$med_kib")" "" ""
+
+printf '%s\n' "${files[@]}" >"$tmp/list"
+measure "0" sh -c 'xargs -P "$1" -n 1 zstd -dcq <"$2"' _ "$cores" "$tmp/list"
+row "zstd -dc, one per core" "$med_s" "$(ratio "$med_s" "$base_s")" "$(mib "$med_kib")" \
+	"" "(RSS: largest)"
+
+status=0
+if [ -x "$bin" ]; then
+	measure "0 3 4" "$bin" ranks "$dir"
+	par_s=$med_s
+	row "commdebug ranks DIR" "$med_s" "$(ratio "$med_s" "$base_s")" "$(mib "$med_kib")" \
+		"$(awk -v k="$med_kib" -v n="$ranks" 'BEGIN { printf "%.0f", k / n }')" "$last_rc"
+
+	measure "0 3 4" "$bin" ranks --jobs=1 "$dir"
+	one_s=$med_s
+	row "commdebug ranks --jobs=1 DIR" "$med_s" "$(ratio "$med_s" "$base_s")" "$(mib "$med_kib")" \
+		"$(awk -v k="$med_kib" -v n="$ranks" 'BEGIN { printf "%.0f", k / n }')" "$last_rc"
+
+	printf '\n  %-34s %s x (--jobs=1 %s s / default %s s, %d cores)\n' "parallel speedup" \
+		"$(ratio "$one_s" "$par_s")" "$one_s" "$par_s" "$cores"
+	printf '  %-34s %s events/s, %s MiB/s of JSONL\n' "throughput (default)" \
+		"$(awk -v n="$n_events" -v s="$par_s" 'BEGIN { if (s < 0.001) s = 0.001; printf "%.0f", n / s }')" \
+		"$(awk -v b="$n_bytes" -v s="$par_s" 'BEGIN { if (s < 0.001) s = 0.001; printf "%.0f", b / 1048576 / s }')"
+else
+	printf '\n  analyzer not built: %s missing; ranks measurements skipped\n' "$bin"
+	status=1
+fi
+exit $status
