@@ -261,6 +261,12 @@ static const char *str(const struct cd_rank_summary *s, uint32_t id)
 	return id == CD_NOID ? "" : cd_intern_str(&s->s, id);
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static int by_rank(const void *a, const void *b)
 {
 	const struct cd_rank_summary *x = *(const struct cd_rank_summary *const *)a;
@@ -288,22 +294,35 @@ struct merge {
 	CD_VEC(struct divergence) divs;
 };
 
-static bool member(const struct merge *m, const char *pg, const struct cd_rank_summary *s)
+/* The members of a process group, from the first trace that declares it
+ * (sorted); NULL with *n = 0 when no trace does (then every rank is). */
+static int64_t *pg_members(const struct merge *m, const char *pg, uint32_t *n)
 {
-	/* the pg's declared ranks, from any trace that declares it */
-	bool declared = false;
+	*n = 0;
 	for (int i = 0; i < m->n; i++) {
 		const struct cd_rank_summary *t = m->r[i];
 		for (uint32_t k = 0; k < t->pg_names.n; k++) {
 			if (strcmp(str(t, t->pg_names.v[k]), pg) != 0)
 				continue;
-			declared = true;
-			for (uint32_t j = 0; j < t->pg_ranks_n.v[k]; j++)
-				if (t->pg_ranks.v[t->pg_ranks_off.v[k] + j] == s->rank)
-					return true;
+			uint32_t cnt = t->pg_ranks_n.v[k];
+			int64_t *v = malloc((cnt ? cnt : 1) * sizeof *v);
+			if (!v)
+				return NULL;
+			if (cnt)
+				memcpy(v, &t->pg_ranks.v[t->pg_ranks_off.v[k]], cnt * sizeof *v);
+			qsort(v, cnt, sizeof *v, cmp_i64);
+			*n = cnt;
+			return v;
 		}
 	}
-	return !declared;
+	return NULL;
+}
+
+static bool member(const int64_t *v, uint32_t n, int64_t rank)
+{
+	if (!v)
+		return true;
+	return bsearch(&rank, v, n, sizeof *v, cmp_i64) != NULL;
 }
 
 static int cmp_seq(const void *a, const void *b)
@@ -319,12 +338,14 @@ static void match_pg(struct merge *m, const char *pg)
 	CD_VEC(const struct cd_crec *) *lists = calloc((size_t)n, sizeof *lists);
 	uint32_t *cur = calloc((size_t)n, sizeof *cur);
 	bool *in = calloc((size_t)n, sizeof *in);
+	uint32_t nmem = 0;
+	int64_t *mem = pg_members(m, pg, &nmem);
 	if (!lists || !cur || !in)
 		goto out;
 	for (int i = 0; i < n; i++) {
 		const struct cd_rank_summary *s = m->r[i];
 		uint32_t pid = cd_intern_find(&s->s, pg, (uint32_t)strlen(pg));
-		in[i] = member(m, pg, s);
+		in[i] = member(mem, nmem, s->rank);
 		if (pid == CD_NOID)
 			continue;
 		for (uint32_t k = 0; k < s->colls.n; k++)
@@ -342,22 +363,33 @@ static void match_pg(struct merge *m, const char *pg)
 				seq = lists[i].v[cur[i]]->seq;
 		if (seq == INT64_MAX)
 			break;
-		/* the majority's collective at this position (ties: lowest rank) */
-		int best = -1, best_votes = 0;
+		/* the majority's collective at this position (ties: lowest rank);
+		 * there are few distinct names, so count per distinct name */
+		struct { const char *name; int votes, first; } cand[8];
+		int ncand = 0, best = -1, best_votes = 0;
 		for (int i = 0; i < n; i++) {
 			if (!in[i] || cur[i] >= lists[i].n || lists[i].v[cur[i]]->seq != seq)
 				continue;
 			const char *ci = str(m->r[i], lists[i].v[cur[i]]->coll);
-			int votes = 0;
-			for (int k = 0; k < n; k++)
-				if (in[k] && cur[k] < lists[k].n && lists[k].v[cur[k]]->seq == seq &&
-				    strcmp(str(m->r[k], lists[k].v[cur[k]]->coll), ci) == 0)
-					votes++;
-			if (votes > best_votes) {
-				best = i;
-				best_votes = votes;
+			int k;
+			for (k = 0; k < ncand; k++)
+				if (strcmp(cand[k].name, ci) == 0)
+					break;
+			if (k == ncand) {
+				if (ncand == 8)
+					continue; /* past eight distinct names: not candidates */
+				cand[k].name = ci;
+				cand[k].votes = 0;
+				cand[k].first = i;
+				ncand++;
 			}
+			cand[k].votes++;
 		}
+		for (int k = 0; k < ncand; k++)
+			if (cand[k].votes > best_votes) {
+				best = cand[k].first;
+				best_votes = cand[k].votes;
+			}
 		const struct cd_crec *ref = lists[best].v[cur[best]];
 		const char *rc = str(m->r[best], ref->coll);
 		const char *rd = str(m->r[best], ref->dtype);
@@ -408,6 +440,7 @@ out:
 	free(lists);
 	free(cur);
 	free(in);
+	free(mem);
 }
 
 static int cmp_div(const void *a, const void *b)
@@ -435,28 +468,42 @@ struct modrows {
 	uint32_t n, cap;
 };
 
-static bool region_done_by(const struct cd_rank_summary *s, int64_t region)
-{
-	for (uint32_t i = 0; i < s->done_regions.n; i++)
-		if (s->done_regions.v[i] == region)
-			return true;
-	return false;
-}
-
 /* Per-module counts summed over the regions every rank finished, the rows
  * where ranks differ. */
 static void module_rows(const struct merge *m, struct modrows *rows)
 {
 	struct cd_intern keys = {0};
 	char buf[4096];
+	/* the regions every rank finished: sorted, intersected once */
+	CD_VEC(int64_t) common = {0};
+	for (int i = 0; i < m->n; i++) {
+		const struct cd_rank_summary *s = m->r[i];
+		int64_t *d = malloc((s->done_regions.n ? s->done_regions.n : 1) * sizeof *d);
+		if (!d)
+			goto out;
+		if (s->done_regions.n)
+			memcpy(d, s->done_regions.v, s->done_regions.n * sizeof *d);
+		qsort(d, s->done_regions.n, sizeof *d, cmp_i64);
+		if (i == 0) {
+			for (uint32_t k = 0; k < s->done_regions.n; k++)
+				cd_vec_push(&common, d[k]);
+		} else {
+			uint32_t w = 0;
+			for (uint32_t k = 0; k < common.n; k++)
+				if (bsearch(&common.v[k], d, s->done_regions.n, sizeof *d, cmp_i64))
+					common.v[w++] = common.v[k];
+			common.n = w;
+		}
+		free(d);
+	}
+	if (common.n)
+		qsort(common.v, common.n, sizeof *common.v, cmp_i64);
 	for (int i = 0; i < m->n; i++) {
 		const struct cd_rank_summary *s = m->r[i];
 		for (uint32_t k = 0; k < s->mods.n; k++) {
 			const struct cd_modcount *mc = &s->mods.v[k];
-			bool everywhere = true;
-			for (int j = 0; j < m->n && everywhere; j++)
-				everywhere = region_done_by(m->r[j], mc->region);
-			if (!everywhere)
+			if (!common.n ||
+			    !bsearch(&mc->region, common.v, common.n, sizeof *common.v, cmp_i64))
 				continue;
 			int len = snprintf(buf, sizeof buf, "%s%c%s%c%d", str(s, mc->module), 0,
 					   str(s, mc->coll), 0, mc->bw);
@@ -491,6 +538,8 @@ static void module_rows(const struct merge *m, struct modrows *rows)
 			free(rows->v[i].counts);
 	}
 	rows->n = w;
+out:
+	cd_vec_free(&common);
 	cd_intern_free(&keys);
 }
 
