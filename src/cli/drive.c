@@ -532,8 +532,10 @@ static int run_ranks(struct cd_cli *cli, struct cd_out *out)
 	for (int i = 0; i < n; i++) {
 		ptrs[i] = &p.sums[i];
 		bytes += cd_rank_summary_bytes(&p.sums[i]);
-		if (p.sums[i].error)
-			fprintf(stderr, "commdebug: %s:%s\n", p.sums[i].path, p.sums[i].error);
+		if (p.sums[i].error) /* "LINE:COL: message" or a message without position */
+			fprintf(stderr, "commdebug: %s:%s%s\n", p.sums[i].path,
+				p.sums[i].error[0] >= '0' && p.sums[i].error[0] <= '9' ? "" : " ",
+				p.sums[i].error);
 		else if (p.sums[i].cut)
 			fprintf(stderr, "commdebug: %s: warning: the trace is cut; compared what it "
 					"holds\n", p.sums[i].path);
