@@ -616,16 +616,10 @@ static void text_divergence(struct cd_out *o, const struct merge *m, const struc
 	}
 }
 
-static void json_crec(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c,
-		      bool with_pg)
+/* The keys of a collective record inside an object being written. */
+static void json_crec_fields(struct cd_out *o, const struct cd_rank_summary *s,
+			     const struct cd_crec *c)
 {
-	cd_pj_begin_obj(o);
-	if (with_pg) {
-		cd_pj_key(o, "pg");
-		cd_pj_cstr(o, str(s, c->pg));
-		cd_pj_key(o, "seq");
-		cd_pj_int(o, c->seq);
-	}
 	cd_pj_key(o, "collective");
 	cd_pj_cstr(o, str(s, c->coll));
 	if (c->has_bytes) {
@@ -640,6 +634,19 @@ static void json_crec(struct cd_out *o, const struct cd_rank_summary *s, const s
 	cd_pj_cstr(o, str(s, c->module));
 	cd_pj_key(o, "phase");
 	cd_pj_cstr(o, phase_names[c->phase]);
+}
+
+static void json_crec(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c,
+		      bool with_pg)
+{
+	cd_pj_begin_obj(o);
+	if (with_pg) {
+		cd_pj_key(o, "pg");
+		cd_pj_cstr(o, str(s, c->pg));
+		cd_pj_key(o, "seq");
+		cd_pj_int(o, c->seq);
+	}
+	json_crec_fields(o, s, c);
 	cd_pj_end(o);
 }
 
@@ -864,20 +871,7 @@ int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n
 				cd_pj_int(o, s->rank);
 				cd_pj_key(o, "reached");
 				cd_pj_bool(o, true);
-				cd_pj_key(o, "collective");
-				cd_pj_cstr(o, str(s, c->coll));
-				if (c->has_bytes) {
-					cd_pj_key(o, "bytes");
-					cd_pj_int(o, c->bytes);
-				}
-				if (c->dtype != CD_NOID) {
-					cd_pj_key(o, "dtype");
-					cd_pj_cstr(o, str(s, c->dtype));
-				}
-				cd_pj_key(o, "module");
-				cd_pj_cstr(o, str(s, c->module));
-				cd_pj_key(o, "phase");
-				cd_pj_cstr(o, phase_names[c->phase]);
+				json_crec_fields(o, s, c);
 				cd_pj_end(o);
 			}
 			cd_pj_end(o);
