@@ -28,8 +28,10 @@ outdir=tests/bench/out
 full=$outdir/trace-$events.jsonl.zst
 half=$outdir/trace-$half_events.jsonl.zst
 runs=3
+name=run.sh
 
 tmp=$(mktemp -d) || exit 1
+. "$root/tests/bench/lib.sh"
 trap 'rm -rf "$tmp"' EXIT
 
 die() {
@@ -52,58 +54,12 @@ gen() {
 		die "cannot generate $2"
 }
 
-# timed CMD...: run once with stdout to /dev/null and stderr to $tmp/err;
-# writes "WALL_SECONDS PEAK_RSS_KIB" to $tmp/time.  Uses GNU time when there is one;
-# the wall time then comes from bash's microsecond clock around it, as time's %e
-# has only 10 ms steps (about 8% of the zstd -dc baseline).
-timed() {
-	if [ -x /usr/bin/time ]; then
-		local t0=${EPOCHREALTIME/,/.} rc e k
-		/usr/bin/time -f '%e %M' -o "$tmp/time" "$@" >/dev/null 2>"$tmp/err"
-		rc=$?
-		local t1=${EPOCHREALTIME/,/.}
-		[ $rc -eq 0 ] || return $rc
-		read -r e k <"$tmp/time"
-		[ -n "$t0" ] && [ -n "$t1" ] && e=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-		echo "$e $k" >"$tmp/time"
-	else
-		python3 - "$tmp/time" "$@" >/dev/null 2>"$tmp/err" <<'EOF'
-import resource, subprocess, sys, time
-t = time.monotonic()
-rc = subprocess.call(sys.argv[2:])
-wall = time.monotonic() - t
-with open(sys.argv[1], "w") as f:
-    f.write("%.3f %d\n" % (wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-sys.exit(rc)
-EOF
-	fi
-}
-
-# measure CMD...: run $runs times; sets med_s and med_kib (medians)
-measure() {
-	local i s k all_s="" all_k=""
-	for ((i = 0; i < runs; i++)); do
-		if ! timed "$@"; then
-			echo "run.sh: command failed: $*" >&2
-			cat "$tmp/err" >&2
-			exit 1
-		fi
-		read -r s k <"$tmp/time"
-		all_s="$all_s$s"$'\n'
-		all_k="$all_k$k"$'\n'
-	done
-	med_s=$(printf '%s' "$all_s" | sort -g | sed -n "$(((runs + 1) / 2))p")
-	med_kib=$(printf '%s' "$all_k" | sort -g | sed -n "$(((runs + 1) / 2))p")
-}
-
 gen "$events" "$full"
 gen "$half_events" "$half"
 
 read -r n_events n_bytes < <(zstd -dcq "$full" | wc -lc) || die "cannot read $full"
 z_bytes=$(wc -c <"$full")
 
-mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b < 0.001) b = 0.001; printf "%.2f", a / b }'; }
 # verdict VALUE LIMIT: "met" when VALUE <= LIMIT
 verdict() { awk -v v="$1" -v l="$2" 'BEGIN { print (v <= l) ? "met" : "NOT MET" }'; }
 
@@ -118,27 +74,27 @@ printf '  median of %d runs; peak RSS from %s\n\n' "$runs" \
 row() { printf '  %-26s %10s %11s %13s  %-9s %s\n' "$@"; }
 row "" "median s" "x zstd -dc" "peak RSS MiB" "target" "result"
 
-measure zstd -dcq "$full"
+measure 0 zstd -dcq "$full"
 base_s=$med_s
 row "zstd -dc (baseline)" "$med_s" "1.00" "$(mib "$med_kib")" "" ""
 
 status=0
 if [ -x "$bin" ]; then
-	measure "$bin" analyze --noise 0 --color=never "$full"
+	measure 0 "$bin" analyze --noise 0 --color=never "$full"
 	r=$(ratio "$med_s" "$base_s")
 	full_kib=$med_kib
 	row "analyze --noise 0" "$med_s" "$r" "$(mib "$med_kib")" "<= 2.5x" "$(verdict "$r" 2.5)"
 
-	measure "$bin" analyze --noise 3 --json "$full"
+	measure 0 "$bin" analyze --noise 3 --json "$full"
 	r=$(ratio "$med_s" "$base_s")
 	row "analyze --noise 3 --json" "$med_s" "$r" "$(mib "$med_kib")" "<= 4x" "$(verdict "$r" 4)"
 fi
 
-measure python3 tests/bench/replay.py "$full"
+measure 0 python3 tests/bench/replay.py "$full"
 row "python3 replay.py" "$med_s" "$(ratio "$med_s" "$base_s")" "$(mib "$med_kib")" "" ""
 
 if [ -x "$bin" ]; then
-	measure "$bin" analyze --noise 0 --color=never "$half"
+	measure 0 "$bin" analyze --noise 0 --color=never "$half"
 	half_kib=$med_kib
 	# streaming: the full trace may not need more than the half one (+20%, +1 MiB)
 	limit=$(awk -v h="$half_kib" 'BEGIN { print h * 1.2 + 1024 }')
@@ -147,7 +103,8 @@ if [ -x "$bin" ]; then
 		"$(mib "$full_kib")" "$events" \
 		"target about equal: $(verdict "$full_kib" "$limit")"
 
-	timed "$bin" analyze --noise 3 --json --stats "$full" || {
+	timed "$bin" analyze --noise 3 --json --stats "$full"
+	[ "$(cut -d' ' -f3 "$tmp/time")" = 0 ] || {
 		echo "run.sh: command failed: $bin analyze --noise 3 --json --stats $full" >&2
 		cat "$tmp/err" >&2
 		exit 1

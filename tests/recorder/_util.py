@@ -37,8 +37,9 @@ def free_port():
     return port
 
 
-def run_ranks(what, out, world, *args, timeout=240):
-    """Run workers.py WHAT as WORLD gloo ranks; raise with their output if one fails."""
+def start_ranks(what, out, world, *args):
+    """Start workers.py WHAT --out OUT ARGS as WORLD gloo ranks on a free
+    port, each logging to OUT/log<R>.txt; returns [(process, log file)]."""
     os.makedirs(out, exist_ok=True)
     port = free_port()
     procs = []
@@ -47,8 +48,15 @@ def run_ranks(what, out, world, *args, timeout=240):
                 MASTER_PORT=port)
         log = open(os.path.join(out, "log%d.txt" % rank), "w")
         p = subprocess.Popen([PYTHON, os.path.join(HERE, "workers.py"), what, "--out", out]
-                             + list(args), env=e, stdout=log, stderr=subprocess.STDOUT)
+                             + [str(a) for a in args], env=e, stdout=log,
+                             stderr=subprocess.STDOUT)
         procs.append((p, log))
+    return procs
+
+
+def run_ranks(what, out, world, *args, timeout=240):
+    """Run workers.py WHAT as WORLD gloo ranks; raise with their output if one fails."""
+    procs = start_ranks(what, out, world, *args)
     deadline = time.time() + timeout
     failed = []
     for rank, (p, log) in enumerate(procs):

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import time
 
-from _util import (HERE, PYTHON, check, env, eq, events, free_port, run_ranks)
+from _util import check, eq, events, run_ranks, start_ranks
 import replay_ref
 
 WORLD = 3
@@ -41,18 +41,8 @@ def run_until_hung(out, world, how, odd, steps, timeout=40, quiet=1.2):
     collective at the diverging position) and the traces have not grown for
     `quiet` seconds, then SIGKILL whatever still runs.  Returns the exit
     statuses (negative: the signal)."""
-    os.makedirs(out, exist_ok=True)
-    port = free_port()
-    procs = []
-    for rank in range(world):
-        e = env(RANK=rank, WORLD_SIZE=world, LOCAL_RANK=rank, MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=port)
-        log = open(os.path.join(out, "log%d.txt" % rank), "w")
-        p = subprocess.Popen([PYTHON, os.path.join(HERE, "workers.py"), "diverge", "--out",
-                              out, "--how", how, "--odd-rank", str(odd), "--steps", str(steps),
-                              "--max-seconds", str(timeout + 20)],
-                             env=e, stdout=log, stderr=subprocess.STDOUT)
-        procs.append((p, log))
+    procs = start_ranks("diverge", out, world, "--how", how, "--odd-rank", odd,
+                        "--steps", steps, "--max-seconds", timeout + 20)
     truths = [os.path.join(out, "truth%d.json" % r) for r in range(world)]
     traces = [os.path.join(out, "traces", "rank%d.zst" % r) for r in range(world)]
     deadline = time.time() + timeout

@@ -275,17 +275,9 @@ def module_table(model, root):
     return table
 
 
-def run_tp(args):
-    rank, world = init()
-    torch.manual_seed(0)
-    vocab, dim, heads, hidden, layers, seq, batch = 64, 32, 4, 64, 2, 8, 4
-    model = Transformer(vocab, dim, heads, hidden, layers, seq, world)
-    for name, m in model.named_modules():
-        if isinstance(m, (ColumnParallelLinear, RowParallelLinear)):
-            m.fqn = "Transformer." + name
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
-    for step in range(1, args.steps + 1):
+def train(model, opt, rec, vocab, batch, seq, steps):
+    """STEPS training steps on random tokens, one recorded region each."""
+    for step in range(1, steps + 1):
         idx = torch.randint(0, vocab, (batch, seq))
         tgt = torch.randint(0, vocab, (batch, seq))
         COMM.region = rec.region + 1
@@ -296,6 +288,19 @@ def run_tp(args):
             loss.backward()
             opt.step()
     rec.close()
+
+
+def run_tp(args):
+    rank, world = init()
+    torch.manual_seed(0)
+    vocab, dim, heads, hidden, layers, seq, batch = 64, 32, 4, 64, 2, 8, 4
+    model = Transformer(vocab, dim, heads, hidden, layers, seq, world)
+    for name, m in model.named_modules():
+        if isinstance(m, (ColumnParallelLinear, RowParallelLinear)):
+            m.fqn = "Transformer." + name
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    train(model, opt, rec, vocab, batch, seq, args.steps)
     write_truth(args.out, rank, {
         "rank": rank, "world_size": world, "regions": args.steps,
         "calls": COMM.calls, "modules": module_table(model, "Transformer"),
@@ -495,17 +500,7 @@ def run_diverge(args):
                  "odd": rank == args.odd_rank and args.how != "none", "write": write}
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     rec = Recorder(os.path.join(args.out, "traces", "rank{rank}.zst"))
-    for step in range(1, args.steps + 1):
-        idx = torch.randint(0, vocab, (batch, seq))
-        tgt = torch.randint(0, vocab, (batch, seq))
-        COMM.region = rec.region + 1
-        with rec(label="step %d" % step):
-            opt.zero_grad()
-            logits = model(idx)
-            loss = F.cross_entropy(logits.reshape(-1, vocab), tgt.reshape(-1))
-            loss.backward()
-            opt.step()
-    rec.close()
+    train(model, opt, rec, vocab, batch, seq, args.steps)
     if args.how == "none":
         with open(os.path.join(args.out, "truth%d.json" % rank)) as f:
             div = json.load(f)
