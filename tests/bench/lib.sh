@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154  # $tmp, $runs and $name come from the caller
+# shellcheck disable=SC2154,SC2034  # $tmp, $runs, $name come from the caller; med_s, med_kib, last_rc go back to it
 # Shared by the benchmark scripts (sourced): timing with peak memory, medians.
 # The caller sets $tmp (a scratch directory), $runs and $name (for messages).
 
