@@ -20,6 +20,7 @@ static const char *const ev_names[CD_EV__COUNT] = {
 	[CD_EV_OP] = "op",
 	[CD_EV_COLL] = "coll",
 	[CD_EV_NCCL] = "nccl",
+	[CD_EV_NCCL_LOST] = "nccl_lost",
 };
 
 const char *cd_ev_name(enum cd_ev ev)
@@ -81,6 +82,7 @@ static const struct cd_field fields[] = {
 	{"stream", 6, CD_FI_STREAM, CD_FT_STR},
 	{"dur", 3, CD_FI_DUR, CD_FT_INT},
 	{"state", 5, CD_FI_STATE, CD_FT_STR},
+	{"pseq", 4, CD_FI_PSEQ, CD_FT_INT},
 };
 
 const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
@@ -202,6 +204,7 @@ enum cd_status cd_field_set_int(struct cd_event *e, const struct cd_field *f,
 	case CD_FI_PEER: e->peer = v; e->have |= CD_F_PEER; break;
 	case CD_FI_NRANKS: e->nranks = v; e->have |= CD_F_NRANKS; break;
 	case CD_FI_DUR: e->dur = v; e->have |= CD_F_DUR; break;
+	case CD_FI_PSEQ: e->pseq = v; e->have |= CD_F_PSEQ; break;
 	default:
 		return cd_fail(err, CD_ERR_TRACE, "internal: field \"%s\" is not an integer", f->key);
 	}
@@ -336,6 +339,23 @@ enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 			return cd_fail(err, CD_ERR_TRACE, "negative bytes in %s event",
 				       cd_ev_name(e->ev));
 		break;
+	case CD_EV_NCCL:
+		if ((e->have & CD_F_BYTES) && e->bytes < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative bytes in nccl event");
+		if ((e->have & CD_F_COUNT) && e->count < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative count in nccl event");
+		if ((e->have & CD_F_DUR) && e->dur < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative dur in nccl event");
+		if ((e->have & CD_F_NRANKS) && (e->nranks < 1 || e->nranks > (1 << 24)))
+			return cd_fail(err, CD_ERR_TRACE, "nranks %lld is out of range",
+				       (long long)e->nranks);
+		break;
+	case CD_EV_NCCL_LOST:
+		if ((st = need(e, CD_F_COUNT, "count", err)))
+			return st;
+		if (e->count < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative count in nccl_lost event");
+		break;
 	default:
 		break;
 	}
@@ -362,7 +382,8 @@ bool cd_event_equal(const struct cd_event *a, const struct cd_event *b)
 	if (a->t != b->t || a->region != b->region || a->version != b->version ||
 	    a->rank != b->rank || a->world_size != b->world_size || a->pid != b->pid ||
 	    (a->t0 > b->t0 ? a->t0 - b->t0 : b->t0 - a->t0) > 4096 /* a double's precision */ || a->seq != b->seq || a->bytes != b->bytes || a->count != b->count ||
-	    a->dur != b->dur || a->nranks != b->nranks || a->root != b->root || a->peer != b->peer)
+	    a->dur != b->dur || a->nranks != b->nranks || a->root != b->root || a->peer != b->peer ||
+	    a->pseq != b->pseq)
 		return false;
 	const struct cd_str *sa[] = {&a->mod, &a->type, &a->name, &a->label, &a->format, &a->host,
 				     &a->torch, &a->recorder, &a->pg, &a->desc, &a->backend,

@@ -42,6 +42,7 @@ enum cd_ev {
 	CD_EV_OP,
 	CD_EV_COLL,        /* collective seen outside the dispatcher (DDP reducer) */
 	CD_EV_NCCL,
+	CD_EV_NCCL_LOST,   /* NCCL calls the recorder could not queue */
 	CD_EV__COUNT,
 };
 
@@ -92,6 +93,7 @@ enum {
 	CD_F_NRANKS = 1u << 20,
 	CD_F_ROOT = 1u << 21,
 	CD_F_PEER = 1u << 22,
+	CD_F_PSEQ = 1u << 23,
 };
 
 struct cd_event {
@@ -104,7 +106,7 @@ struct cd_event {
 	int64_t t;
 	int64_t region;
 	int64_t version, rank, world_size, pid, t0;
-	int64_t seq, bytes, count, dur, nranks, root, peer;
+	int64_t seq, bytes, count, dur, nranks, root, peer, pseq;
 
 	struct cd_str mod, type, name, label;
 	struct cd_str format, host, torch, recorder;

@@ -567,10 +567,8 @@ static enum cd_status count_collective(struct cd_replay *r, uint32_t coll, bool 
 		return nomem(err);
 	const uint32_t *par;
 	uint32_t npar;
-	if (m->has_parents) {
-		par = m->parents.v;
-		npar = m->parents.n;
-	} else {
+	cd_replay_charge_list(r, &par, &npar);
+	if (!m->has_parents) {
 		/* Its forward ran outside this region: the reference fails with a
 		 * KeyError here.  Count it for the modules running now instead. */
 		if (!m->warned) {
@@ -580,8 +578,6 @@ static enum cd_status count_collective(struct cd_replay *r, uint32_t coll, bool 
 				 "running at that time",
 			      (long long)r->region, mname(r, r->cur));
 		}
-		par = r->pmembers.v;
-		npar = r->pmembers.n;
 	}
 	for (uint32_t i = 0; i < npar; i++) {
 		uint32_t p = par[i];
@@ -593,6 +589,18 @@ static enum cd_status count_collective(struct cd_replay *r, uint32_t coll, bool 
 			return nomem(err);
 	}
 	return CD_OK;
+}
+
+void cd_replay_charge_list(const struct cd_replay *r, const uint32_t **v, uint32_t *n)
+{
+	const struct cd_rmod *m = &r->rm.v[r->cur];
+	if (m->gen == r->gen && m->has_parents) {
+		*v = m->parents.v;
+		*n = m->parents.n;
+	} else {
+		*v = r->pmembers.v;
+		*n = r->pmembers.n;
+	}
 }
 
 static enum cd_status on_op(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)

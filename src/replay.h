@@ -166,6 +166,11 @@ void cd_replay_free(struct cd_replay *r);
 enum cd_status cd_replay_event(struct cd_replay *r, const struct cd_event *e,
 			       struct cd_err *err);
 
+/* The modules a collective counted now is charged to besides r->cur (which
+ * the list may hold too): its parent snapshot, or the running modules when
+ * its forward ran outside the region.  Valid until the next event. */
+void cd_replay_charge_list(const struct cd_replay *r, const uint32_t **v, uint32_t *n);
+
 /* End of trace: closes an open region (reporting it as cut). */
 enum cd_status cd_replay_finish(struct cd_replay *r, struct cd_err *err);
 

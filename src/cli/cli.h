@@ -31,6 +31,8 @@ struct cd_cli {
 	int64_t region;
 	bool each;               /* analyze with several traces: each rank's tree too */
 	int jobs;                /* threads reading traces (ranks); 0 = one per core */
+	const char *nccl_path;   /* --nccl: the NCCL-side trace of the one trace */
+	bool no_nccl;            /* --no-nccl: CommDebugMode's output only */
 	const char *out_path;
 	char **traces;
 	int ntraces;

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../nccl.h"
 #include "../reader.h"
 #include "../replay.h"
 #include "../ranks.h"
@@ -22,7 +23,7 @@
 /* ---- options ---- */
 
 enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_RANKS = 8, C_ALL = 15 };
-enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS };
+enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL };
 
 struct opt {
 	struct option lo;
@@ -37,6 +38,8 @@ static const struct opt opts[] = {
 	{{"region", required_argument, NULL, 'r'}, C_ANALYZE | C_COUNTS | C_SHARDING},
 	{{"each", no_argument, NULL, O_EACH}, C_ANALYZE},
 	{{"jobs", required_argument, NULL, O_JOBS}, C_ANALYZE | C_RANKS},
+	{{"nccl", required_argument, NULL, O_NCCL}, C_ANALYZE},
+	{{"no-nccl", no_argument, NULL, O_NO_NCCL}, C_ANALYZE},
 	{{"output", required_argument, NULL, 'o'}, C_ALL},
 	{{"parser", required_argument, NULL, O_PARSER}, C_ALL},
 	{{"stats", no_argument, NULL, O_STATS}, C_ALL},
@@ -64,10 +67,19 @@ static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 	return true;
 }
 
+static bool has_suffix(const char *s, const char *suf)
+{
+	size_t n = strlen(s), k = strlen(suf);
+	return n > k && strcmp(s + n - k, suf) == 0;
+}
+
 static int trace_file(const struct dirent *d)
 {
 	size_t n = strlen(d->d_name);
 	if (d->d_name[0] == '.')
+		return 0;
+	/* an NCCL-side trace goes with its rank's trace (see nccl_sibling) */
+	if (has_suffix(d->d_name, ".nccl.zst") || has_suffix(d->d_name, ".nccl.jsonl"))
 		return 0;
 	return (n > 4 && strcmp(d->d_name + n - 4, ".zst") == 0) ||
 	       (n > 6 && strcmp(d->d_name + n - 6, ".jsonl") == 0) ||
@@ -194,6 +206,12 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 		case O_EACH:
 			cli->each = true;
 			break;
+		case O_NCCL:
+			cli->nccl_path = optarg;
+			break;
+		case O_NO_NCCL:
+			cli->no_nccl = true;
+			break;
 		case O_JOBS:
 			if (!parse_int(optarg, 1, 256, &v))
 				return usage_error("--jobs takes a number from 1 to 256, not '%s'", optarg);
@@ -217,6 +235,9 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 		return usage_error("%s: no trace file given", cli->cmd);
 	if ((c = expand_dirs(cli)) >= 0)
 		return c;
+	if (cli->nccl_path && (cli->ntraces > 1 || cli->no_nccl))
+		return usage_error("%s", cli->no_nccl ? "--nccl and --no-nccl exclude each other"
+						     : "--nccl goes with one trace only");
 
 	/* colour: only for a terminal unless asked, and never with NO_COLOR */
 	if (strcmp(color, "always") == 0) {
@@ -293,6 +314,9 @@ struct run {
 	bool json_like;
 	struct cd_report_cache cache;
 	struct progress pg;
+	struct cd_nccl nccl;     /* NCCL calls of the trace and its sibling */
+	bool want_nccl;
+	struct cd_err nccl_err;  /* first failure while collecting them */
 };
 
 static void warn_cb(void *ud, const char *msg)
@@ -385,6 +409,90 @@ static void tick_cb(void *ud, const struct cd_reader *rd)
 		progress_tick(&run->pg, run->path, rd);
 }
 
+static void nccl_event_cb(void *ud, const struct cd_event *e, const struct cd_replay *r)
+{
+	struct run *run = ud;
+	(void)r;
+	if ((e->ev == CD_EV_NCCL || e->ev == CD_EV_NCCL_LOST) && !run->nccl_err.msg[0] &&
+	    cd_nccl_event(&run->nccl, e, &run->nccl_err))
+		run->nccl_err.line = run->tr ? run->tr->line : 0;
+}
+
+static void nccl_charge_cb(void *ud, const struct cd_replay *r, const struct cd_event *e,
+			   uint32_t coll)
+{
+	struct run *run = ud;
+	(void)coll;
+	if (!run->nccl_err.msg[0])
+		cd_nccl_charge(&run->nccl, r, e, &run->nccl_err);
+}
+
+/* The NCCL-side trace of path: --nccl, else the file next to it named
+ * like it with .nccl.zst (rank0.zst -> rank0.nccl.zst) if there is one.
+ * Returns a malloc'd path or NULL. */
+static char *nccl_sibling(const struct cd_cli *cli, const char *path)
+{
+	static const char *const exts[] = {".zst", ".jsonl", ".json"};
+	struct stat st;
+	size_t n = strlen(path), base = n;
+	char *s;
+
+	if (cli->nccl_path)
+		return strdup(cli->nccl_path);
+	if (strcmp(path, "-") == 0 || has_suffix(path, ".nccl.zst") ||
+	    has_suffix(path, ".nccl.jsonl"))
+		return NULL;
+	for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+		if (has_suffix(path, exts[i])) {
+			base = n - strlen(exts[i]);
+			break;
+		}
+	if (!(s = malloc(base + sizeof ".nccl.zst")))
+		return NULL;
+	memcpy(s, path, base);
+	memcpy(s + base, ".nccl.zst", sizeof ".nccl.zst");
+	if (stat(s, &st) != 0 || !S_ISREG(st.st_mode)) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* Read the NCCL events of an NCCL-side trace into run->nccl. */
+static int load_nccl(struct run *run, const char *path)
+{
+	struct cd_replay rp;
+	struct cd_replay_opts ro = {.warn = warn_cb, .ud = run};
+	struct cd_trace_run tr = {.general_parser = run->cli->general_parser, .skip_detail = true,
+				  .after_event = nccl_event_cb, .ud = run};
+	struct cd_err err = {0};
+	const char *main_path = run->path;
+	int rc = CD_EXIT_OK;
+
+	run->path = path;
+	run->tr = &tr;
+	if (cd_replay_init(&rp, &ro, &err)) {
+		report_error(run, &err);
+		run->path = main_path;
+		return CD_EXIT_DATA;
+	}
+	if (cd_trace_replay(path, &rp, &tr, &err)) {
+		report_error(run, &err);
+		rc = CD_EXIT_DATA;
+	} else if (run->nccl_err.msg[0]) {
+		report_error(run, &run->nccl_err);
+		rc = CD_EXIT_DATA;
+	} else if (tr.cut) {
+		fprintf(stderr, "commdebug: %s: warning: the trace is cut (%s); read up to line %lld, "
+				"the last complete line\n", path, tr.cut_why, tr.last_good);
+		rc = CD_EXIT_CUT;
+	}
+	cd_replay_free(&rp);
+	run->path = main_path;
+	run->tr = NULL;
+	return rc;
+}
+
 static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 {
 	struct run run = {.cli = cli, .path = strcmp(path, "-") == 0 ? "<stdin>" : path, .out = out};
@@ -395,6 +503,8 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 	bool replay_ok = false;
 
 	run.json_like = cli->json;
+	run.want_nccl = (cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON) && !cli->no_nccl;
+	char *sibling = run.want_nccl ? nccl_sibling(cli, path) : NULL;
 	cd_out_init(&run.held, NULL);
 	run.held.hold = true; /* memory only: never written to a FILE */
 	bool lists = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
@@ -405,10 +515,12 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		.select = cli->select,
 		.region = cli->region,
 		.region_done = region_done,
+		.on_collective = run.want_nccl ? nccl_charge_cb : NULL,
 		.warn = warn_cb,
 		.ud = &run,
 	};
 	struct cd_trace_run tr = {
+		.after_event = run.want_nccl ? nccl_event_cb : NULL,
 		.general_parser = cli->general_parser,
 		/* args and params feed only the op lists and parameter info */
 		.skip_detail = !ro.retain_ops && !ro.want_params,
@@ -422,6 +534,8 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		goto out;
 	}
 	replay_ok = true;
+	if (sibling && (rc = load_nccl(&run, sibling)) == CD_EXIT_DATA)
+		goto out;
 	progress_start(&run.pg, path);
 	st = cd_trace_replay(path, &rp, &tr, &err);
 	progress_end(&run.pg);
@@ -447,7 +561,28 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		cd_out_discard(&run.held);
 		run.holding = false;
 	}
-	if (rp.regions == 0) {
+	if (run.nccl_err.msg[0]) {
+		report_error(&run, &run.nccl_err);
+		rc = CD_EXIT_DATA;
+		goto out;
+	}
+	if (run.want_nccl && cd_nccl_any(&run.nccl)) {
+		if (rp.regions && !cli->json)
+			cd_out_str(out, "\n");
+		if ((st = cd_nccl_report(out, &run.nccl, &rp.mods, sibling ? sibling : run.path,
+					 cli->json, &err))) {
+			report_error(&run, &err);
+			rc = CD_EXIT_DATA;
+			goto out;
+		}
+	}
+	if (run.want_nccl && run.nccl.lost)
+		fprintf(stderr, "commdebug: %s: warning: the NCCL recorder could not record %" PRIu64
+				" call(s) (its queue was full); the NCCL numbers leave them out\n",
+			sibling ? sibling : run.path, run.nccl.lost);
+	if (rp.regions == 0 && run.want_nccl && cd_nccl_any(&run.nccl)) {
+		/* an NCCL-side trace on its own: the calls are the analysis */
+	} else if (rp.regions == 0) {
 		fprintf(stderr, "commdebug: %s: no recording region in the trace (no region_enter "
 				"event)\n", run.path);
 		if (rc == CD_EXIT_OK)
@@ -477,6 +612,8 @@ out:
 		cd_replay_free(&rp);
 	cd_out_free(&run.held);
 	cd_report_cache_free(&run.cache);
+	cd_nccl_free(&run.nccl);
+	free(sibling);
 	return rc;
 }
 

@@ -1,0 +1,503 @@
+/* NCCL calls and their join with the replay's collectives.  See nccl.h. */
+#include "nccl.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static enum cd_status nomem(struct cd_err *err)
+{
+	return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+}
+
+void cd_nccl_free(struct cd_nccl *n)
+{
+	cd_intern_free(&n->names);
+	cd_intern_free(&n->calls_by_key);
+	cd_intern_free(&n->tags);
+	cd_vec_free(&n->tag_head);
+	cd_vec_free(&n->calls);
+	cd_vec_free(&n->charges);
+	cd_vec_free(&n->mods);
+	for (uint32_t i = 0; i < n->regions.n; i++)
+		free(n->regions.v[i].label);
+	cd_vec_free(&n->regions);
+}
+
+static uint32_t name_id(struct cd_nccl *n, struct cd_str s)
+{
+	return cd_intern(&n->names, s.p ? s.p : "", s.p ? s.n : 0);
+}
+
+/* The (comm, seq) key of an event into buf; its length, 0 if it has none. */
+static uint32_t call_key(const struct cd_event *e, char *buf, size_t cap)
+{
+	if (!e->comm.p || !(e->have & CD_F_SEQ) || e->comm.n + 9 > cap)
+		return 0;
+	memcpy(buf, e->comm.p, e->comm.n);
+	buf[e->comm.n] = 0;
+	memcpy(buf + e->comm.n + 1, &e->seq, 8);
+	return e->comm.n + 9;
+}
+
+/* The tag id of (pg, pseq), adding it if add; CD_NOID if absent. */
+static uint32_t tag_id(struct cd_nccl *n, uint32_t pg, int64_t pseq, bool add)
+{
+	char key[12];
+	memcpy(key, &pg, 4);
+	memcpy(key + 4, &pseq, 8);
+	if (!add)
+		return cd_intern_find(&n->tags, key, sizeof key);
+	uint32_t id = cd_intern(&n->tags, key, sizeof key);
+	if (id != CD_NOID && id == n->tag_head.n && !cd_vec_push(&n->tag_head, CD_NOID))
+		return CD_NOID;
+	return id;
+}
+
+static bool is_completion(const struct cd_event *e)
+{
+	return e->state.p && e->state.n == 9 && memcmp(e->state.p, "completed", 9) == 0;
+}
+
+enum cd_status cd_nccl_event(struct cd_nccl *n, const struct cd_event *e, struct cd_err *err)
+{
+	char key[512];
+	uint32_t klen;
+
+	if (e->ev == CD_EV_NCCL_LOST) {
+		n->lost += (uint64_t)e->count;
+		return CD_OK;
+	}
+	if (e->ev != CD_EV_NCCL)
+		return CD_OK;
+	klen = call_key(e, key, sizeof key);
+	if (is_completion(e)) {
+		uint32_t id = klen ? cd_intern_find(&n->calls_by_key, key, klen) : CD_NOID;
+		if (id == CD_NOID || !(e->have & CD_F_DUR))
+			n->orphan_done++;
+		else
+			n->calls.v[id].dur = e->dur;
+		return CD_OK;
+	}
+	struct cd_ncall c = {
+		.func = name_id(n, e->func.p ? e->func : (struct cd_str){"unknown", 7}),
+		.pg = CD_NOID,
+		.bytes = (e->have & CD_F_BYTES) ? e->bytes : -1,
+		.dur = (e->have & CD_F_DUR) ? e->dur : -1,
+		.nranks = (e->have & CD_F_NRANKS) ? (int32_t)e->nranks : -1,
+		.next = CD_NOID,
+	};
+	if (c.func == CD_NOID)
+		return nomem(err);
+	if (klen) {
+		uint32_t before = n->calls_by_key.count;
+		uint32_t id = cd_intern(&n->calls_by_key, key, klen);
+		if (id == CD_NOID)
+			return nomem(err);
+		if (n->calls_by_key.count == before)
+			return cd_fail(err, CD_ERR_TRACE,
+				       "second nccl call with comm \"%.*s\" and seq %" PRId64,
+				       (int)(e->comm.n > 64 ? 64 : e->comm.n), e->comm.p, e->seq);
+		/* keys are added in call order only, so id is the call's index;
+		 * calls without a key break that, hence the check */
+		if (id != n->calls.n)
+			return cd_fail(err, CD_ERR_TRACE,
+				       "nccl calls without \"comm\" and \"seq\" mixed with calls "
+				       "that have them");
+	} else {
+		if (n->calls_by_key.count)
+			return cd_fail(err, CD_ERR_TRACE,
+				       "nccl calls without \"comm\" and \"seq\" mixed with calls "
+				       "that have them");
+		n->unkeyed++;
+	}
+	if (e->pg.p && (e->have & CD_F_PSEQ)) {
+		c.pg = name_id(n, e->pg);
+		c.pseq = e->pseq;
+		uint32_t t = c.pg == CD_NOID ? CD_NOID : tag_id(n, c.pg, c.pseq, true);
+		if (t == CD_NOID)
+			return nomem(err);
+		/* prepend; the report walks calls in index order anyway */
+		c.next = n->tag_head.v[t];
+		n->tag_head.v[t] = n->calls.n;
+	}
+	if (!cd_vec_push(&n->calls, c))
+		return nomem(err);
+	return CD_OK;
+}
+
+enum cd_status cd_nccl_charge(struct cd_nccl *n, const struct cd_replay *r,
+			      const struct cd_event *e, struct cd_err *err)
+{
+	const uint32_t *par;
+	uint32_t npar, pg;
+
+	if (!e->pg.p || !(e->have & CD_F_SEQ) || !r->reporting)
+		return CD_OK;
+	if (!n->regions.n || n->regions.v[n->regions.n - 1].gen != r->gen) {
+		struct cd_nregion reg = {.region = r->region, .gen = r->gen};
+		if (r->label != CD_NOID && !(reg.label = strdup(cd_intern_str(&r->strs, r->label))))
+			return nomem(err);
+		if (!cd_vec_push(&n->regions, reg)) {
+			free(reg.label);
+			return nomem(err);
+		}
+	}
+	if ((pg = name_id(n, e->pg)) == CD_NOID)
+		return nomem(err);
+	struct cd_ncharge ch = {
+		.region = n->regions.n - 1,
+		.tag = tag_id(n, pg, e->seq, true),
+		.mods = n->mods.n,
+		.bw = e->bw,
+	};
+	if (ch.tag == CD_NOID)
+		return nomem(err);
+	cd_replay_charge_list(r, &par, &npar);
+	for (uint32_t i = 0; i <= npar; i++) {
+		uint32_t m = i == 0 ? r->cur : par[i - 1];
+		if (i > 0 && m == r->cur)
+			continue;
+		const struct cd_rmod *rm = &r->rm.v[m];
+		uint32_t depth = rm->gen == r->gen ? rm->depth : 0;
+		if (!cd_vec_push(&n->mods, m) || !cd_vec_push(&n->mods, depth))
+			return nomem(err);
+		ch.nmods++;
+	}
+	if (!cd_vec_push(&n->charges, ch))
+		return nomem(err);
+	return CD_OK;
+}
+
+double cd_nccl_bus_factor(const char *func, int64_t nranks)
+{
+	double k = nranks > 0 ? (double)nranks : 1;
+
+	if (strcmp(func, "AllReduce") == 0)
+		return 2 * (k - 1) / k;
+	if (strcmp(func, "AllGather") == 0 || strcmp(func, "ReduceScatter") == 0 ||
+	    strcmp(func, "AllToAll") == 0 || strcmp(func, "Gather") == 0 ||
+	    strcmp(func, "Scatter") == 0)
+		return (k - 1) / k;
+	return 1;
+}
+
+/* ------------------------------------------------------------- report */
+
+struct agg {
+	uint64_t calls, bytes, timed, dur;
+	double bus;          /* sum of bytes * bus factor over the timed calls */
+	uint64_t tbytes;     /* bytes of the timed calls */
+};
+
+static void agg_add(struct agg *a, const struct cd_ncall *c, double factor)
+{
+	a->calls++;
+	if (c->bytes > 0)
+		a->bytes += (uint64_t)c->bytes;
+	if (c->dur > 0) {
+		a->timed++;
+		a->dur += (uint64_t)c->dur;
+		if (c->bytes > 0) {
+			a->tbytes += (uint64_t)c->bytes;
+			a->bus += (double)c->bytes * factor;
+		}
+	}
+}
+
+struct sumrow {              /* per (function, ranks) */
+	uint32_t func;
+	int32_t nranks;
+	struct agg a;
+};
+
+struct modrow {              /* per (region, module, direction, function) */
+	uint32_t region, mod, depth, func;
+	bool bw;
+	struct agg a;
+};
+
+static int cmp_sum(const void *pa, const void *pb)
+{
+	const struct sumrow *a = pa, *b = pb;
+	if (a->func != b->func)
+		return a->func < b->func ? -1 : 1;
+	return (a->nranks > b->nranks) - (a->nranks < b->nranks);
+}
+
+static int cmp_mod(const void *pa, const void *pb)
+{
+	const struct modrow *a = pa, *b = pb;
+	if (a->region != b->region)
+		return a->region < b->region ? -1 : 1;
+	if (a->mod != b->mod)
+		return a->mod < b->mod ? -1 : 1;
+	if (a->bw != b->bw)
+		return a->bw ? 1 : -1;
+	return (a->func > b->func) - (a->func < b->func);
+}
+
+/* Find or add a row keyed by key[0..nkey) in (index, rows); the row index. */
+static uint32_t row_of(struct cd_intern *index, void **rows, uint32_t *nrows, uint32_t *cap,
+		       size_t size, const uint32_t *key, uint32_t nkey, bool *fresh)
+{
+	uint32_t before = index->count;
+	uint32_t id = cd_intern(index, (const char *)key, nkey * 4);
+	*fresh = id != CD_NOID && index->count != before;
+	if (id == CD_NOID || (*fresh && !cd_vec_grow_(rows, cap, size, *nrows + 1)))
+		return CD_NOID;
+	if (*fresh)
+		memset((char *)*rows + (size_t)(*nrows)++ * size, 0, size);
+	return id;
+}
+
+static void put_bytes(char *buf, size_t cap, uint64_t b)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)b;
+	int u = 0;
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, cap, "%" PRIu64 " B", b);
+	else
+		snprintf(buf, cap, "%.1f %s", v, unit[u]);
+}
+
+static void put_us(char *buf, size_t cap, const struct agg *a)
+{
+	if (a->timed)
+		snprintf(buf, cap, "%.1f", (double)a->dur / 1e3);
+	else
+		snprintf(buf, cap, "-");
+}
+
+/* GB/s = bytes per ns */
+static void put_bw(char *buf, size_t cap, double bytes, const struct agg *a)
+{
+	if (a->timed && a->dur)
+		snprintf(buf, cap, "%.2f", bytes / (double)a->dur);
+	else
+		snprintf(buf, cap, "-");
+}
+
+static void json_agg(struct cd_out *o, const struct agg *a, bool bw)
+{
+	char num[64];
+	cd_pj_key(o, "calls");
+	cd_pj_int(o, (int64_t)a->calls);
+	cd_pj_key(o, "bytes");
+	cd_pj_int(o, (int64_t)a->bytes);
+	cd_pj_key(o, "timed_calls");
+	cd_pj_int(o, (int64_t)a->timed);
+	cd_pj_key(o, "time_ns");
+	cd_pj_int(o, (int64_t)a->dur);
+	if (!bw)
+		return;
+	cd_pj_key(o, "algbw_gbps");
+	if (a->timed && a->dur) {
+		snprintf(num, sizeof num, "%.3f", (double)a->tbytes / (double)a->dur);
+		cd_pj_raw(o, num, strlen(num));
+		cd_pj_key(o, "busbw_gbps");
+		snprintf(num, sizeof num, "%.3f", a->bus / (double)a->dur);
+		cd_pj_raw(o, num, strlen(num));
+	} else {
+		cd_pj_raw(o, "null", 4);
+		cd_pj_key(o, "busbw_gbps");
+		cd_pj_raw(o, "null", 4);
+	}
+}
+
+static const char *nstr(const struct cd_nccl *n, uint32_t id)
+{
+	return cd_intern_str(&n->names, id);
+}
+
+enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct cd_intern *mods,
+			      const char *source, bool json, struct cd_err *err)
+{
+	struct cd_intern sidx = {0}, midx = {0};
+	struct sumrow *sums = NULL;
+	struct modrow *rows = NULL;
+	uint32_t nsums = 0, scap = 0, nrows = 0, rcap = 0;
+	uint64_t tagged = 0, charged = 0, timed = 0, py_unserved = 0;
+	bool fresh, oom = false;
+	char b1[32], b2[32], b3[32], b4[32];
+
+	/* per function and size */
+	for (uint32_t i = 0; i < n->calls.n; i++) {
+		const struct cd_ncall *c = &n->calls.v[i];
+		uint32_t key[2] = {c->func, (uint32_t)c->nranks};
+		uint32_t id = row_of(&sidx, (void **)&sums, &nsums, &scap, sizeof *sums, key, 2,
+				     &fresh);
+		if (id == CD_NOID) {
+			oom = true;
+			break;
+		}
+		sums[id].func = c->func;
+		sums[id].nranks = c->nranks;
+		agg_add(&sums[id].a, c, cd_nccl_bus_factor(nstr(n, c->func), c->nranks));
+		tagged += c->pg != CD_NOID;
+		timed += c->dur > 0;
+	}
+	/* per module: each Python collective's NCCL calls */
+	for (uint32_t i = 0; i < n->charges.n && !oom; i++) {
+		const struct cd_ncharge *ch = &n->charges.v[i];
+		uint32_t first = ch->tag < n->tag_head.n ? n->tag_head.v[ch->tag] : CD_NOID;
+		if (first == CD_NOID)
+			py_unserved++;
+		for (uint32_t ci = first; ci != CD_NOID; ci = n->calls.v[ci].next) {
+			struct cd_ncall *c = &n->calls.v[ci];
+			double f = cd_nccl_bus_factor(nstr(n, c->func), c->nranks);
+			if (!c->charged) {
+				c->charged = true;
+				charged++;
+			}
+			for (uint32_t k = 0; k < ch->nmods; k++) {
+				uint32_t key[4] = {ch->region, n->mods.v[ch->mods + 2 * k], ch->bw,
+						   c->func};
+				uint32_t id = row_of(&midx, (void **)&rows, &nrows, &rcap, sizeof *rows,
+						     key, 4, &fresh);
+				if (id == CD_NOID) {
+					oom = true;
+					break;
+				}
+				if (fresh) {
+					rows[id].region = ch->region;
+					rows[id].mod = key[1];
+					rows[id].depth = n->mods.v[ch->mods + 2 * k + 1];
+					rows[id].bw = ch->bw;
+					rows[id].func = c->func;
+				}
+				agg_add(&rows[id].a, c, f);
+			}
+		}
+	}
+	if (oom)
+		goto out;
+	qsort(sums, nsums, sizeof *sums, cmp_sum);
+	qsort(rows, nrows, sizeof *rows, cmp_mod);
+
+	if (json) {
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "nccl");
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "source");
+		cd_pj_cstr(o, source);
+		cd_pj_key(o, "calls");
+		cd_pj_int(o, n->calls.n);
+		cd_pj_key(o, "tagged_calls");
+		cd_pj_int(o, (int64_t)tagged);
+		cd_pj_key(o, "charged_calls");
+		cd_pj_int(o, (int64_t)charged);
+		cd_pj_key(o, "timed_calls");
+		cd_pj_int(o, (int64_t)timed);
+		cd_pj_key(o, "lost_calls");
+		cd_pj_int(o, (int64_t)n->lost);
+		cd_pj_key(o, "collectives_without_nccl_calls");
+		cd_pj_int(o, (int64_t)py_unserved);
+		cd_pj_key(o, "collectives");
+		cd_pj_begin_arr(o);
+		for (uint32_t i = 0; i < nsums; i++) {
+			cd_pj_begin_obj(o);
+			cd_pj_key(o, "func");
+			cd_pj_cstr(o, nstr(n, sums[i].func));
+			cd_pj_key(o, "nranks");
+			if (sums[i].nranks > 0)
+				cd_pj_int(o, sums[i].nranks);
+			else
+				cd_pj_raw(o, "null", 4);
+			json_agg(o, &sums[i].a, true);
+			cd_pj_end(o);
+		}
+		cd_pj_end(o);
+		cd_pj_key(o, "regions");
+		cd_pj_begin_arr(o);
+		for (uint32_t i = 0, r = 0; r < n->regions.n; r++) {
+			cd_pj_begin_obj(o);
+			cd_pj_key(o, "region");
+			cd_pj_int(o, n->regions.v[r].region);
+			if (n->regions.v[r].label) {
+				cd_pj_key(o, "label");
+				cd_pj_cstr(o, n->regions.v[r].label);
+			}
+			cd_pj_key(o, "modules");
+			cd_pj_begin_arr(o);
+			for (; i < nrows && rows[i].region == r; i++) {
+				cd_pj_begin_obj(o);
+				cd_pj_key(o, "fqn");
+				cd_pj_cstr(o, cd_intern_str(mods, rows[i].mod));
+				cd_pj_key(o, "direction");
+				cd_pj_cstr(o, rows[i].bw ? "backward" : "forward");
+				cd_pj_key(o, "func");
+				cd_pj_cstr(o, nstr(n, rows[i].func));
+				json_agg(o, &rows[i].a, false);
+				cd_pj_end(o);
+			}
+			cd_pj_end(o);
+			cd_pj_end(o);
+		}
+		cd_pj_end(o);
+		cd_pj_end(o);
+		cd_pj_end(o);
+		cd_out_str(o, "\n");
+		goto out;
+	}
+
+	cd_out_printf(o, "NCCL calls (%s): %u calls, %" PRIu64 " charged to modules, %" PRIu64
+			 " with GPU time", source, n->calls.n, charged, timed);
+	if (n->lost)
+		cd_out_printf(o, ", %" PRIu64 " NOT RECORDED (the recorder's queue was full)",
+			      n->lost);
+	cd_out_str(o, "\n");
+	cd_out_printf(o, "%-16s %6s %8s %12s %12s %13s %13s\n", "Collective", "Ranks", "Calls",
+		      "Bytes", "Time (us)", "algbw (GB/s)", "busbw (GB/s)");
+	for (uint32_t i = 0; i < nsums; i++) {
+		const struct agg *a = &sums[i].a;
+		char ranks[16];
+		if (sums[i].nranks > 0)
+			snprintf(ranks, sizeof ranks, "%d", sums[i].nranks);
+		else
+			snprintf(ranks, sizeof ranks, "-");
+		put_bytes(b1, sizeof b1, a->bytes);
+		put_us(b2, sizeof b2, a);
+		put_bw(b3, sizeof b3, (double)a->tbytes, a);
+		put_bw(b4, sizeof b4, a->bus, a);
+		cd_out_printf(o, "%-16s %6s %8" PRIu64 " %12s %12s %13s %13s\n",
+			      nstr(n, sums[i].func), ranks, a->calls, b1, b2, b3, b4);
+	}
+	for (uint32_t i = 0, r = 0; r < n->regions.n; r++) {
+		if (i >= nrows || rows[i].region != r)
+			continue;
+		cd_out_printf(o, "\nNCCL traffic per module (region %" PRId64,
+			      n->regions.v[r].region);
+		if (n->regions.v[r].label)
+			cd_out_printf(o, ": %s", n->regions.v[r].label);
+		cd_out_str(o, ")\n");
+		cd_out_printf(o, "%-40s %-9s %-16s %8s %12s %12s\n", "Module", "Direction",
+			      "Collective", "Calls", "Bytes", "Time (us)");
+		for (; i < nrows && rows[i].region == r; i++) {
+			const struct modrow *m = &rows[i];
+			const char *name = cd_intern_str(mods, m->mod);
+			int ind = (int)(m->depth > 16 ? 16 : m->depth) * 2;
+			int w = 40 - ind > 1 ? 40 - ind : 1;
+			put_bytes(b1, sizeof b1, m->a.bytes);
+			put_us(b2, sizeof b2, &m->a);
+			cd_out_printf(o, "%*s%-*s %-9s %-16s %8" PRIu64 " %12s %12s\n", ind, "", w,
+				      name, m->bw ? "backward" : "forward", nstr(n, m->func),
+				      m->a.calls, b1, b2);
+		}
+	}
+	if (py_unserved)
+		cd_out_printf(o, "\n%" PRIu64 " collective(s) in the regions have no NCCL call "
+				 "tagged with their group and sequence number (another backend, "
+				 "or the NCCL recorder was not loaded)\n", py_unserved);
+out:
+	free(sums);
+	free(rows);
+	cd_intern_free(&sidx);
+	cd_intern_free(&midx);
+	return oom ? nomem(err) : CD_OK;
+}
