@@ -40,6 +40,7 @@ import torch
 
 from . import _compat as C
 from . import _collectives as K
+from . import _nccl
 from ._writer import TraceWriter
 
 __all__ = ["Recorder", "RECORDER_VERSION"]
@@ -156,6 +157,7 @@ class Recorder:
         self.region = 0
         self._next_label = None
         self._w = None
+        self._nccl = None            # (tag, untag) of the NCCL-side recorder
         self._in_region = False
         self._mode = None
         self._handles = []
@@ -193,6 +195,11 @@ class Recorder:
         self.path = self.path_template.replace("{rank}", str(rank))
         self._w = TraceWriter(self.path)
         self._append = self._w.buf.append
+        # The NCCL-side recorder, if loaded, writes next to this trace unless
+        # told otherwise (it reads this when it opens its file, at the first
+        # NCCL call); the dispatch mode tags collectives for it.
+        os.environ.setdefault("COMMDEBUG_NCCL_TRACE", _nccl.sibling_trace(self.path))
+        self._nccl = _nccl.tagger()
         self._t0 = time.time_ns()
         self._mono0 = _clock()
         meta = {
@@ -588,6 +595,30 @@ class Recorder:
             return s, ts[0]
         return s + ',"bytes":0', None
 
+    def _tag_key(self, coll, args):
+        """(group name as bytes, its next sequence number) of a collective
+        about to run, for the NCCL-side recorder; None if the group is not
+        known before the call (then _coll_events finds it, untagged)."""
+        pg_idx, pg_kind = coll[1], coll[2]
+        if pg_idx >= len(args):
+            return None
+        if pg_kind == "name":
+            name = args[pg_idx]
+            if not isinstance(name, str):
+                return None
+        elif pg_kind == "obj":
+            pg = C.unbox_process_group(args[pg_idx])
+            if pg is None and self._pg_ctx:
+                pg = self._pg_ctx[-1]
+            if pg is None:
+                return None
+            name = self._group_name(pg)
+            if name is None:
+                return None
+        else:
+            return None
+        return name.encode(), self._seq.get(name, 0) + 1
+
     def _coll_events(self, coll, bw, fake, args, t):
         """Append the op event of a collective (time t); for a gradient
         all-reduce that the autograd engine's C++ hooks issued
@@ -729,9 +760,19 @@ def _make_mode(rec):
                 fake = (Fake is not None and Fake in types) or fake_context()
             else:
                 fake = fake_context()
-            out = func(*args, **kwargs) if kwargs else func(*args)
-            now = clock()
             coll = info[2]
+            key = None
+            if coll is not None and rec._nccl is not None and not fake:
+                key = rec._tag_key(coll, args)
+            if key is None:
+                out = func(*args, **kwargs) if kwargs else func(*args)
+            else:
+                rec._nccl[0](key[0], key[1])
+                try:
+                    out = func(*args, **kwargs) if kwargs else func(*args)
+                finally:
+                    rec._nccl[1]()
+            now = clock()
             if coll is not None:
                 coll_events(coll, bw, fake, args, now - mono0)
             elif fake:

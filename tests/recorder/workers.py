@@ -33,6 +33,29 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from commdebug import Recorder  # noqa: E402
+from commdebug import _nccl  # noqa: E402
+
+# COMMDEBUG_TEST_TAGSPY=FILE: stand-ins for the NCCL-side recorder's
+# commdebug_nccl_tag / untag that log each call; FILE<R>.json gets the log.
+if os.environ.get("COMMDEBUG_TEST_TAGSPY"):
+    import atexit
+
+    _spy = []
+
+    def _spy_tag(pg, seq):
+        _spy.append(["tag", pg.decode(), seq])
+        return 0
+
+    def _spy_untag():
+        _spy.append(["untag"])
+
+    def _spy_write():
+        with open("%s%s.json" % (os.environ["COMMDEBUG_TEST_TAGSPY"],
+                                 os.environ.get("RANK", "0")), "w") as f:
+            json.dump(_spy, f)
+
+    _nccl.tagger = lambda: (_spy_tag, _spy_untag)
+    atexit.register(_spy_write)
 
 
 def init():
