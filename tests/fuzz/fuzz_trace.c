@@ -3,8 +3,9 @@
  * The input becomes a file (memfd) read by the real reader (so zstd input
  * is fuzzed too when it starts with the magic number); every line goes
  * through both parsers, which must agree whenever the fast one accepts;
- * accepted events are replayed and every report is rendered; the trace is
- * also summarized as a rank (with each parser) and the two merged. */
+ * accepted events are replayed and every report is rendered; NCCL calls
+ * are joined to the replayed collectives and their report rendered; the
+ * trace is also summarized as a rank (with each parser) and the two merged. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "nccl.h"
 #include "out.h"
 #include "parse.h"
 #include "ranks.h"
@@ -19,9 +21,15 @@
 #include "replay.h"
 #include "report.h"
 
+struct ctx {
+	struct cd_report_cache cache;
+	struct cd_nccl nccl;
+	bool nccl_failed;
+};
+
 static enum cd_status render_all(void *ud, const struct cd_replay *r, struct cd_err *err)
 {
-	struct cd_report_cache *cache = ud;
+	struct cd_report_cache *cache = &((struct ctx *)ud)->cache;
 	struct cd_out o;
 	(void)err;
 	cd_out_init(&o, NULL);
@@ -40,6 +48,15 @@ static enum cd_status render_all(void *ud, const struct cd_replay *r, struct cd_
 	return CD_OK;
 }
 
+static void charge(void *ud, const struct cd_replay *r, const struct cd_event *e, uint32_t coll)
+{
+	struct ctx *c = ud;
+	struct cd_err err = {0};
+	(void)coll;
+	if (!c->nccl_failed && cd_nccl_charge(&c->nccl, r, e, &err))
+		c->nccl_failed = true;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -50,9 +67,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char path[64];
 	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 
-	struct cd_report_cache cache = {0};
+	struct ctx ctx = {0};
 	struct cd_replay_opts ro = {.retain_ops = true, .want_tree = true, .want_params = true,
-				    .region_done = render_all, .ud = &cache};
+				    .region_done = render_all, .on_collective = charge, .ud = &ctx};
 	struct cd_replay rp;
 	struct cd_parser pf = {0}, pg = {0};
 	struct cd_reader *rd = NULL;
@@ -80,12 +97,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				}
 				if (cd_replay_event(&rp, &a, &err) != CD_OK)
 					break;
+				struct cd_err en = {0};
+				if (!ctx.nccl_failed && cd_nccl_event(&ctx.nccl, &a, &en))
+					ctx.nccl_failed = true;
 			}
 			p = le + 1;
 		}
 	}
 	cd_replay_finish(&rp, &err);
 	cd_reader_close(rd);
+	if (!ctx.nccl_failed) {
+		struct cd_out no;
+		cd_out_init(&no, NULL);
+		no.hold = true;
+		cd_nccl_report(&no, &ctx.nccl, &rp.mods, "fuzz", false, &err);
+		cd_nccl_report(&no, &ctx.nccl, &rp.mods, "fuzz", true, &err);
+		cd_out_free(&no);
+	}
+	cd_nccl_free(&ctx.nccl);
 
 	/* the post-mortem path: the same trace as two ranks, merged */
 	struct cd_rank_summary a = {0}, b = {0};
@@ -103,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cd_parser_free(&pf);
 	cd_parser_free(&pg);
 	cd_replay_free(&rp);
-	cd_report_cache_free(&cache);
+	cd_report_cache_free(&ctx.cache);
 	close(fd);
 	return 0;
 }

@@ -1,0 +1,52 @@
+#!/bin/sh
+# The NCCL-side recorder's cost per NCCL call, on the calling thread.
+#
+#   tests/bench/nccl.sh BUILD_DIR [CALLS]
+#
+# interpose_app (tests/nccl) calls ncclAllReduce CALLS times (default 200k)
+# on the stand-in libnccl, whose call does almost nothing; the baseline is the
+# same program without the interposer, measured in the same run.  Reported:
+# ns per call with and without, the difference (what the recorder adds to
+# each call: argument capture, clock, communicator lookup, the queue push),
+# with a queue big enough to hold every call (real NCCL calls take
+# microseconds, so the writer keeps up; the second figure, with the default
+# queue of 16384, shows what happens when calls come faster than it writes:
+# the excess is counted as lost, never waited for).  Median of 5 runs each.
+# Never pass/fail.
+set -u
+build=${1:?usage: nccl.sh BUILD_DIR [CALLS]}
+n=${2:-200000}
+q=16; while [ $q -le "$n" ]; do q=$((q * 2)); done
+app=$build/tests/interpose_app
+lib=$build/libcommdebug-nccl-preload.so
+[ -x "$app" ] && [ -f "$lib" ] || { echo "nccl.sh: build $build first (ninja -C $build)" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset RANK WORLD_SIZE COMMDEBUG_NCCL_QUEUE
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+: >"$tmp/base"
+: >"$tmp/rec"
+: >"$tmp/small"
+for i in 1 2 3 4 5; do
+	"$app" bench "$n" >>"$tmp/base"
+	COMMDEBUG_NCCL_QUEUE=$q COMMDEBUG_NCCL_TRACE="$tmp/t$i.nccl.zst" LD_PRELOAD=$lib \
+		"$app" bench "$n" >>"$tmp/rec"
+	COMMDEBUG_NCCL_TRACE="$tmp/s$i.nccl.zst" LD_PRELOAD=$lib "$app" bench "$n" >>"$tmp/small"
+done
+base=$(median <"$tmp/base")
+rec=$(median <"$tmp/rec")
+small=$(median <"$tmp/small")
+kept_small=$(zstd -qdc "$tmp/s1.nccl.zst" | grep -c '"ev":"nccl"')
+kept=$(zstd -qdc "$tmp/t1.nccl.zst" | grep -c '"ev":"nccl"')
+size=$(wc -c <"$tmp/t1.nccl.zst")
+echo "NCCL calls: $n ncclAllReduce on the stand-in libnccl, median of 5 runs"
+echo "  without the recorder: $base ns per call"
+echo "  with the interposer:  $rec ns per call"
+awk -v a="$base" -v b="$rec" 'BEGIN { printf "  added per call:       %.1f ns (%.2fx the bare call)\n", b - a, b / a }'
+awk -v k="$kept" -v n="$n" -v s="$size" 'BEGIN {
+	printf "  recorded:             %d of %d calls, %.1f bytes per call compressed\n", k, n + 1, s / k }'
+awk -v a="$base" -v b="$small" -v k="$kept_small" -v n="$n" 'BEGIN {
+	printf "  default queue, calls back to back: %.1f ns per call (%.1f ns added), %d of %d recorded (the rest counted as lost)\n",
+	       b, b - a, k, n + 1 }'
