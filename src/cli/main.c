@@ -49,9 +49,9 @@ void cd_cli_usage(FILE *f)
 		"  -V, --version        show the version and exit\n"
 		"\n"
 		"TRACE is a .zst or plain JSON Lines trace, - for standard input, or a\n"
-		"directory (its *.zst, *.jsonl and *.json files; *.nccl.zst go with the\n"
-		"trace of the same name).  With several traces,\n"
-		"analyze compares the ranks like the ranks command.\n"
+		"directory (its *.zst, *.jsonl and *.json files; a NAME.nccl.zst goes with\n"
+		"NAME.zst).  With several traces, analyze compares the ranks like the\n"
+		"ranks command.\n"
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
 		"3 trace cut short (what was read was analyzed), 4 ranks disagree.\n"
 		"See commdebug(1) and commdebug-trace(5).\n");

@@ -19,8 +19,8 @@
  *   v3  NCCL 2.26
  *   v4  NCCL 2.27
  *   v5  NCCL 2.28
- *   v6  NCCL 2.29, 2.30 (2.31 adds v7, which we do not export; it still
- *       takes v6) */
+ *   v6  NCCL 2.29, 2.30 (releases after 2.30.7 add v7, which we do not
+ *       declare; they still take v6) */
 #ifndef CD_NCCL_PROFILER_H
 #define CD_NCCL_PROFILER_H
 

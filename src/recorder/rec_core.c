@@ -283,14 +283,15 @@ static const struct {
 
 static const char *const redops[] = {"sum", "prod", "max", "min", "avg"};
 
-/* The operation size as nccl-tests counts it: the larger of the send and
- * the receive buffer.  0 when the data type is unknown. */
-static uint64_t call_bytes(const struct cd_rec_call *c)
+/* The operation size as nccl-tests counts it (the larger of the send and
+ * the receive buffer) into *bytes; false when it is not known (data type,
+ * or communicator size where it counts, unknown). */
+static bool call_bytes(const struct cd_rec_call *c, uint64_t *bytes)
 {
-	uint64_t n = c->nranks > 0 ? (uint64_t)c->nranks : 1, es;
+	uint64_t es;
 
 	if (c->dtype < 0 || c->dtype >= CD_NDTYPE)
-		return 0;
+		return false;
 	es = dtypes[c->dtype].size;
 	switch (c->func) {
 	case CD_NF_ALL_GATHER:
@@ -298,9 +299,13 @@ static uint64_t call_bytes(const struct cd_rec_call *c)
 	case CD_NF_ALL_TO_ALL:
 	case CD_NF_GATHER:
 	case CD_NF_SCATTER:
-		return c->count * n * es;
+		if (c->nranks <= 0)
+			return false;
+		*bytes = c->count * (uint64_t)c->nranks * es;
+		return true;
 	default:
-		return c->count * es;
+		*bytes = c->count * es;
+		return true;
 	}
 }
 
@@ -482,8 +487,10 @@ static char *trace_path(int64_t rank)
 	host[sizeof host - 1] = 0;
 	for (const char *s = tpl; *s && n + 1 < sizeof buf; s++) {
 		int w = 0;
-		if (s[0] == '%' && s[1] == 'r')
+		if (s[0] == '%' && s[1] == 'r' && rank >= 0)
 			w = snprintf(buf + n, sizeof buf - n, "%lld", (long long)rank);
+		else if (s[0] == '%' && s[1] == 'r')
+			w = snprintf(buf + n, sizeof buf - n, "pid%ld", (long)getpid());
 		else if (s[0] == '%' && s[1] == 'p')
 			w = snprintf(buf + n, sizeof buf - n, "%ld", (long)getpid());
 		else if (s[0] == '%' && s[1] == 'h')
@@ -524,10 +531,10 @@ static bool out_open(struct cd_out *o, const struct cd_rec *first)
 		if (o->world < 0)
 			o->world = first->u.call.nranks;
 	}
-	if (o->rank < 0)
-		o->rank = 0;
+	/* what is not known is left out of the meta event; an unknown rank
+	 * names the file by process id */
 	if (o->world <= o->rank)
-		o->world = o->rank + 1;
+		o->world = -1;
 	o->path = trace_path(o->rank);
 	o->fd = o->path ? open(o->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
 	if (o->fd < 0) {
@@ -540,8 +547,12 @@ static bool out_open(struct cd_out *o, const struct cd_rec *first)
 	if (gethostname(host, sizeof host) != 0)
 		strcpy(host, "unknown");
 	host[sizeof host - 1] = 0;
-	put(o, "{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":%lld,"
-	       "\"world_size\":%lld,\"host\":", (long long)o->rank, (long long)o->world);
+	put(o, "{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1");
+	if (o->rank >= 0)
+		put(o, ",\"rank\":%lld", (long long)o->rank);
+	if (o->world > 0)
+		put(o, ",\"world_size\":%lld", (long long)o->world);
+	put(o, ",\"host\":");
 	put_str(o, host);
 	put(o, ",\"pid\":%ld,\"t0\":%llu,\"recorder\":", (long)getpid(),
 	    (unsigned long long)g.t0);
@@ -556,7 +567,7 @@ static bool out_open(struct cd_out *o, const struct cd_rec *first)
 
 static void put_call(struct cd_out *o, const struct cd_rec_call *c)
 {
-	uint64_t t = c->t > g.mono0 ? c->t - g.mono0 : 0;
+	uint64_t t = c->t > g.mono0 ? c->t - g.mono0 : 0, bytes;
 
 	if (c->state == CD_NS_COMPLETED) {
 		put(o, "{\"ev\":\"nccl\",\"state\":\"completed\",\"comm\":\"0x%llx\",\"seq\":%llu,"
@@ -568,8 +579,9 @@ static void put_call(struct cd_out *o, const struct cd_rec_call *c)
 	    c->func < CD_NF__COUNT ? func_names[c->func] : "Unknown",
 	    (unsigned long long)c->count);
 	if (c->dtype >= 0 && c->dtype < CD_NDTYPE)
-		put(o, ",\"dtype\":\"%s\",\"bytes\":%llu", dtypes[c->dtype].name,
-		    (unsigned long long)call_bytes(c));
+		put(o, ",\"dtype\":\"%s\"", dtypes[c->dtype].name);
+	if (call_bytes(c, &bytes))
+		put(o, ",\"bytes\":%llu", (unsigned long long)bytes);
 	if (c->redop >= 0)
 		put(o, ",\"redop\":\"%s\"", c->redop < 5 ? redops[c->redop] : "premulsum");
 	if (c->root >= 0)
@@ -603,7 +615,8 @@ static void put_comm(struct cd_out *o, const struct cd_rec_comm *c, uint64_t now
 	put(o, "{\"ev\":\"nccl_comm\",\"comm\":\"0x%llx\"", (unsigned long long)c->comm);
 	if (c->hash)
 		put(o, ",\"hash\":\"0x%llx\"", (unsigned long long)c->hash);
-	put(o, ",\"nranks\":%d,\"rank\":%d", c->nranks, c->rank);
+	if (c->nranks > 0)
+		put(o, ",\"nranks\":%d,\"rank\":%d", c->nranks, c->rank);
 	if (c->name[0]) {
 		put(o, ",\"name\":");
 		put_str(o, c->name);

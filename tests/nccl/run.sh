@@ -111,7 +111,7 @@ else
 fi
 
 # --- the profiler plugin, each ABI version it exports
-for v in 3 4 5 6; do
+for v in 1 2 3 4 5 6; do
 	exp="$here/expected/plugin-v$v.jsonl"
 	[ -f "$exp" ] || continue
 	rm -f "$tmp"/pl*.nccl.zst
