@@ -377,8 +377,10 @@ enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct 
 	}
 	if (oom)
 		goto out;
-	qsort(sums, nsums, sizeof *sums, cmp_sum);
-	qsort(rows, nrows, sizeof *rows, cmp_mod);
+	if (nsums)
+		qsort(sums, nsums, sizeof *sums, cmp_sum);
+	if (nrows)
+		qsort(rows, nrows, sizeof *rows, cmp_mod);
 
 	if (json) {
 		cd_pj_begin_obj(o);

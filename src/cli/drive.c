@@ -235,9 +235,14 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 		return usage_error("%s: no trace file given", cli->cmd);
 	if ((c = expand_dirs(cli)) >= 0)
 		return c;
-	if (cli->nccl_path && (cli->ntraces > 1 || cli->no_nccl))
+	if (cli->nccl_path && (cli->ntraces > 1 || cli->no_nccl)) {
+		for (int i = 0; cli->owned && i < cli->ntraces; i++)
+			free(cli->owned[i]);
+		free(cli->owned);
+		cli->owned = NULL;
 		return usage_error("%s", cli->no_nccl ? "--nccl and --no-nccl exclude each other"
 						     : "--nccl goes with one trace only");
+	}
 
 	/* colour: only for a terminal unless asked, and never with NO_COLOR */
 	if (strcmp(color, "always") == 0) {

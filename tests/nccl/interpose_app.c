@@ -96,6 +96,11 @@ static void scenario(void)
 		fprintf(stderr, "interpose_app: NCCL saw %ld calls, not 13\n", fake_nccl_calls());
 		fails++;
 	}
+	/* the stand-in's communicators are plain malloc'd blocks */
+	free(c1);
+	free(c2);
+	free(c3);
+	free(c4);
 }
 
 static long many_n;
@@ -149,6 +154,7 @@ int main(int argc, char **argv)
 			ncclAllReduce(NULL, NULL, 1024, F32, SUM, c, S1);
 		t = now_s() - t;
 		printf("%.1f\n", t * 1e9 / (double)n);
+		free(c);
 	} else {
 		fprintf(stderr, "usage: interpose_app scenario|kill|many N|bench N\n");
 		return 2;
