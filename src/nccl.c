@@ -109,7 +109,6 @@ enum cd_status cd_nccl_event(struct cd_nccl *n, const struct cd_event *e, struct
 			return cd_fail(err, CD_ERR_TRACE,
 				       "nccl calls without \"comm\" and \"seq\" mixed with calls "
 				       "that have them");
-		n->unkeyed++;
 	}
 	if (e->pg.p && (e->have & CD_F_PSEQ)) {
 		c.pg = name_id(n, e->pg);

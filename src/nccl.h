@@ -64,7 +64,6 @@ struct cd_nccl {
 	CD_VEC(struct cd_nregion) regions;
 	uint64_t lost;           /* calls the recorder could not queue */
 	uint64_t orphan_done;    /* completions of calls not in the trace */
-	uint64_t unkeyed;        /* calls without comm/seq: not matchable to a completion */
 };
 
 /* Zero-initialise; free with cd_nccl_free(). */

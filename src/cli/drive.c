@@ -585,6 +585,10 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		fprintf(stderr, "commdebug: %s: warning: the NCCL recorder could not record %" PRIu64
 				" call(s) (its queue was full); the NCCL numbers leave them out\n",
 			sibling ? sibling : run.path, run.nccl.lost);
+	if (run.want_nccl && run.nccl.orphan_done)
+		fprintf(stderr, "commdebug: %s: warning: %" PRIu64 " completion event(s) name NCCL "
+				"calls that are not in the trace (no comm/seq match); ignored\n",
+			sibling ? sibling : run.path, run.nccl.orphan_done);
 	if (rp.regions == 0 && run.want_nccl && cd_nccl_any(&run.nccl)) {
 		/* an NCCL-side trace on its own: the calls are the analysis */
 	} else if (rp.regions == 0) {
