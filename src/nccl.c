@@ -142,16 +142,20 @@ enum cd_status cd_nccl_charge(struct cd_nccl *n, const struct cd_replay *r,
 			return nomem(err);
 		}
 	}
-	if ((pg = name_id(n, e->pg)) == CD_NOID)
-		return nomem(err);
+	/* only collectives that NCCL calls served are kept: memory grows with
+	 * the tagged NCCL calls, not with the trace */
+	pg = cd_intern_find(&n->names, e->pg.p, e->pg.n);
+	uint32_t tag = pg == CD_NOID ? CD_NOID : tag_id(n, pg, e->seq, false);
+	if (tag == CD_NOID) {
+		n->unserved++;
+		return CD_OK;
+	}
 	struct cd_ncharge ch = {
 		.region = n->regions.n - 1,
-		.tag = tag_id(n, pg, e->seq, true),
+		.tag = tag,
 		.mods = n->mods.n,
 		.bw = e->bw,
 	};
-	if (ch.tag == CD_NOID)
-		return nomem(err);
 	cd_replay_charge_list(r, &par, &npar);
 	for (uint32_t i = 0; i <= npar; i++) {
 		uint32_t m = i == 0 ? r->cur : par[i - 1];
@@ -321,7 +325,7 @@ enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct 
 	struct sumrow *sums = NULL;
 	struct modrow *rows = NULL;
 	uint32_t nsums = 0, scap = 0, nrows = 0, rcap = 0;
-	uint64_t tagged = 0, charged = 0, timed = 0, py_unserved = 0;
+	uint64_t tagged = 0, charged = 0, timed = 0, py_unserved = n->unserved;
 	bool fresh, oom = false;
 	char b1[32], b2[32], b3[32], b4[32];
 

@@ -64,6 +64,7 @@ struct cd_nccl {
 	CD_VEC(struct cd_nregion) regions;
 	uint64_t lost;           /* calls the recorder could not queue */
 	uint64_t orphan_done;    /* completions of calls not in the trace */
+	uint64_t unserved;       /* collectives of reported regions no NCCL call served */
 };
 
 /* Zero-initialise; free with cd_nccl_free(). */
@@ -73,7 +74,9 @@ void cd_nccl_free(struct cd_nccl *n);
 enum cd_status cd_nccl_event(struct cd_nccl *n, const struct cd_event *e, struct cd_err *err);
 
 /* The replay just counted collective e (an op event): remember what it was
- * charged to, if it names its group and sequence number. */
+ * charged to, if it names its group and sequence number and NCCL calls
+ * carry that tag.  So the NCCL calls must be taken (cd_nccl_event) before
+ * the collectives they served are charged. */
 enum cd_status cd_nccl_charge(struct cd_nccl *n, const struct cd_replay *r,
 			      const struct cd_event *e, struct cd_err *err);
 

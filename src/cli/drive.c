@@ -520,7 +520,9 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		.select = cli->select,
 		.region = cli->region,
 		.region_done = region_done,
-		.on_collective = run.want_nccl ? nccl_charge_cb : NULL,
+		/* charging needs the NCCL calls first: those of the NCCL-side
+		 * trace; nccl events inside this trace are only summarized */
+		.on_collective = sibling ? nccl_charge_cb : NULL,
 		.warn = warn_cb,
 		.ud = &run,
 	};
