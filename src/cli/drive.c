@@ -492,6 +492,8 @@ static int load_nccl(struct run *run, const char *path)
 				"the last complete line\n", path, tr.cut_why, tr.last_good);
 		rc = CD_EXIT_CUT;
 	}
+	if (rc != CD_EXIT_DATA && !cd_nccl_any(&run->nccl))
+		fprintf(stderr, "commdebug: %s: warning: no NCCL calls in this trace\n", path);
 	cd_replay_free(&rp);
 	run->path = main_path;
 	run->tr = NULL;
