@@ -12,6 +12,11 @@
 # microseconds, so the writer keeps up; the second figure, with the default
 # queue of 16384, shows what happens when calls come faster than it writes:
 # the excess is counted as lost, never waited for).  Median of 5 runs each.
+# The plugin is timed by plugin_driver, which raises for each call every
+# event NCCL raises (API call on v5+, group, task start/stop, one kernel
+# channel's start/stop with kernel timing): the plugin's own time per call,
+# without NCCL around it (no baseline to divide by; NCCL's own launch of a
+# collective takes microseconds).
 # Never pass/fail.
 set -u
 build=${1:?usage: nccl.sh BUILD_DIR [CALLS]}
@@ -19,6 +24,8 @@ n=${2:-200000}
 q=16; while [ $q -le "$n" ]; do q=$((q * 2)); done
 app=$build/tests/interpose_app
 lib=$build/libcommdebug-nccl-preload.so
+driver=$build/tests/plugin_driver
+plugin=$build/libnccl-profiler-commdebug.so
 [ -x "$app" ] && [ -f "$lib" ] || { echo "nccl.sh: build $build first (ninja -C $build)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -50,3 +57,11 @@ awk -v k="$kept" -v n="$n" -v s="$size" 'BEGIN {
 awk -v a="$base" -v b="$small" -v k="$kept_small" -v n="$n" 'BEGIN {
 	printf "  default queue, calls back to back: %.1f ns per call (%.1f ns added), %d of %d recorded (the rest counted as lost)\n",
 	       b, b - a, k, n + 1 }'
+for v in 3 4 5 6; do
+	: >"$tmp/p$v"
+	for i in 1 2 3 4 5; do
+		COMMDEBUG_NCCL_QUEUE=$((q * 2)) COMMDEBUG_NCCL_TRACE="$tmp/p.nccl.zst" \
+			"$driver" "$plugin" "$v" bench "$n" >>"$tmp/p$v"
+	done
+	echo "  profiler plugin v$v:   $(median <"$tmp/p$v") ns per call in the plugin (all its events)"
+done

@@ -1,6 +1,6 @@
 /* Drives libnccl-profiler-commdebug the way NCCL does, without NCCL or a GPU.
  *
- *   plugin_driver PLUGIN.so VERSION [stress]
+ *   plugin_driver PLUGIN.so VERSION [stress | bench N]
  *
  * dlopens PLUGIN.so, takes ncclProfiler_vVERSION (1..6) and replays a fixed
  * scenario through it with NCCL's order of calls and threads (from NCCL
@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A call as the user makes it, and what NCCL makes of it. */
 struct call {
@@ -659,14 +660,56 @@ static void stress(void)
 	flush();
 }
 
+/* ------------------------------------------------------------- bench */
+
+static double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* n AllReduces through every event NCCL raises for one (the API call on
+ * v5+, Group, the task's start and stop, and, with kernel timing, one
+ * channel's KernelCh start, stop state and stop), on one thread; prints
+ * the plugin's time per call in ns.  Measures the plugin only: NCCL's own
+ * work around these callbacks is not there. */
+static void bench(long n)
+{
+	struct comm cm = {"cd-bench", 0x7777000000000001ull, 8, 0, NULL};
+	struct call c = {.type = CD_NP_COLL, .func = "AllReduce", .fcode = 4, .count = 1 << 20,
+			 .dtype = "ncclFloat32", .dcode = 7, .esize = 4, .peer = -1,
+			 .algo = "RING", .proto = "SIMPLE", .acode = 1, .pcode = 2, .nch = 1,
+			 .stream = S_COLL};
+	double t;
+
+	p_init(&cm);
+	t = now_ns();
+	for (long i = 0; i < n; i++) {
+		void *g, *k;
+		api_call(&cm, &c);
+		g = group_start(&cm);
+		task_start(&cm, &c, g);
+		stop(c.task);
+		stop(g);
+		k = kch_start(&cm, c.task, 0, 1000 + (uint64_t)i * 10);
+		kch_stop(k, 1005 + (uint64_t)i * 10);
+	}
+	t = now_ns() - t;
+	printf("%.1f\n", t / (double)n);
+	p_finalize(&cm);
+	flush();
+}
+
 int main(int argc, char **argv)
 {
 	char sym[32];
 	const char *kt = getenv("COMMDEBUG_NCCL_KERNEL_TIMING");
 	void *lib;
 
-	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "stress") != 0)) {
-		fprintf(stderr, "usage: plugin_driver PLUGIN.so VERSION [stress]\n");
+	if (argc < 3 || argc > 5 || (argc == 4 && strcmp(argv[3], "stress") != 0) ||
+	    (argc == 5 && strcmp(argv[3], "bench") != 0)) {
+		fprintf(stderr, "usage: plugin_driver PLUGIN.so VERSION [stress | bench N]\n");
 		return 2;
 	}
 	ver = atoi(argv[2]);
@@ -685,6 +728,10 @@ int main(int argc, char **argv)
 		fail("%s lacks %s or commdebug_nccl_tag / _untag / _flush", argv[1], sym);
 	if (strcmp(((struct cd_np_v1 *)tab)->name, "commdebug") != 0)
 		fail("%s is named \"%s\", not \"commdebug\"", sym, ((struct cd_np_v1 *)tab)->name);
+	if (argc == 5) {
+		bench(atol(argv[4]));
+		return 0;
+	}
 	scenario();
 	if (argc == 4)
 		stress();
