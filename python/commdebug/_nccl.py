@@ -25,19 +25,21 @@ def _bind(lib):
 
 
 def tagger():
-    """(tag, untag) functions of the loaded NCCL-side recorder, or None."""
+    """(tag, untag) functions of the NCCL-side recorder that records in
+    this process, or None.  The plugin first: when NCCL_PROFILER_PLUGIN
+    names it, a preloaded interposer only passes calls on, and its tags
+    would go nowhere."""
+    plugin = os.environ.get("NCCL_PROFILER_PLUGIN", "")
+    if "commdebug" in plugin:
+        # NCCL loads the plugin by this name or path; loading it here gives
+        # the same library (the dynamic linker loads a file once per process)
+        path = plugin if "/" in plugin else "libnccl-profiler-%s.so" % plugin
+        try:
+            return _bind(ctypes.CDLL(path))
+        except (OSError, AttributeError):
+            return None
     try:
         return _bind(ctypes.CDLL(None))     # preloaded: in the global scope
-    except (OSError, AttributeError):
-        pass
-    plugin = os.environ.get("NCCL_PROFILER_PLUGIN", "")
-    if "commdebug" not in plugin:
-        return None
-    # NCCL loads the plugin by this name or path; loading it here gives the
-    # same library (the dynamic linker loads a file once per process)
-    path = plugin if "/" in plugin else "libnccl-profiler-%s.so" % plugin
-    try:
-        return _bind(ctypes.CDLL(path))
     except (OSError, AttributeError):
         return None
 

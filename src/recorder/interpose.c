@@ -91,17 +91,22 @@ static void *resolve(const char *name, void *self)
 
 /* ------------------------------------------------------------- recording */
 
+/* ncclSuccess, or ncclInProgress (7): a non-blocking communicator accepted
+ * the call (or is being created; its handle is valid already). */
+static bool started(cd_nccl_result res)
+{
+	return res == CD_NCCL_SUCCESS || res == 7;
+}
+
 typedef cd_nccl_result (*cd_count_fn)(const cd_nccl_comm, int *);
 
-static void comm_info(cd_nccl_comm comm, int32_t *nranks, int32_t *rank)
+/* Ask NCCL for a communicator's size and rank; false if it cannot say. */
+static bool comm_query(cd_nccl_comm comm, int32_t *nranks, int32_t *rank)
 {
 	static _Atomic(cd_count_fn) count_fn, rank_fn;
 	cd_count_fn cf, rf;
 	int n = -1, r = -1;
 
-	if (cd_rec_comm_get((uint64_t)(uintptr_t)comm, nranks, rank))
-		return;
-	/* a communicator made before the interposer saw it: ask NCCL once */
 	cf = atomic_load(&count_fn);
 	rf = atomic_load(&rank_fn);
 	if (!cf) {
@@ -113,24 +118,36 @@ static void comm_info(cd_nccl_comm comm, int32_t *nranks, int32_t *rank)
 		atomic_store(&rank_fn, rf);
 	}
 	if (cf && rf && cf(comm, &n) == CD_NCCL_SUCCESS && rf(comm, &r) == CD_NCCL_SUCCESS && n > 0) {
-		cd_rec_comm_set((uint64_t)(uintptr_t)comm, n, r);
 		*nranks = n;
 		*rank = r;
-		return;
+		return true;
 	}
 	*nranks = *rank = -1;
+	return false;
 }
 
-static void record(enum cd_nfunc func, size_t count, int dtype, int redop, int root, int peer,
-		   cd_nccl_comm comm, cd_cuda_stream stream)
+/* A communicator's size and rank: remembered from its creation, else asked
+ * of NCCL once (one made before the interposer saw it). */
+static void comm_info(cd_nccl_comm comm, int32_t *nranks, int32_t *rank)
+{
+	if (cd_rec_comm_get((uint64_t)(uintptr_t)comm, nranks, rank))
+		return;
+	if (comm_query(comm, nranks, rank))
+		cd_rec_comm_set((uint64_t)(uintptr_t)comm, *nranks, *rank, false);
+}
+
+/* Record a call NCCL accepted (res: what it returned; t: when it was
+ * called).  A call NCCL refused is not recorded and takes no number. */
+static void record(cd_nccl_result res, uint64_t t, enum cd_nfunc func, size_t count, int dtype,
+		   int redop, int root, int peer, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	struct cd_rec r;
 	struct cd_rec_call *c = &r.u.call;
 
-	if (is_passive())
+	if (!started(res) || is_passive())
 		return;
 	r.kind = CD_RK_CALL;
-	c->t = cd_rec_now();
+	c->t = t;
 	c->dur = 0;
 	c->count = count;
 	c->comm = (uint64_t)(uintptr_t)comm;
@@ -155,7 +172,7 @@ static void record_comm(cd_nccl_comm comm, int nranks, int rank)
 
 	if (is_passive() || !comm)
 		return;
-	cd_rec_comm_set((uint64_t)(uintptr_t)comm, nranks, rank);
+	cd_rec_comm_set((uint64_t)(uintptr_t)comm, nranks, rank, true);
 	memset(&r, 0, sizeof r);
 	r.kind = CD_RK_COMM;
 	r.u.comm.comm = (uint64_t)(uintptr_t)comm;
@@ -173,16 +190,22 @@ CD_EXPORT cd_nccl_result ncclAllReduce(const void *sendbuff, void *recvbuff, siz
 				       int dtype, int op, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclAllReduce);
-	record(CD_NF_ALL_REDUCE, count, dtype, op, NONE, NONE, comm, stream);
-	return ncclAllReduce_real(sendbuff, recvbuff, count, dtype, op, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclAllReduce_real(sendbuff, recvbuff, count, dtype, op, comm, stream);
+
+	record(res, t, CD_NF_ALL_REDUCE, count, dtype, op, NONE, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
 				       int dtype, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclAllGather);
-	record(CD_NF_ALL_GATHER, sendcount, dtype, NONE, NONE, NONE, comm, stream);
-	return ncclAllGather_real(sendbuff, recvbuff, sendcount, dtype, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclAllGather_real(sendbuff, recvbuff, sendcount, dtype, comm, stream);
+
+	record(res, t, CD_NF_ALL_GATHER, sendcount, dtype, NONE, NONE, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -190,40 +213,55 @@ CD_EXPORT cd_nccl_result ncclReduceScatter(const void *sendbuff, void *recvbuff,
 					   cd_cuda_stream stream)
 {
 	REAL(ncclReduceScatter);
-	record(CD_NF_REDUCE_SCATTER, recvcount, dtype, op, NONE, NONE, comm, stream);
-	return ncclReduceScatter_real(sendbuff, recvbuff, recvcount, dtype, op, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclReduceScatter_real(sendbuff, recvbuff, recvcount, dtype, op, comm, stream);
+
+	record(res, t, CD_NF_REDUCE_SCATTER, recvcount, dtype, op, NONE, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
 				       int dtype, int root, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclBroadcast);
-	record(CD_NF_BROADCAST, count, dtype, NONE, root, NONE, comm, stream);
-	return ncclBroadcast_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclBroadcast_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
+
+	record(res, t, CD_NF_BROADCAST, count, dtype, NONE, root, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclBcast(void *buff, size_t count, int dtype, int root,
 				   cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclBcast);
-	record(CD_NF_BROADCAST, count, dtype, NONE, root, NONE, comm, stream);
-	return ncclBcast_real(buff, count, dtype, root, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclBcast_real(buff, count, dtype, root, comm, stream);
+
+	record(res, t, CD_NF_BROADCAST, count, dtype, NONE, root, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclReduce(const void *sendbuff, void *recvbuff, size_t count, int dtype,
 				    int op, int root, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclReduce);
-	record(CD_NF_REDUCE, count, dtype, op, root, NONE, comm, stream);
-	return ncclReduce_real(sendbuff, recvbuff, count, dtype, op, root, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclReduce_real(sendbuff, recvbuff, count, dtype, op, root, comm, stream);
+
+	record(res, t, CD_NF_REDUCE, count, dtype, op, root, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
 				      int dtype, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclAlltoAll);
-	record(CD_NF_ALL_TO_ALL, count, dtype, NONE, NONE, NONE, comm, stream);
-	return ncclAlltoAll_real(sendbuff, recvbuff, count, dtype, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclAlltoAll_real(sendbuff, recvbuff, count, dtype, comm, stream);
+
+	record(res, t, CD_NF_ALL_TO_ALL, count, dtype, NONE, NONE, NONE, comm, stream);
+	return res;
 }
 
 /* RCCL and NCCLX spelling */
@@ -231,50 +269,59 @@ CD_EXPORT cd_nccl_result ncclAllToAll(const void *sendbuff, void *recvbuff, size
 				      int dtype, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclAllToAll);
-	record(CD_NF_ALL_TO_ALL, count, dtype, NONE, NONE, NONE, comm, stream);
-	return ncclAllToAll_real(sendbuff, recvbuff, count, dtype, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclAllToAll_real(sendbuff, recvbuff, count, dtype, comm, stream);
+
+	record(res, t, CD_NF_ALL_TO_ALL, count, dtype, NONE, NONE, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclGather(const void *sendbuff, void *recvbuff, size_t count, int dtype,
 				    int root, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclGather);
-	record(CD_NF_GATHER, count, dtype, NONE, root, NONE, comm, stream);
-	return ncclGather_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclGather_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
+
+	record(res, t, CD_NF_GATHER, count, dtype, NONE, root, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclScatter(const void *sendbuff, void *recvbuff, size_t count, int dtype,
 				     int root, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclScatter);
-	record(CD_NF_SCATTER, count, dtype, NONE, root, NONE, comm, stream);
-	return ncclScatter_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclScatter_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
+
+	record(res, t, CD_NF_SCATTER, count, dtype, NONE, root, NONE, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclSend(const void *sendbuff, size_t count, int dtype, int peer,
 				  cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclSend);
-	record(CD_NF_SEND, count, dtype, NONE, NONE, peer, comm, stream);
-	return ncclSend_real(sendbuff, count, dtype, peer, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclSend_real(sendbuff, count, dtype, peer, comm, stream);
+
+	record(res, t, CD_NF_SEND, count, dtype, NONE, NONE, peer, comm, stream);
+	return res;
 }
 
 CD_EXPORT cd_nccl_result ncclRecv(void *recvbuff, size_t count, int dtype, int peer,
 				  cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclRecv);
-	record(CD_NF_RECV, count, dtype, NONE, NONE, peer, comm, stream);
-	return ncclRecv_real(recvbuff, count, dtype, peer, comm, stream);
+	uint64_t t = cd_rec_now();
+	cd_nccl_result res = ncclRecv_real(recvbuff, count, dtype, peer, comm, stream);
+
+	record(res, t, CD_NF_RECV, count, dtype, NONE, NONE, peer, comm, stream);
+	return res;
 }
 
 /* -------------------------------------------------------- communicators */
 
-/* ncclSuccess, or ncclInProgress (7) for a non-blocking communicator,
- * whose handle is valid already. */
-static bool started(cd_nccl_result res)
-{
-	return res == CD_NCCL_SUCCESS || res == 7;
-}
 
 CD_EXPORT cd_nccl_result ncclCommInitRank(cd_nccl_comm *comm, int nranks, struct cd_nccl_uid id,
 					  int rank)
@@ -282,7 +329,8 @@ CD_EXPORT cd_nccl_result ncclCommInitRank(cd_nccl_comm *comm, int nranks, struct
 	cd_nccl_result res;
 
 	REAL(ncclCommInitRank);
-	cd_rec_start();
+	if (!is_passive())
+		cd_rec_start();
 	res = ncclCommInitRank_real(comm, nranks, id, rank);
 	if (started(res) && comm)
 		record_comm(*comm, nranks, rank);
@@ -295,7 +343,8 @@ CD_EXPORT cd_nccl_result ncclCommInitRankConfig(cd_nccl_comm *comm, int nranks,
 	cd_nccl_result res;
 
 	REAL(ncclCommInitRankConfig);
-	cd_rec_start();
+	if (!is_passive())
+		cd_rec_start();
 	res = ncclCommInitRankConfig_real(comm, nranks, id, rank, config);
 	if (started(res) && comm)
 		record_comm(*comm, nranks, rank);
@@ -308,7 +357,8 @@ CD_EXPORT cd_nccl_result ncclCommInitRankScalable(cd_nccl_comm *comm, int nranks
 	cd_nccl_result res;
 
 	REAL(ncclCommInitRankScalable);
-	cd_rec_start();
+	if (!is_passive())
+		cd_rec_start();
 	res = ncclCommInitRankScalable_real(comm, nranks, myrank, nid, ids, config);
 	if (started(res) && comm)
 		record_comm(*comm, nranks, myrank);
@@ -320,7 +370,8 @@ CD_EXPORT cd_nccl_result ncclCommInitAll(cd_nccl_comm *comms, int ndev, const in
 	cd_nccl_result res;
 
 	REAL(ncclCommInitAll);
-	cd_rec_start();
+	if (!is_passive())
+		cd_rec_start();
 	res = ncclCommInitAll_real(comms, ndev, devlist);
 	if (res == CD_NCCL_SUCCESS && comms)
 		for (int i = 0; i < ndev; i++)
@@ -335,12 +386,27 @@ CD_EXPORT cd_nccl_result ncclCommSplit(cd_nccl_comm comm, int color, int key,
 	int32_t n, r;
 
 	REAL(ncclCommSplit);
-	cd_rec_start();
+	if (!is_passive())
+		cd_rec_start();
 	res = ncclCommSplit_real(comm, color, key, newcomm, config);
-	if (started(res) && newcomm && *newcomm) {
-		comm_info(*newcomm, &n, &r);
-		if (n > 0)
-			record_comm(*newcomm, n, r);
-	}
+	/* ask NCCL: the address may be a destroyed communicator's */
+	if (started(res) && newcomm && *newcomm && comm_query(*newcomm, &n, &r))
+		record_comm(*newcomm, n, r);
 	return res;
+}
+
+/* A communicator going away: what we know of its address is forgotten
+ * before NCCL may give the address to a new one. */
+CD_EXPORT cd_nccl_result ncclCommDestroy(cd_nccl_comm comm)
+{
+	REAL(ncclCommDestroy);
+	cd_rec_comm_set((uint64_t)(uintptr_t)comm, 0, 0, true);
+	return ncclCommDestroy_real(comm);
+}
+
+CD_EXPORT cd_nccl_result ncclCommAbort(cd_nccl_comm comm)
+{
+	REAL(ncclCommAbort);
+	cd_rec_comm_set((uint64_t)(uintptr_t)comm, 0, 0, true);
+	return ncclCommAbort_real(comm);
 }

@@ -102,10 +102,11 @@ bool cd_rec_push(const struct cd_rec *r);
  * fixed table of communicators, past whose size seq is 0 (unknown). */
 uint64_t cd_rec_next_seq(uint64_t comm);
 
-/* Remember a communicator's size and this rank in it (interposer: from the
- * init call; its call numbers start again at 1), and look them up; false if
- * unknown.  Lock-free. */
-void cd_rec_comm_set(uint64_t comm, int32_t nranks, int32_t rank);
+/* Remember a communicator's size and this rank in it (nranks <= 0:
+ * unknown); fresh: it was just created or destroyed, so its call numbers
+ * start again at 1 (a new communicator may get a destroyed one's address).
+ * Look them up with cd_rec_comm_get; false if unknown.  Lock-free. */
+void cd_rec_comm_set(uint64_t comm, int32_t nranks, int32_t rank, bool fresh);
 bool cd_rec_comm_get(uint64_t comm, int32_t *nranks, int32_t *rank);
 
 /* Start the writer if it is not running yet (init paths call this so that

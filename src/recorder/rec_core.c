@@ -146,12 +146,9 @@ static unsigned comm_slot(uint64_t comm, bool insert)
 			if (!insert)
 				return CD_NCOMM;
 			uint64_t empty = 0;
-			if (atomic_compare_exchange_strong(&comms[s].key, &empty, key)) {
-				/* info starts unknown; a reader racing us may see 0
-				 * briefly, which decodes as "0 ranks": treated unknown */
-				atomic_store(&comms[s].info, -1);
+			/* info 0 means unknown (no communicator has 0 ranks) */
+			if (atomic_compare_exchange_strong(&comms[s].key, &empty, key))
 				return s;
-			}
 			if (empty == key)
 				return s;
 		}
@@ -167,14 +164,14 @@ uint64_t cd_rec_next_seq(uint64_t comm)
 	return atomic_fetch_add_explicit(&comms[s].seq, 1, memory_order_relaxed) + 1;
 }
 
-void cd_rec_comm_set(uint64_t comm, int32_t nranks, int32_t rank)
+void cd_rec_comm_set(uint64_t comm, int32_t nranks, int32_t rank, bool fresh)
 {
 	unsigned s = comm_slot(comm, true);
-	if (s == CD_NCOMM || nranks <= 0)
+	if (s == CD_NCOMM)
 		return;
-	/* a new communicator may reuse a destroyed one's address: count anew */
-	atomic_store(&comms[s].seq, 0);
-	atomic_store(&comms[s].info, ((int64_t)nranks << 32) | (uint32_t)rank);
+	if (fresh)
+		atomic_store(&comms[s].seq, 0);
+	atomic_store(&comms[s].info, nranks > 0 ? ((int64_t)nranks << 32) | (uint32_t)rank : 0);
 }
 
 bool cd_rec_comm_get(uint64_t comm, int32_t *nranks, int32_t *rank)
@@ -203,9 +200,8 @@ CD_EXPORT int commdebug_nccl_tag(const char *pg, uint64_t seq)
 	uint32_t n, i;
 	size_t len;
 
-	if (!pg)
-		return -1;
-	len = strnlen(pg, 63);
+	if (!pg || (len = strnlen(pg, 64)) > 63)
+		return -1;   /* NULL, or longer than we keep: not tagged */
 	n = atomic_load_explicit(&npg, memory_order_acquire);
 	/* the thread's last group first: one comparison in the usual case */
 	if (tag_pg && strncmp(pgnames[tag_pg], pg, 63) == 0 && pgnames[tag_pg][len] == 0) {
@@ -390,6 +386,27 @@ static void put(struct cd_out *o, const char *fmt, ...)
 		o->ntxt += (size_t)n;
 }
 
+/* Length of the valid UTF-8 sequence (2 to 4 bytes) at s, or 0. */
+static size_t utf8_len(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = u[0] >= 0xf0 && u[0] <= 0xf4 ? 4 : u[0] >= 0xe0 ? 3 : u[0] >= 0xc2 && u[0] < 0xe0 ? 2 : 0;
+	uint32_t cp;
+
+	if (!n)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((u[i] & 0xc0) != 0x80)
+			return 0;
+	cp = n == 2 ? (u[0] & 0x1fu) << 6 | (u[1] & 0x3fu)
+	   : n == 3 ? (u[0] & 0x0fu) << 12 | (u[1] & 0x3fu) << 6 | (u[2] & 0x3fu)
+		    : (u[0] & 0x07u) << 18 | (u[1] & 0x3fu) << 12 | (u[2] & 0x3fu) << 6 | (u[3] & 0x3fu);
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
 /* Append s as a JSON string body (quotes included). */
 static void put_str(struct cd_out *o, const char *s)
 {
@@ -402,12 +419,18 @@ static void put_str(struct cd_out *o, const char *s)
 	p[i++] = '"';
 	for (; *s && i + 8 < room; s++) {
 		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
+		size_t k = c >= 0x80 ? utf8_len(s) : 0;
+		if (k) {
+			/* a whole valid UTF-8 sequence goes through as it is */
+			memcpy(p + i, s, k);
+			i += k;
+			s += k - 1;
+		} else if (c >= 0x80) {
+			i += (size_t)snprintf(p + i, room - i, "\\ufffd");
+		} else if (c == '"' || c == '\\') {
 			p[i++] = '\\';
 			p[i++] = (char)c;
-		} else if (c < 0x20 || c >= 0x7f) {
-			/* names are ASCII in practice; anything else is escaped
-			 * byte by byte so the line stays valid JSON */
+		} else if (c < 0x20 || c == 0x7f) {
 			i += (size_t)snprintf(p + i, room - i, "\\u%04x", c);
 		} else {
 			p[i++] = (char)c;
@@ -510,27 +533,26 @@ static char *trace_path(int64_t rank)
 	return strdup(buf);
 }
 
-/* Open the trace when the first record arrives: the rank comes from RANK,
- * else from the first communicator seen. */
+/* Open the trace when the first record arrives. */
 static bool out_open(struct cd_out *o, const struct cd_rec *first)
 {
 	char host[256];
 
 	if (o->fd >= 0 || o->open_failed)
 		return o->fd >= 0;
-	o->rank = env_long("RANK", -1, 0, 1 << 24);
-	o->world = env_long("WORLD_SIZE", -1, 1, 1 << 24);
-	if (first->kind == CD_RK_COMM) {
-		if (o->rank < 0)
-			o->rank = first->u.comm.rank;
-		if (o->world < 0)
-			o->world = first->u.comm.nranks;
-	} else {
-		if (o->rank < 0)
-			o->rank = first->u.call.rank;
-		if (o->world < 0)
-			o->world = first->u.call.nranks;
-	}
+	/* the global rank from the launcher (torchrun, Open MPI, PMI, Slurm);
+	 * not from a communicator, which may be a sub-group */
+	(void)first;
+	static const char *const rank_env[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+					       "SLURM_PROCID"};
+	static const char *const world_env[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+						"SLURM_NTASKS"};
+	o->rank = o->world = -1;
+	for (size_t i = 0; i < 4 && o->rank < 0; i++)
+		if (getenv(rank_env[i])) {
+			o->rank = env_long(rank_env[i], -1, 0, 1 << 24);
+			o->world = env_long(world_env[i], -1, 1, 1 << 24);
+		}
 	/* what is not known is left out of the meta event; an unknown rank
 	 * names the file by process id */
 	if (o->world <= o->rank)
@@ -638,13 +660,15 @@ static void put_lost(struct cd_out *o)
 	g.lost_written = lost;
 }
 
-/* Drain the queue into o; true if anything was read. */
+/* Drain the queue into o, at most one queue's worth (so that a steady
+ * stream of calls still lets the writer end frames on time); true if
+ * anything was read. */
 static bool drain(struct cd_out *o)
 {
 	struct cd_rec r;
 	bool any = false;
 
-	while (pop(&r)) {
+	for (uint64_t n = 0; n <= g.mask && pop(&r); n++) {
 		any = true;
 		if (!out_open(o, &r))
 			continue;
@@ -687,6 +711,14 @@ static void *writer(void *arg)
 		if (stop || served != g.flush_done ||
 		    cd_rec_now() - last_end >= (uint64_t)g.flush_ms * 1000000u) {
 			drain(&o);
+			if (stop) {
+				while (drain(&o))
+					;
+				/* claimed but not published when recording stopped */
+				uint64_t h = atomic_load(&g.head);
+				if (h > g.tail)
+					atomic_fetch_add(&g.lost, h - g.tail);
+			}
 			put_lost(&o);
 			compress(&o, true);
 			last_end = cd_rec_now();
@@ -701,7 +733,7 @@ static void *writer(void *arg)
 		}
 		pthread_mutex_lock(&g.lock);
 		if (!g.stop && atomic_load(&g.flush_req) == g.flush_done) {
-			clock_gettime(CLOCK_REALTIME, &ts);
+			clock_gettime(CLOCK_MONOTONIC, &ts);
 			ts.tv_nsec += 5 * 1000000;
 			if (ts.tv_nsec >= 1000000000) {
 				ts.tv_sec++;
@@ -754,6 +786,18 @@ static void start_once(void)
 	for (uint64_t i = 0; i < g.mask; i++)
 		atomic_init(&g.slots[i].seq, i);
 	g.mask--;
+	{
+		/* waits measured on the monotonic clock: a clock step must not
+		 * stall the writer */
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_destroy(&g.wake);
+		pthread_cond_destroy(&g.flushed);
+		pthread_cond_init(&g.wake, &ca);
+		pthread_cond_init(&g.flushed, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	g.mono0 = cd_rec_now();
 	g.t0 = unix_ns();
 	pthread_atfork(NULL, NULL, after_fork_child);
@@ -781,7 +825,7 @@ void cd_rec_flush(void)
 	pthread_mutex_lock(&g.lock);
 	want = atomic_fetch_add(&g.flush_req, 1) + 1;
 	pthread_cond_signal(&g.wake);
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += 1;
 	while (g.flush_done < want && !g.stop)
 		if (pthread_cond_timedwait(&g.flushed, &g.lock, &ts) == ETIMEDOUT)

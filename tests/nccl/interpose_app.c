@@ -3,6 +3,8 @@
  *
  *   interpose_app scenario     fixed calls (tests/nccl/expected/interpose.jsonl)
  *   interpose_app kill         some calls, waits for a flush, SIGKILLs itself
+ *   interpose_app reuse        a call NCCL refuses; a communicator destroyed and
+ *                              another created (maybe at its address)
  *   interpose_app many N       N all-reduces from 4 threads
  *   interpose_app bench N      N all-reduces, prints ns per call */
 
@@ -21,6 +23,7 @@ struct uid {
 };
 
 int ncclCommInitRank(void **comm, int nranks, struct uid id, int rank);
+int ncclCommDestroy(void *comm);
 int ncclCommSplit(void *comm, int color, int key, void **newcomm, void *cfg);
 int ncclAllReduce(const void *s, void *r, size_t n, int t, int op, void *comm, void *st);
 int ncclAllGather(const void *s, void *r, size_t n, int t, void *comm, void *st);
@@ -96,11 +99,10 @@ static void scenario(void)
 		fprintf(stderr, "interpose_app: NCCL saw %ld calls, not 13\n", fake_nccl_calls());
 		fails++;
 	}
-	/* the stand-in's communicators are plain malloc'd blocks */
-	free(c1);
-	free(c2);
-	free(c3);
-	free(c4);
+	ok(ncclCommDestroy(c1), "ncclCommDestroy");
+	ok(ncclCommDestroy(c2), "ncclCommDestroy");
+	ok(ncclCommDestroy(c3), "ncclCommDestroy");
+	ok(ncclCommDestroy(c4), "ncclCommDestroy");
 }
 
 static long many_n;
@@ -128,6 +130,19 @@ int main(int argc, char **argv)
 	memset(&id, 0, sizeof id);
 	if (argc >= 2 && strcmp(argv[1], "scenario") == 0) {
 		scenario();
+	} else if (argc >= 2 && strcmp(argv[1], "reuse") == 0) {
+		void *c, *d;
+		ok(ncclCommInitRank(&c, 4, id, 1), "ncclCommInitRank");
+		ok(ncclAllReduce(NULL, NULL, 1, F32, SUM, c, S1), "ncclAllReduce");
+		ok(ncclAllReduce(NULL, NULL, 1, F32, SUM, c, S1), "ncclAllReduce");
+		if (ncclAllReduce(NULL, NULL, 1, F32, SUM, NULL, S1) == 0) {
+			fprintf(stderr, "interpose_app: the stand-in took a NULL communicator\n");
+			fails++;
+		}
+		ok(ncclCommDestroy(c), "ncclCommDestroy");
+		ok(ncclCommInitRank(&d, 8, id, 3), "ncclCommInitRank");
+		ok(ncclAllReduce(NULL, NULL, 2, F32, SUM, d, S1), "ncclAllReduce");
+		ok(ncclCommDestroy(d), "ncclCommDestroy");
 	} else if (argc >= 2 && strcmp(argv[1], "kill") == 0) {
 		void *c;
 		ok(ncclCommInitRank(&c, 2, id, 1), "ncclCommInitRank");
@@ -154,7 +169,7 @@ int main(int argc, char **argv)
 			ncclAllReduce(NULL, NULL, 1024, F32, SUM, c, S1);
 		t = now_s() - t;
 		printf("%.1f\n", t * 1e9 / (double)n);
-		free(c);
+		ncclCommDestroy(c);
 	} else {
 		fprintf(stderr, "usage: interpose_app scenario|kill|many N|bench N\n");
 		return 2;

@@ -49,7 +49,7 @@ check_trace() {  # NAME TRACE EXPECTED
 
 # --- interposer: the fixed scenario
 T="$tmp/i%r.nccl.zst"
-if COMMDEBUG_NCCL_TRACE=$T LD_PRELOAD=$PRELOAD "$APP" scenario 2>"$tmp/err"; then
+if RANK=1 WORLD_SIZE=4 COMMDEBUG_NCCL_TRACE=$T LD_PRELOAD=$PRELOAD "$APP" scenario 2>"$tmp/err"; then
 	check_trace "interposer scenario" "$tmp/i1.nccl.zst" "$here/expected/interpose.jsonl"
 else
 	bad "interposer scenario: the program failed"; cat "$tmp/err"
@@ -63,7 +63,7 @@ else
 fi
 
 # --- interposer: SIGKILL after a flush interval leaves a readable trace
-COMMDEBUG_NCCL_FLUSH_MS=20 COMMDEBUG_NCCL_TRACE="$tmp/k%r.nccl.zst" LD_PRELOAD=$PRELOAD \
+RANK=1 COMMDEBUG_NCCL_FLUSH_MS=20 COMMDEBUG_NCCL_TRACE="$tmp/k%r.nccl.zst" LD_PRELOAD=$PRELOAD \
 	"$APP" kill 2>/dev/null
 n=$(zstd -qdc "$tmp/k1.nccl.zst" 2>/dev/null | jq -s 'map(select(.ev == "nccl")) | length')
 if [ "$n" = 5 ] && "$CD" analyze --json "$tmp/k1.nccl.zst" >"$tmp/out" 2>"$tmp/err" &&
@@ -74,7 +74,7 @@ else
 fi
 
 # --- interposer: a full queue loses calls, counted, never blocks
-COMMDEBUG_NCCL_QUEUE=16 COMMDEBUG_NCCL_TRACE="$tmp/m%r.nccl.zst" LD_PRELOAD=$PRELOAD \
+RANK=0 COMMDEBUG_NCCL_QUEUE=16 COMMDEBUG_NCCL_TRACE="$tmp/m%r.nccl.zst" LD_PRELOAD=$PRELOAD \
 	"$APP" many 20000 2>"$tmp/err"
 got=$(zstd -qdc "$tmp/m0.nccl.zst" | jq -s -r '[(map(select(.ev == "nccl")) | length),
 	(map(select(.ev == "nccl_lost") | .count) | add // 0)] | "\(.[0]) \(.[1])"')
@@ -90,6 +90,27 @@ if [ "$lost" = 0 ] || grep -q "could not record $lost call(s)" "$tmp/err"; then
 	ok "full queue: commdebug warns about the lost calls"
 else
 	bad "full queue: no warning about $lost lost calls:"; cat "$tmp/err"
+fi
+
+# --- without a launcher's rank the file is named by process id, and the
+#     meta event leaves rank and world size out (a communicator's rank may
+#     be a sub-group's)
+COMMDEBUG_NCCL_TRACE="$tmp/u%r.nccl.zst" LD_PRELOAD=$PRELOAD "$APP" scenario 2>/dev/null
+f=$(ls "$tmp"/upid*.nccl.zst 2>/dev/null)
+if [ -n "$f" ] && [ "$(zstd -qdc "$f" | head -1 | jq -c '[has("rank"), has("world_size")]')" = "[false,false]" ]; then
+	ok "no RANK: trace named by process id"
+else
+	bad "no RANK: trace named by process id: $(ls "$tmp")"
+fi
+
+# --- a call NCCL refuses is not recorded; a destroyed communicator's
+#     address may come back for a new one, which counts from 1 again
+RANK=0 COMMDEBUG_NCCL_TRACE="$tmp/r%r.nccl.zst" LD_PRELOAD=$PRELOAD "$APP" reuse 2>"$tmp/err"
+got=$(zstd -qdc "$tmp/r0.nccl.zst" | jq -c -s 'map(select(.ev == "nccl") | [.nranks, .seq])')
+if [ "$got" = "[[4,1],[4,2],[8,1]]" ]; then
+	ok "refused call, destroyed communicator"
+else
+	bad "refused call, destroyed communicator: $got"; cat "$tmp/err"
 fi
 
 # --- interposer stays passive when the commdebug plugin records
@@ -115,7 +136,8 @@ for v in 1 2 3 4 5 6; do
 	exp="$here/expected/plugin-v$v.jsonl"
 	[ -f "$exp" ] || continue
 	rm -f "$tmp"/pl*.nccl.zst
-	if COMMDEBUG_NCCL_TRACE="$tmp/pl%r.nccl.zst" "$DRIVER" "$PLUGIN" "$v" 2>"$tmp/err"; then
+	if RANK=1 WORLD_SIZE=4 COMMDEBUG_NCCL_TRACE="$tmp/pl%r.nccl.zst" "$DRIVER" "$PLUGIN" "$v" \
+		2>"$tmp/err"; then
 		f=$(ls "$tmp"/pl*.nccl.zst 2>/dev/null | head -1)
 		check_trace "plugin v$v" "${f:-$tmp/pl.nccl.zst}" "$exp"
 		if [ -n "$f" ] && "$CD" analyze "$f" >/dev/null 2>"$tmp/err"; then

@@ -78,3 +78,33 @@ def test_tagger_reaches_the_preloaded_recorder(ctx):
     assert [(c["func"], c["seq"], c.get("pg"), c.get("pseq")) for c in calls] == \
         [("AllReduce", 1, "3", 9), ("AllReduce", 2, None, None)], calls
     assert calls[0]["bytes"] == 256 and calls[0]["dtype"] == "float32", calls[0]
+
+
+def test_tagger_prefers_the_plugin(ctx):
+    """With NCCL_PROFILER_PLUGIN naming commdebug's plugin, tags go to the
+    plugin even when the interposer is preloaded too (it only passes calls
+    on then)."""
+    if ctx.analyzer is None:
+        ctx.note("no commdebug build: skipped")
+        return
+    import subprocess
+    build = os.path.dirname(os.path.abspath(ctx.analyzer.path))
+    preload = os.path.join(build, "libcommdebug-nccl-preload.so")
+    plugin = os.path.join(build, "libnccl-profiler-commdebug.so")
+    if not (os.path.exists(preload) and os.path.exists(plugin)):
+        ctx.note("NCCL-side recorder not built: skipped")
+        return
+    code = r"""
+import ctypes, sys
+sys.path.insert(0, sys.argv[1])
+from commdebug import _nccl
+addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+tag, _ = _nccl.tagger()
+print(addr(tag) == addr(ctypes.CDLL(sys.argv[2]).commdebug_nccl_tag),
+      addr(tag) != addr(ctypes.CDLL(None).commdebug_nccl_tag))
+"""
+    env = _util.env(LD_PRELOAD=preload, NCCL_PROFILER_PLUGIN=plugin)
+    out = subprocess.run([_util.PYTHON, "-c", code, _util.PYDIR, plugin], env=env, check=True,
+                         stdout=subprocess.PIPE, timeout=60).stdout.decode().split()
+    # the plugin's function, not the (passive) interposer's
+    assert out == ["True", "True"], out
