@@ -595,27 +595,29 @@ class Recorder:
             return s, ts[0]
         return s + ',"bytes":0', None
 
+    def _arg_group(self, pg_kind, pg_idx, args):
+        """The process group a collective's arguments name (by name, or by
+        a group object, or by the ProcessGroup method running it on torch
+        1.13): (its name or None, True when the op takes a group object
+        and none could be found)."""
+        if pg_kind == "name":
+            a = args[pg_idx] if pg_idx < len(args) else None
+            return (a if isinstance(a, str) else None), False
+        if pg_kind != "obj":
+            return None, False
+        pg = C.unbox_process_group(args[pg_idx]) if pg_idx < len(args) else None
+        if pg is None and self._pg_ctx:
+            pg = self._pg_ctx[-1]
+        if pg is None:
+            return None, True
+        return self._group_name(pg), False
+
     def _tag_key(self, coll, args):
         """(group name as bytes, its next sequence number) of a collective
         about to run, for the NCCL-side recorder; None if the group is not
         known before the call (then _coll_events finds it, untagged)."""
-        pg_idx, pg_kind = coll[1], coll[2]
-        if pg_idx >= len(args):
-            return None
-        if pg_kind == "name":
-            name = args[pg_idx]
-            if not isinstance(name, str):
-                return None
-        elif pg_kind == "obj":
-            pg = C.unbox_process_group(args[pg_idx])
-            if pg is None and self._pg_ctx:
-                pg = self._pg_ctx[-1]
-            if pg is None:
-                return None
-            name = self._group_name(pg)
-            if name is None:
-                return None
-        else:
+        name = self._arg_group(coll[2], coll[1], args)[0]
+        if name is None:
             return None
         return name.encode(), self._seq.get(name, 0) + 1
 
@@ -634,18 +636,9 @@ class Recorder:
             # for that thread in ProcessGroupGloo's destructor (a deadlock at
             # the end of a DDP run, or an abort at interpreter exit, torch 1.13).
             self._held_order.append(K.tensors_of(list(args[:3]), []))
-        pg_name = None
-        if pg_kind == "name":
-            a = args[pg_idx] if pg_idx < len(args) else None
-            if isinstance(a, str):
-                pg_name = a
-        elif pg_kind == "obj":
-            pg = C.unbox_process_group(args[pg_idx]) if pg_idx < len(args) else None
-            if pg is None and self._pg_ctx:
-                pg = self._pg_ctx[-1]
-            if pg is not None:
-                pg_name = self._group_name(pg)
-            elif from_engine and len(self._ddp_groups) == 1:
+        pg_name, no_obj = self._arg_group(pg_kind, pg_idx, args)
+        if no_obj:
+            if from_engine and len(self._ddp_groups) == 1:
                 # 1.13 cannot unbox the group: the reducer's is DDP's group.
                 for pg_name in self._ddp_groups:
                     pass

@@ -75,15 +75,13 @@ static bool has_suffix(const char *s, const char *suf)
 
 static int trace_file(const struct dirent *d)
 {
-	size_t n = strlen(d->d_name);
-	if (d->d_name[0] == '.')
+	const char *s = d->d_name;
+	if (s[0] == '.')
 		return 0;
 	/* an NCCL-side trace goes with its rank's trace (see nccl_sibling) */
-	if (has_suffix(d->d_name, ".nccl.zst") || has_suffix(d->d_name, ".nccl.jsonl"))
+	if (has_suffix(s, ".nccl.zst") || has_suffix(s, ".nccl.jsonl"))
 		return 0;
-	return (n > 4 && strcmp(d->d_name + n - 4, ".zst") == 0) ||
-	       (n > 6 && strcmp(d->d_name + n - 6, ".jsonl") == 0) ||
-	       (n > 5 && strcmp(d->d_name + n - 5, ".json") == 0);
+	return has_suffix(s, ".zst") || has_suffix(s, ".jsonl") || has_suffix(s, ".json");
 }
 
 /* Replace each directory argument by the traces in it, sorted by name.
@@ -575,10 +573,11 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		rc = CD_EXIT_DATA;
 		goto out;
 	}
+	const char *nccl_src = sibling ? sibling : run.path;
 	if (run.want_nccl && cd_nccl_any(&run.nccl)) {
 		if (rp.regions && !cli->json)
 			cd_out_str(out, "\n");
-		if ((st = cd_nccl_report(out, &run.nccl, &rp.mods, sibling ? sibling : run.path,
+		if ((st = cd_nccl_report(out, &run.nccl, &rp.mods, nccl_src,
 					 cli->json, &err))) {
 			report_error(&run, &err);
 			rc = CD_EXIT_DATA;
@@ -588,11 +587,11 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 	if (run.want_nccl && run.nccl.lost)
 		fprintf(stderr, "commdebug: %s: warning: the NCCL recorder could not record %" PRIu64
 				" call(s) (its queue was full); the NCCL numbers leave them out\n",
-			sibling ? sibling : run.path, run.nccl.lost);
+			nccl_src, run.nccl.lost);
 	if (run.want_nccl && run.nccl.orphan_done)
 		fprintf(stderr, "commdebug: %s: warning: %" PRIu64 " completion event(s) name NCCL "
 				"calls that are not in the trace (no comm/seq match); ignored\n",
-			sibling ? sibling : run.path, run.nccl.orphan_done);
+			nccl_src, run.nccl.orphan_done);
 	if (rp.regions == 0 && run.want_nccl && cd_nccl_any(&run.nccl)) {
 		/* an NCCL-side trace on its own: the calls are the analysis */
 	} else if (rp.regions == 0) {
