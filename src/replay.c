@@ -341,6 +341,68 @@ static enum cd_status record_params(struct cd_replay *r, struct cd_rmod *m, uint
 	return CD_OK;
 }
 
+/* CommDebugMode's module type: str(type(mod)) with every '<' and '>' removed
+ * (also those of "<locals>" in the qualified name of a class made in a
+ * function).  The trace has the qualified name; the report adds "class '...'". */
+static uint32_t type_id(struct cd_replay *r, struct cd_str type)
+{
+	if (!memchr(type.p, '<', type.n) && !memchr(type.p, '>', type.n))
+		return str_id(r, type);
+	if (r->scratch_cap < type.n + 1) {
+		char *ns = realloc(r->scratch, type.n + 1);
+		if (!ns)
+			return CD_NOID;
+		r->scratch = ns;
+		r->scratch_cap = type.n + 1;
+	}
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < type.n; i++)
+		if (type.p[i] != '<' && type.p[i] != '>')
+			r->scratch[n++] = type.p[i];
+	return cd_intern(&r->strs, r->scratch, n);
+}
+
+static uint32_t argset_id(struct cd_replay *r, const struct cd_event *e, struct cd_err *err,
+			  enum cd_status *st);
+static uint32_t op_id(struct cd_replay *r, struct cd_str name);
+
+/* The ops CommDebugMode's own forward pre-hook dispatches, recorded as it
+ * records them: reading param.data under its dispatch mode, twice per plain
+ * parameter (one aten.detach.default each) and four times per DTensor
+ * parameter (a DTensor aten.detach.default with the parameter's shape,
+ * placements and mesh, then the local one), in parameter order, in the
+ * module's forward ops, right after the module is entered (never in backward
+ * or recompute: the caller returns before). */
+static enum cd_status observe_params(struct cd_replay *r, struct cd_rmod *m,
+				     const struct cd_event *e, struct cd_err *err)
+{
+	static const struct cd_str detach = {"aten.detach.default", 19};
+	enum cd_status st = CD_OK;
+	uint32_t op = op_id(r, detach);
+	if (op == CD_NOID)
+		return nomem(err);
+	for (uint32_t i = 0; i < e->nparams; i++) {
+		const struct cd_param *p = &e->params[i];
+		struct cd_oprec local = {op, CD_NOID, 0};
+		if (!p->placements.p) {
+			if (!cd_vec_push(&m->ops, local) || !cd_vec_push(&m->ops, local))
+				return nomem(err);
+			r->ops_retained += 2;
+			continue;
+		}
+		struct cd_arg a = {p->shape, p->ndim, p->has_shape, p->placements, p->mesh};
+		struct cd_event one = {.ev = CD_EV_OP, .dt = true, .args = &a, .nargs = 1};
+		struct cd_oprec dt = {op, argset_id(r, &one, err, &st), 0};
+		if (dt.argset == CD_NOID)
+			return st;
+		for (int k = 0; k < 4; k++)
+			if (!cd_vec_push(&m->ops, dt) || !cd_vec_push(&m->ops, local))
+				return nomem(err);
+		r->ops_retained += 8;
+	}
+	return CD_OK;
+}
+
 static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)
 {
 	uint32_t id = mod_id(r, e->mod);
@@ -365,7 +427,9 @@ static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, s
 		if (!cd_vec_push(&r->helper, id))
 			return nomem(err);
 	}
-	m->type = str_id(r, e->type);
+	m->type = type_id(r, e->type);
+	if (m->type == CD_NOID)
+		return nomem(err);
 	m->depth = r->pmembers.n - 1;
 	if (r->opts.want_params) {
 		enum cd_status st = record_params(r, m, id, e, err);
@@ -389,6 +453,8 @@ static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, s
 	if (!cd_vec_push(&r->parent_list, id))
 		return nomem(err);
 	m->hooked = true;
+	if (r->opts.retain_ops && r->reporting && e->nparams)
+		return observe_params(r, m, e, err);
 	return CD_OK;
 }
 

@@ -448,7 +448,7 @@ void cd_report_counts(struct cd_out *o, const struct cd_replay *r, bool json)
 			cd_out_write(o, "\n", 1);
 		}
 		if (r->outside.n) {
-			cd_out_str(o, "by source (recorded apart, not added to the counts above):\n");
+			cd_out_str(o, "by source (the recorder's attribution; not added to the counts):\n");
 			for (uint32_t i = 0; i < r->outside.n; i++) {
 				cd_out_str(o, "  ");
 				strid(o, &r->colls, r->outside.v[i].coll);
@@ -474,23 +474,27 @@ void cd_report_counts(struct cd_out *o, const struct cd_replay *r, bool json)
 		cd_pj_int(o, r->comm.v[i].n);
 	}
 	cd_pj_end(o);
-	cd_pj_key(o, "outside_dispatch");
+	/* {source: {collective: count}}: which of the collectives the recorder
+	 * also attributed to a source by other means (DDP's reducer); an
+	 * attribution, never added to the counts */
+	cd_pj_key(o, "by_source");
 	cd_pj_begin_obj(o);
-	/* one key per collective: entries of several sources add up */
 	for (uint32_t i = 0; i < r->outside.n; i++) {
+		uint32_t src = r->outside_src.v[i];
 		bool seen = false;
-		uint64_t n = 0;
-		for (uint32_t k = 0; k < r->outside.n; k++) {
-			if (r->outside.v[k].coll != r->outside.v[i].coll)
-				continue;
-			if (k < i)
-				seen = true;
-			n += r->outside.v[k].n;
-		}
+		for (uint32_t k = 0; k < i && !seen; k++)
+			seen = r->outside_src.v[k] == src;
 		if (seen)
 			continue;
-		cd_pj_key(o, cd_intern_str(&r->colls, r->outside.v[i].coll));
-		cd_pj_int(o, (int64_t)n);
+		cd_pj_key(o, src == CD_NOID ? "unknown" : cd_intern_str(&r->strs, src));
+		cd_pj_begin_obj(o);
+		for (uint32_t k = i; k < r->outside.n; k++) {
+			if (r->outside_src.v[k] != src)
+				continue;
+			cd_pj_key(o, cd_intern_str(&r->colls, r->outside.v[k].coll));
+			cd_pj_int(o, r->outside.v[k].n);
+		}
+		cd_pj_end(o);
 	}
 	cd_pj_end(o);
 	cd_pj_end(o);

@@ -154,9 +154,9 @@ def test_ddp_buckets(ctx):
         eq(len(docs), steps, "analyzer counts: one document per region")
         for step, doc in enumerate(docs, 1):
             want = initial if step == 1 else rebuilt
-            outside = doc.get("outside_dispatch", {})
-            eq(outside.get("c10d.allreduce_"), len(want),
-               "analyzer outside_dispatch all-reduces, step %d" % step)
+            by_source = doc.get("by_source", {}).get("ddp_reducer", {})
+            eq(by_source.get("c10d.allreduce_"), len(want),
+               "analyzer all-reduces attributed to DDP's reducer, step %d" % step)
             eq(doc["counts"].get("c10d.allreduce_"), len(want),
                "analyzer dispatcher all-reduces, step %d" % step)
 
