@@ -14,6 +14,7 @@ enum {
 	CD_EXIT_USAGE = 2,
 	CD_EXIT_CUT = 3,    /* the trace was cut; what was read was analyzed */
 	CD_EXIT_DIFFER = 4, /* ranks disagree (ranks, analyze with several traces) */
+	CD_EXIT_EXPECT = 5, /* check: an expectation does not hold */
 };
 
 enum cd_report_kind { CD_R_TABLE, CD_R_JSON, CD_R_COUNTS, CD_R_SHARDING, CD_R_RANKS };
@@ -52,5 +53,6 @@ int cmd_analyze(int argc, char **argv);
 int cmd_counts(int argc, char **argv);
 int cmd_sharding(int argc, char **argv);
 int cmd_ranks(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static const struct command commands[] = {
 	{"counts", cmd_counts, "total and per-collective counts"},
 	{"sharding", cmd_sharding, "parameter and sharding info"},
 	{"ranks", cmd_ranks, "match collectives across ranks: the first divergence, hangs"},
+	{"check", cmd_check, "check traces against expectations in YAML (a CI gate)"},
 };
 
 void cd_cli_usage(FILE *f)
@@ -53,8 +54,10 @@ void cd_cli_usage(FILE *f)
 		"NAME.zst).  With several traces, analyze compares the ranks like the\n"
 		"ranks command.\n"
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
-		"3 trace cut short (what was read was analyzed), 4 ranks disagree.\n"
-		"See commdebug(1) and commdebug-trace(5).\n");
+		"3 trace cut short (what was read was analyzed), 4 ranks disagree,\n"
+		"5 an expectation does not hold (check).\n"
+		"'commdebug check --help' lists the options of check.\n"
+		"See commdebug(1), commdebug-trace(5) and commdebug-expect(5).\n");
 }
 
 int main(int argc, char **argv)

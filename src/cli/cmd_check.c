@@ -1,0 +1,623 @@
+/* commdebug check: traces against a YAML file of communication expectations
+ * (commdebug-expect(5)); check --write: the file the traces meet today. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "expect.h"
+#include "out.h"
+#include "ranks.h"
+#include "trace.h"
+
+struct check_opts {
+	const char *expect_path;
+	bool write, json, general_parser;
+	const char *out_path;
+	const char *junit_path;
+	char **traces;
+	int ntraces;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: commdebug check [OPTIONS] EXPECT.yaml TRACE...\n"
+		"       commdebug check --write [OPTIONS] EXPECT.yaml TRACE...\n"
+		"Check traces against communication expectations (commdebug-expect(5)).\n"
+		"\n"
+		"Options:\n"
+		"  -w, --write          write EXPECT.yaml: what the traces do today\n"
+		"                       (- for standard output)\n"
+		"  -j, --json           the result as JSON\n"
+		"      --junit=FILE     also write the result as JUnit XML to FILE\n"
+		"  -o, --output=FILE    write the result to FILE instead of standard output\n"
+		"      --parser=KIND    line parser: fast (default) or general\n"
+		"  -h, --help           show this help and exit\n"
+		"\n"
+		"Exit status: 0 every expectation holds (or --write wrote the file),\n"
+		"1 bad or unreadable trace, 2 usage error or bad expectations file,\n"
+		"3 a trace was cut short (and everything read held), 5 an expectation\n"
+		"does not hold.\n");
+}
+
+static int usage_error(const char *msg, const char *arg)
+{
+	fprintf(stderr, "commdebug check: %s%s%s\n"
+			"Try 'commdebug check --help' for more information.\n",
+		msg, arg ? ": " : "", arg ? arg : "");
+	return CD_EXIT_USAGE;
+}
+
+static int parse(struct check_opts *o, int argc, char **argv)
+{
+	enum { OPT_JUNIT = 256, OPT_PARSER };
+	static const struct option longs[] = {
+		{"write", no_argument, NULL, 'w'},
+		{"json", no_argument, NULL, 'j'},
+		{"junit", required_argument, NULL, OPT_JUNIT},
+		{"output", required_argument, NULL, 'o'},
+		{"parser", required_argument, NULL, OPT_PARSER},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":wjo:h", longs, NULL)) != -1) {
+		switch (c) {
+		case 'w':
+			o->write = true;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'o':
+			if (!*optarg)
+				return usage_error("empty file name for --output", NULL);
+			o->out_path = optarg;
+			break;
+		case OPT_JUNIT:
+			if (!*optarg)
+				return usage_error("empty file name for --junit", NULL);
+			o->junit_path = optarg;
+			break;
+		case OPT_PARSER:
+			if (strcmp(optarg, "fast") == 0)
+				o->general_parser = false;
+			else if (strcmp(optarg, "general") == 0)
+				o->general_parser = true;
+			else
+				return usage_error("--parser takes fast or general", optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return CD_EXIT_OK;
+		case ':':
+			return usage_error("option needs a value", argv[optind - 1]);
+		default:
+			return usage_error("unknown option", argv[optind - 1]);
+		}
+	}
+	if (argc - optind < 2)
+		return usage_error(argc - optind < 1 ? "no expectations file given"
+						     : "no trace given", NULL);
+	if (o->write && (o->json || o->junit_path || o->out_path))
+		return usage_error("--write writes the expectations file; it takes no "
+				   "--json, --junit or --output", NULL);
+	o->expect_path = argv[optind];
+	o->traces = argv + optind + 1;
+	o->ntraces = argc - optind - 1;
+	return -1;
+}
+
+static void print_error(const char *path, const struct cd_err *err)
+{
+	if (err->line > 0 && err->column > 0)
+		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", path, err->line, err->column,
+			err->msg);
+	else if (err->line > 0)
+		fprintf(stderr, "commdebug: %s:%lld: %s\n", path, err->line, err->msg);
+	else
+		fprintf(stderr, "commdebug: %s: %s\n", path, err->msg);
+}
+
+struct trace_ctx {
+	struct cd_check *check;
+	const char *path;
+	struct cd_trace_run *run;
+};
+
+static void on_event(void *ud, const struct cd_event *e, const struct cd_replay *r)
+{
+	struct trace_ctx *t = ud;
+	(void)r;
+	if (e->ev == CD_EV_META && (e->have & CD_F_RANK))
+		cd_check_meta(t->check, e->rank);
+}
+
+static void on_warn(void *ud, const char *msg)
+{
+	struct trace_ctx *t = ud;
+	long long line = t->run ? t->run->line : 0;
+	if (line > 0)
+		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", t->path, line, msg);
+	else
+		fprintf(stderr, "commdebug: %s: warning: %s\n", t->path, msg);
+}
+
+static enum cd_status on_region(void *ud, const struct cd_replay *r, struct cd_err *err)
+{
+	return cd_check_region_done(((struct trace_ctx *)ud)->check, r, err);
+}
+
+static void on_collective(void *ud, const struct cd_replay *r, const struct cd_event *e,
+			  uint32_t coll)
+{
+	cd_check_on_collective(((struct trace_ctx *)ud)->check, r, e, coll);
+}
+
+/* Replay one trace into the check; returns an exit code (0, 1 or 3). */
+static int run_trace(struct cd_check *check, const char *path, bool general_parser)
+{
+	struct trace_ctx ctx = {check, path, NULL};
+	struct cd_replay_opts ro = {
+		.want_params = true,
+		.region_done = on_region,
+		.on_collective = on_collective,
+		.warn = on_warn,
+		.ud = &ctx,
+	};
+	struct cd_trace_run run = {.general_parser = general_parser, .after_event = on_event,
+				   .ud = &ctx};
+	struct cd_replay rp;
+	struct cd_err err = {0};
+	enum cd_status st;
+
+	ctx.run = &run;
+	if ((st = cd_check_trace_begin(check, path, &err))) {
+		print_error(path, &err);
+		return CD_EXIT_DATA;
+	}
+	if ((st = cd_replay_init(&rp, &ro, &err))) {
+		print_error(path, &err);
+		return CD_EXIT_DATA;
+	}
+	st = cd_trace_replay(path, &rp, &run, &err);
+	if (!st)
+		st = cd_replay_finish(&rp, &err);
+	cd_replay_free(&rp);
+	if (st) {
+		print_error(path, &err);
+		return CD_EXIT_DATA;
+	}
+	if (run.cut)
+		fprintf(stderr, "commdebug: %s: trace cut short (%s); what was read was checked\n",
+			path, run.cut_why ? run.cut_why : "it ends early");
+	if ((st = cd_check_trace_end(check, run.cut, &err))) {
+		print_error(path, &err);
+		return CD_EXIT_DATA;
+	}
+	return run.cut ? CD_EXIT_CUT : CD_EXIT_OK;
+}
+
+/* The post-mortem over all traces: does every rank agree?  finding: the
+ * first line of its report when not. */
+static int ranks_agree(const struct check_opts *o, bool *agree, char *finding, size_t n)
+{
+	struct cd_rank_summary *sums = calloc((size_t)o->ntraces, sizeof *sums);
+	struct cd_rank_summary **ptrs = calloc((size_t)o->ntraces, sizeof *ptrs);
+	struct cd_out out;
+	int rc = CD_EXIT_OK;
+
+	if (!sums || !ptrs) {
+		free(sums);
+		free(ptrs);
+		fprintf(stderr, "commdebug: out of memory\n");
+		return CD_EXIT_DATA;
+	}
+	for (int i = 0; i < o->ntraces; i++) {
+		cd_rank_summarize(o->traces[i], o->general_parser, &sums[i]);
+		ptrs[i] = &sums[i];
+	}
+	cd_out_init(&out, NULL);
+	out.hold = true;
+	int prc = cd_ranks_report(&out, ptrs, o->ntraces, false);
+	*agree = prc == CD_EXIT_OK;
+	finding[0] = '\0';
+	if (!*agree) {
+		/* the report's first finding line (after the per-rank list) */
+		const char *p = out.buf, *end = out.buf + out.len;
+		const char *pick = NULL;
+		while (p && p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+			if (len > 2 && p[0] == ' ' && p[1] == ' ' && p[2] != ' ' &&
+			    strncmp(p, "  rank ", 7) != 0) {
+				pick = p;
+				snprintf(finding, n, "%.*s", (int)len - 2, p + 2);
+				break;
+			}
+			p = nl ? nl + 1 : NULL;
+		}
+		if (!pick)
+			snprintf(finding, n, "the ranks disagree (exit %d of commdebug ranks)", prc);
+		if (prc != CD_EXIT_DIFFER)
+			rc = prc;
+	}
+	cd_out_free(&out);
+	for (int i = 0; i < o->ntraces; i++)
+		cd_rank_summary_free(&sums[i]);
+	free(sums);
+	free(ptrs);
+	return rc;
+}
+
+/* ---- results ---- */
+
+/* "ranks 0-3,5" */
+static void rank_list(struct cd_out *o, const int64_t *v, uint32_t n)
+{
+	cd_out_str(o, n == 1 ? "rank " : "ranks ");
+	for (uint32_t i = 0; i < n;) {
+		uint32_t j = i;
+		while (j + 1 < n && v[j + 1] == v[j] + 1)
+			j++;
+		cd_out_printf(o, i ? ",%" PRId64 : "%" PRId64, v[i]);
+		if (j > i)
+			cd_out_printf(o, "-%" PRId64, v[j]);
+		i = j + 1;
+	}
+}
+
+static void where_text(struct cd_out *o, const struct cd_check *c, const struct cd_check_fail *f,
+		       const int64_t *ranks, uint32_t nranks)
+{
+	if (f->trace == CD_CHECK_NO_TRACE)
+		cd_out_str(o, "all traces");
+	else if (nranks)
+		rank_list(o, ranks, nranks);
+	else
+		cd_out_str(o, c->traces.v[f->trace].path);
+	if (f->region >= 0) {
+		cd_out_printf(o, ", region %" PRId64, f->region);
+		if (f->label)
+			cd_out_printf(o, " \"%s\"", f->label);
+	}
+}
+
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Failures that say the same of other ranks: printed once, with the ranks. */
+static bool same_failure(const struct cd_check_fail *a, const struct cd_check_fail *b)
+{
+	return a->id == b->id && a->region == b->region && a->has_rank && b->has_rank &&
+	       a->trace != CD_CHECK_NO_TRACE && b->trace != CD_CHECK_NO_TRACE &&
+	       same_str(a->label, b->label) && strcmp(a->what, b->what) == 0 &&
+	       strcmp(a->expected, b->expected) == 0 && strcmp(a->got, b->got) == 0;
+}
+
+static void count_items(const struct cd_check *c, const struct cd_expect *x, uint64_t *checked,
+			uint64_t *failed)
+{
+	*checked = *failed = 0;
+	for (uint32_t i = 0; i < x->nids; i++) {
+		if (c->items[i].held || c->items[i].failed)
+			(*checked)++;
+		if (c->items[i].failed)
+			(*failed)++;
+	}
+}
+
+static uint64_t region_count(const struct cd_check *c)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < c->traces.n; i++)
+		n += c->traces.v[i].regions.n;
+	return n;
+}
+
+static void write_text(struct cd_out *o, const struct cd_check *c, const struct cd_expect *x,
+		       const char *xpath)
+{
+	uint64_t checked, failed;
+	bool *shown = calloc(c->fails.n ? c->fails.n : 1, sizeof *shown);
+	int64_t *ranks = malloc((c->fails.n ? c->fails.n : 1) * sizeof *ranks);
+
+	for (uint32_t i = 0; shown && ranks && i < c->fails.n; i++) {
+		const struct cd_check_fail *f = &c->fails.v[i];
+		uint32_t nr = 0;
+		if (shown[i])
+			continue;
+		if (f->has_rank && f->trace != CD_CHECK_NO_TRACE) {
+			for (uint32_t k = i; k < c->fails.n; k++)
+				if (!shown[k] && same_failure(f, &c->fails.v[k])) {
+					shown[k] = true;
+					ranks[nr++] = c->fails.v[k].rank;
+				}
+		}
+		cd_out_printf(o, "%s:%" PRIu32 ":%" PRIu32 ": ", xpath, f->at.line, f->at.column);
+		where_text(o, c, f, ranks, nr);
+		cd_out_printf(o, ": %s: expected %s, got %s\n", f->what, f->expected, f->got);
+	}
+	free(shown);
+	free(ranks);
+	if (c->nfails > c->fails.n)
+		cd_out_printf(o, "... and %" PRIu64 " more\n", c->nfails - c->fails.n);
+	count_items(c, x, &checked, &failed);
+	if (!failed)
+		cd_out_printf(o, "check: all %" PRIu64 " expectations hold", checked);
+	else
+		cd_out_printf(o, "check: %" PRIu64 " of %" PRIu64 " expectations do not hold", failed,
+			      checked);
+	cd_out_printf(o, " (%" PRIu32 " trace%s, %" PRIu64 " region%s)\n", c->traces.n,
+		      c->traces.n == 1 ? "" : "s", region_count(c), region_count(c) == 1 ? "" : "s");
+}
+
+static void write_json(struct cd_out *o, const struct cd_check *c, const struct cd_expect *x,
+		       const char *xpath)
+{
+	uint64_t checked, failed;
+	count_items(c, x, &checked, &failed);
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "expectations");
+	cd_pj_int(o, (int64_t)checked);
+	cd_pj_key(o, "failed");
+	cd_pj_int(o, (int64_t)failed);
+	cd_pj_key(o, "traces");
+	cd_pj_begin_arr(o);
+	for (uint32_t i = 0; i < c->traces.n; i++)
+		cd_pj_cstr(o, c->traces.v[i].path);
+	cd_pj_end(o);
+	cd_pj_key(o, "failures");
+	cd_pj_begin_arr(o);
+	for (uint32_t i = 0; i < c->fails.n; i++) {
+		const struct cd_check_fail *f = &c->fails.v[i];
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "file");
+		cd_pj_cstr(o, xpath);
+		cd_pj_key(o, "line");
+		cd_pj_int(o, f->at.line);
+		cd_pj_key(o, "column");
+		cd_pj_int(o, f->at.column);
+		cd_pj_key(o, "check");
+		cd_pj_cstr(o, f->what);
+		cd_pj_key(o, "expected");
+		cd_pj_cstr(o, f->expected);
+		cd_pj_key(o, "got");
+		cd_pj_cstr(o, f->got);
+		cd_pj_key(o, "trace");
+		if (f->trace == CD_CHECK_NO_TRACE)
+			cd_pj_raw(o, "null", 4);
+		else
+			cd_pj_cstr(o, c->traces.v[f->trace].path);
+		cd_pj_key(o, "rank");
+		if (f->has_rank)
+			cd_pj_int(o, f->rank);
+		else
+			cd_pj_raw(o, "null", 4);
+		cd_pj_key(o, "region");
+		if (f->region >= 0)
+			cd_pj_int(o, f->region);
+		else
+			cd_pj_raw(o, "null", 4);
+		cd_pj_key(o, "label");
+		if (f->label)
+			cd_pj_cstr(o, f->label);
+		else
+			cd_pj_raw(o, "null", 4);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+	cd_pj_key(o, "more_failures");
+	cd_pj_int(o, (int64_t)(c->nfails - c->fails.n));
+	cd_pj_end(o);
+	cd_out_write(o, "\n", 1);
+}
+
+static void xml_text(struct cd_out *o, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<': cd_out_str(o, "&lt;"); break;
+		case '>': cd_out_str(o, "&gt;"); break;
+		case '&': cd_out_str(o, "&amp;"); break;
+		case '"': cd_out_str(o, "&quot;"); break;
+		default:
+			if ((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t')
+				cd_out_str(o, "?");
+			else
+				cd_out_write(o, s, 1);
+		}
+	}
+}
+
+/* One test case per expectation (its file line), failures listed in it. */
+static void write_junit(struct cd_out *o, const struct cd_check *c, const struct cd_expect *x,
+			const char *xpath)
+{
+	uint64_t checked, failed;
+	char buf[64];
+	count_items(c, x, &checked, &failed);
+	cd_out_printf(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+			 "<testsuite name=\"commdebug check\" tests=\"%" PRIu64 "\" failures=\"%" PRIu64
+			 "\">\n", checked, failed);
+	for (uint32_t i = 0; i < x->nids; i++) {
+		const struct cd_check_item *it = &c->items[i];
+		if (!it->held && !it->failed)
+			continue;
+		cd_out_str(o, "  <testcase classname=\"");
+		xml_text(o, xpath);
+		snprintf(buf, sizeof buf, ":%" PRIu32 ":%" PRIu32 " ", it->at.line, it->at.column);
+		cd_out_str(o, "\" name=\"");
+		xml_text(o, buf + 1);
+		xml_text(o, it->what);
+		if (!it->failed) {
+			cd_out_str(o, "\"/>\n");
+			continue;
+		}
+		cd_out_printf(o, "\">\n    <failure message=\"failed in %" PRIu64 " of %" PRIu64
+				 " places\">", it->failed, it->failed + it->held);
+		for (uint32_t k = 0; k < c->fails.n; k++) {
+			const struct cd_check_fail *f = &c->fails.v[k];
+			if (f->id != i)
+				continue;
+			struct cd_out line;
+			cd_out_init(&line, NULL);
+			line.hold = true;
+			int64_t one = f->rank;
+			where_text(&line, c, f, &one, f->has_rank ? 1 : 0);
+			cd_out_printf(&line, ": %s: expected %s, got %s\n", f->what, f->expected,
+				      f->got);
+			cd_out_write(&line, "", 1);
+			if (line.buf)
+				xml_text(o, line.buf);
+			cd_out_free(&line);
+		}
+		cd_out_str(o, "</failure>\n  </testcase>\n");
+	}
+	cd_out_str(o, "</testsuite>\n");
+}
+
+/* Write text to path ("-": standard output) through a temporary file, so a
+ * failed write never leaves half a file. */
+static int save(const char *path, struct cd_out *o)
+{
+	if (strcmp(path, "-") == 0) {
+		if (fwrite(o->buf, 1, o->len, stdout) != o->len || fflush(stdout) != 0) {
+			fprintf(stderr, "commdebug: standard output: %s\n", strerror(errno));
+			return CD_EXIT_DATA;
+		}
+		return CD_EXIT_OK;
+	}
+	size_t n = strlen(path) + 16;
+	char *tmp = malloc(n);
+	if (!tmp) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		return CD_EXIT_DATA;
+	}
+	snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+	FILE *f = fopen(tmp, "wb");
+	int rc = CD_EXIT_OK;
+	if (!f || fwrite(o->buf, 1, o->len, f) != o->len || fflush(f) != 0) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", f ? tmp : path, strerror(errno));
+		rc = CD_EXIT_DATA;
+	}
+	if (f && fclose(f) != 0 && rc == CD_EXIT_OK) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", tmp, strerror(errno));
+		rc = CD_EXIT_DATA;
+	}
+	if (rc == CD_EXIT_OK && rename(tmp, path) != 0) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", path, strerror(errno));
+		rc = CD_EXIT_DATA;
+	}
+	if (rc != CD_EXIT_OK && f)
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+/* The expectations file must not be one of the traces. */
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	struct check_opts o = {0};
+	struct cd_expect x = {0};
+	struct cd_check c = {0};
+	struct cd_out out;
+	struct cd_err err = {0};
+	bool loaded = false, inited = false;
+	int rc = parse(&o, argc, argv), worst = CD_EXIT_OK;
+
+	cd_out_init(&out, NULL);
+	out.hold = true;
+	if (rc >= 0)
+		goto done;
+	rc = CD_EXIT_OK;
+	for (int i = 0; i < o.ntraces; i++)
+		if (same_file(o.expect_path, o.traces[i])) {
+			rc = usage_error("the expectations file is also given as a trace",
+					 o.traces[i]);
+			goto done;
+		}
+	if (!o.write) {
+		if (cd_expect_load(o.expect_path, &x, &err)) {
+			print_error(o.expect_path, &err);
+			rc = CD_EXIT_USAGE;
+			goto done;
+		}
+		loaded = true;
+	}
+	if (cd_check_init(&c, loaded ? &x : NULL, o.write, &err)) {
+		print_error(o.expect_path, &err);
+		rc = CD_EXIT_DATA;
+		goto done;
+	}
+	inited = true;
+	for (int i = 0; i < o.ntraces; i++) {
+		int trc = run_trace(&c, o.traces[i], o.general_parser);
+		if (trc == CD_EXIT_DATA) {
+			rc = trc;
+			goto done;
+		}
+		if (trc > worst)
+			worst = trc;
+	}
+	bool agree = true;
+	char finding[512] = "";
+	if (o.ntraces > 1 && (o.write || x.ranks_agree)) {
+		if ((rc = ranks_agree(&o, &agree, finding, sizeof finding)) != CD_EXIT_OK)
+			goto done;
+	}
+	if (o.write) {
+		cd_check_write_yaml(&c, &out, o.ntraces > 1 && agree);
+		rc = save(o.expect_path, &out);
+		if (rc == CD_EXIT_OK)
+			rc = worst;
+		goto done;
+	}
+	if (x.ranks_agree) {
+		if (o.ntraces < 2)
+			snprintf(finding, sizeof finding, "only one trace given");
+		cd_check_ranks(&c, o.ntraces > 1 && agree, finding, &err);
+	}
+	cd_check_finish(&c, &err);
+	if (o.json)
+		write_json(&out, &c, &x, o.expect_path);
+	else
+		write_text(&out, &c, &x, o.expect_path);
+	rc = save(o.out_path ? o.out_path : "-", &out);
+	if (rc == CD_EXIT_OK && o.junit_path) {
+		struct cd_out ju;
+		cd_out_init(&ju, NULL);
+		ju.hold = true;
+		write_junit(&ju, &c, &x, o.expect_path);
+		rc = save(o.junit_path, &ju);
+		cd_out_free(&ju);
+	}
+	if (rc == CD_EXIT_OK)
+		rc = c.nfails ? CD_EXIT_EXPECT : worst;
+done:
+	cd_out_free(&out);
+	if (inited)
+		cd_check_free(&c);
+	if (loaded)
+		cd_expect_free(&x);
+	return rc;
+}
