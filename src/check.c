@@ -343,18 +343,43 @@ static void check_phase(struct cd_check *c, const struct cd_replay *r, uint32_t 
 	}
 }
 
+/* A glob with no unescaped * ? [ is a plain name: copy it without its
+ * backslashes into buf.  False when it is a pattern (or too long). */
+static bool unescape_literal(const char *glob, char *buf, size_t n)
+{
+	size_t o = 0;
+	for (const char *p = glob; *p; p++) {
+		if (*p == '*' || *p == '?' || *p == '[')
+			return false;
+		if (*p == '\\' && p[1])
+			p++;
+		if (o + 1 >= n)
+			return false;
+		buf[o++] = *p;
+	}
+	buf[o] = '\0';
+	return true;
+}
+
 static void check_module(struct cd_check *c, const struct cd_replay *r,
 			 const struct cd_exp_module *em, const struct where_now *w)
 {
 	char item[512], subject[512];
 	bool any = false;
 
-	for (uint32_t id = 0; id < r->rm.n; id++) {
+	/* a name without pattern characters is looked up, not matched against
+	 * every module */
+	char lit[512];
+	bool literal = unescape_literal(em->glob, lit, sizeof lit);
+	uint32_t only = literal ? cd_intern_find(&r->mods, lit, (uint32_t)strlen(lit)) : CD_NOID;
+	for (uint32_t id = literal ? only : 0; id < r->rm.n; id++) {
 		const struct cd_rmod *m = region_mod(r, id);
+		if (literal && id != only)
+			break;
 		if (!m)
 			continue;
 		const char *name = cd_intern_str(&r->mods, id);
-		if (fnmatch(em->glob, name, 0) != 0)
+		if (!literal && fnmatch(em->glob, name, 0) != 0)
 			continue;
 		any = true;
 		if (em->none) {

@@ -230,7 +230,10 @@ static int ranks_agree(const struct check_opts *o, bool *agree, char *finding, s
 	cd_out_init(&out, NULL);
 	out.hold = true;
 	int prc = cd_ranks_report(&out, ptrs, o->ntraces, false);
-	*agree = prc == CD_EXIT_OK;
+	/* a cut trace is reported by its own replay (exit 3) */
+	*agree = prc == CD_RANKS_AGREE || prc == CD_RANKS_CUT;
+	if (prc == CD_RANKS_BAD)
+		rc = CD_EXIT_DATA;
 	finding[0] = '\0';
 	if (!*agree) {
 		/* the report's first finding line (after the per-rank list) */
@@ -248,9 +251,7 @@ static int ranks_agree(const struct check_opts *o, bool *agree, char *finding, s
 			p = nl ? nl + 1 : NULL;
 		}
 		if (!pick)
-			snprintf(finding, n, "the ranks disagree (exit %d of commdebug ranks)", prc);
-		if (prc != CD_EXIT_DIFFER)
-			rc = prc;
+			snprintf(finding, n, "the ranks disagree (see commdebug ranks)");
 	}
 	cd_out_free(&out);
 	for (int i = 0; i < o->ntraces; i++)
