@@ -514,8 +514,11 @@ static enum cd_status get_top(const struct ynode *y, struct cd_expect *x, struct
 		const struct ynode *k = y->kid[i], *v = y->kid[i + 1];
 		if (strcmp(k->s, "version") == 0) {
 			int64_t ver;
-			if ((st = get_int(v, "version", 1, 1, &ver, err)))
+			if ((st = get_int(v, "version", 0, INT64_MAX, &ver, err)))
 				return st;
+			if (ver != 1)
+				return fail_at(err, v->at, "version %lld is not one this commdebug reads "
+							   "(it reads version 1)", (long long)ver);
 			version = true;
 		} else if (strcmp(k->s, "ranks") == 0) {
 			if (!is_word(v, "agree"))
