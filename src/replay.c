@@ -355,7 +355,9 @@ static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, s
 	if (r->ac)
 		return CD_OK;
 
-	if (r->parent_list.n > CD_MAX_DEPTH || r->pmembers.n > CD_MAX_DEPTH)
+	/* its depth: parent_list holds Global and the modules open around it,
+	 * pmembers Global, the running modules and itself */
+	if (r->parent_list.n > CD_MAX_DEPTH || r->pmembers.n - 1 > CD_MAX_DEPTH)
 		return cd_fail(err, CD_ERR_LIMIT,
 			       "module \"%.*s\" is nested more than %d modules deep", (int)e->mod.n,
 			       e->mod.p, CD_MAX_DEPTH);

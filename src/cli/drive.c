@@ -6,7 +6,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -19,6 +18,7 @@
 #include "../ranks.h"
 #include "../report.h"
 #include "../trace.h"
+#include "paths.h"
 
 /* ---- options ---- */
 
@@ -73,72 +73,34 @@ static bool has_suffix(const char *s, const char *suf)
 	return n > k && strcmp(s + n - k, suf) == 0;
 }
 
-static int trace_file(const struct dirent *d)
+static void skip_note(void *ud, const char *path, const char *why)
 {
-	const char *s = d->d_name;
-	if (s[0] == '.')
-		return 0;
-	/* an NCCL-side trace goes with its rank's trace (see nccl_sibling) */
-	if (has_suffix(s, ".nccl.zst") || has_suffix(s, ".nccl.jsonl"))
-		return 0;
-	return has_suffix(s, ".zst") || has_suffix(s, ".jsonl") || has_suffix(s, ".json");
+	(void)ud;
+	fprintf(stderr, "commdebug: %s: warning: %s\n", path, why);
+}
+
+static void free_owned(struct cd_cli *cli)
+{
+	struct cd_paths p = {.v = cli->owned, .n = cli->owned ? cli->ntraces : 0};
+	cd_paths_free(&p);
+	cli->owned = NULL;
 }
 
 /* Replace each directory argument by the traces in it, sorted by name.
  * Returns -1 to go on, or an exit code. */
 static int expand_dirs(struct cd_cli *cli)
 {
-	int n = 0, cap = 0;
-	char **v = NULL;
+	struct cd_paths p;
+	struct cd_err err = {0};
+	const char *bad = NULL;
 
-	for (int i = 0; i < cli->ntraces; i++) {
-		struct stat st;
-		struct dirent **ents;
-		const char *a = cli->traces[i];
-		int k;
-		if (strcmp(a, "-") == 0 || stat(a, &st) != 0 || !S_ISDIR(st.st_mode)) {
-			k = -2;
-			ents = NULL;
-		} else {
-			k = scandir(a, &ents, trace_file, alphasort);
-			if (k < 0) {
-				fprintf(stderr, "commdebug: %s: cannot read the directory: %s\n", a,
-					strerror(errno));
-				return CD_EXIT_DATA;
-			}
-			if (k == 0) {
-				free(ents);
-				fprintf(stderr, "commdebug: %s: no traces (*.zst, *.jsonl, *.json) in "
-						"this directory\n", a);
-				return CD_EXIT_DATA;
-			}
-		}
-		int add = k == -2 ? 1 : k;
-		if (n + add > cap) {
-			cap = (n + add) * 2;
-			char **nv = realloc(v, (size_t)cap * sizeof *v);
-			if (!nv)
-				return CD_EXIT_DATA;
-			v = nv;
-		}
-		if (k == -2) {
-			v[n++] = strdup(a);
-			continue;
-		}
-		size_t al = strlen(a);
-		for (int j = 0; j < k; j++) {
-			size_t len = al + strlen(ents[j]->d_name) + 2;
-			v[n] = malloc(len);
-			if (v[n])
-				snprintf(v[n++], len, "%s%s%s", a, a[al - 1] == '/' ? "" : "/",
-					 ents[j]->d_name);
-			free(ents[j]);
-		}
-		free(ents);
+	if (!cd_paths_expand(cli->traces, cli->ntraces, &p, skip_note, NULL, &bad, &err)) {
+		fprintf(stderr, "commdebug: %s: %s\n", bad, err.msg);
+		return CD_EXIT_DATA;
 	}
-	cli->owned = v;
-	cli->traces = v;
-	cli->ntraces = n;
+	cli->owned = p.v;
+	cli->traces = p.v;
+	cli->ntraces = p.n;
 	return -1;
 }
 
@@ -188,6 +150,8 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 			cli->region = v;
 			break;
 		case 'o':
+			if (!*optarg)
+				return usage_error("%s", "--output needs a file name");
 			cli->out_path = optarg;
 			break;
 		case O_PARSER:
@@ -234,10 +198,7 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 	if ((c = expand_dirs(cli)) >= 0)
 		return c;
 	if (cli->nccl_path && (cli->ntraces > 1 || cli->no_nccl)) {
-		for (int i = 0; cli->owned && i < cli->ntraces; i++)
-			free(cli->owned[i]);
-		free(cli->owned);
-		cli->owned = NULL;
+		free_owned(cli);
 		return usage_error("%s", cli->no_nccl ? "--nccl and --no-nccl exclude each other"
 						     : "--nccl goes with one trace only");
 	}
@@ -275,7 +236,7 @@ static void progress_start(struct progress *pg, const char *path)
 	memset(pg, 0, sizeof *pg);
 	/* not while results go to the same terminal */
 	if (!isatty(STDERR_FILENO) || isatty(STDOUT_FILENO) || strcmp(path, "-") == 0 ||
-	    stat(path, &st) != 0)
+	    stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 		return;
 	pg->on = true;
 	pg->size = (uint64_t)st.st_size;
@@ -709,6 +670,49 @@ static int run_ranks(struct cd_cli *cli, struct cd_out *out)
 	return rc;
 }
 
+/* Open -o's file, unless it is a file the command reads: a trace, the
+ * --nccl trace or an NCCL-side trace next to a trace. */
+static int open_output(struct cd_cli *cli, FILE **f)
+{
+	int n = cli->ntraces, k = 0, rc = CD_EXIT_DATA;
+	char **in = calloc(2 * (size_t)n + 1, sizeof *in);
+	char **sib = calloc((size_t)n + 1, sizeof *sib);
+	struct cd_err err = {0};
+	const char *which = NULL;
+
+	if (!in || !sib) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		in[k++] = cli->traces[i];
+		if ((sib[i] = cd_paths_nccl_name(cli->traces[i])))
+			in[k++] = sib[i];
+	}
+	if (cli->nccl_path)
+		in[k++] = (char *)cli->nccl_path;
+	switch (cd_paths_open_output(cli->out_path, in, k, f, &which, &err)) {
+	case CD_OUT_OPENED:
+		rc = CD_EXIT_OK;
+		break;
+	case CD_OUT_CANNOT:
+		fprintf(stderr, "commdebug: %s: %s\n", cli->out_path, err.msg);
+		break;
+	case CD_OUT_IS_INPUT:
+		fprintf(stderr, "commdebug: %s: the output is the same file as %s%s; refusing to "
+				"overwrite it\n", cli->out_path, strcmp(which, "-") ? "the input " : "",
+			strcmp(which, "-") ? which : "standard input");
+		rc = CD_EXIT_USAGE;
+		break;
+	}
+out:
+	for (int i = 0; sib && i < n; i++)
+		free(sib[i]);
+	free(sib);
+	free(in);
+	return rc;
+}
+
 int cd_cli_run(struct cd_cli *cli)
 {
 	FILE *f = stdout;
@@ -716,13 +720,9 @@ int cd_cli_run(struct cd_cli *cli)
 	struct cd_err err = {0};
 	int rc = CD_EXIT_OK;
 
-	if (cli->out_path) {
-		f = fopen(cli->out_path, "w");
-		if (!f) {
-			fprintf(stderr, "commdebug: %s: cannot create: %s\n", cli->out_path,
-				strerror(errno));
-			return CD_EXIT_DATA;
-		}
+	if (cli->out_path && (rc = open_output(cli, &f)) != CD_EXIT_OK) {
+		free_owned(cli);
+		return rc;
 	}
 	cd_out_init(&out, f);
 	bool analyze = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
@@ -754,9 +754,7 @@ int cd_cli_run(struct cd_cli *cli)
 		}
 	}
 	cd_out_free(&out);
-	for (int i = 0; cli->owned && i < cli->ntraces; i++)
-		free(cli->owned[i]);
-	free(cli->owned);
+	free_owned(cli);
 	if (f != stdout && fclose(f) != 0) {
 		fprintf(stderr, "commdebug: %s: cannot write: %s\n", cli->out_path, strerror(errno));
 		rc = CD_EXIT_DATA;
