@@ -29,6 +29,11 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 		st = cd_reader_next(rd, &buf, &len, err);
 		if (st == CD_END)
 			break;
+		if (st == CD_ERR_LIMIT) {
+			/* every line before it was handed out and counted */
+			err->line = run->line + 1;
+			goto out;
+		}
 		if (st) {
 			size_t n = strlen(err->msg);
 			if (run->last_good)
@@ -107,6 +112,7 @@ out:
 	if (rd) {
 		run->file_bytes = cd_reader_file_bytes(rd);
 		run->data_bytes = cd_reader_data_bytes(rd);
+		cd_reader_frames(rd, &run->frames, &run->unchecked_frames);
 	}
 	cd_reader_close(rd);
 	cd_parser_free(&ps);

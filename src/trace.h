@@ -31,6 +31,8 @@ struct cd_trace_run {
 	bool has_rank, has_world;
 	int64_t rank, world_size, t0;
 	uint64_t file_bytes, data_bytes;
+	uint64_t frames;            /* zstd frames met */
+	uint64_t unchecked_frames;  /* of which without a content checksum */
 };
 
 /* Replay the trace at path ("-": standard input) into rp, which the caller

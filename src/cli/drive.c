@@ -570,9 +570,11 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		fprintf(stderr,
 			"commdebug: stats: %s: lines=%lld events=%" PRIu64 " regions=%" PRIu64
 			" file_bytes=%" PRIu64 " data_bytes=%" PRIu64 " ops_retained=%" PRIu64
-			" op_bytes=%" PRIu64 " modules=%u\n",
+			" op_bytes=%" PRIu64 " modules=%u zstd_frames=%" PRIu64
+			" unchecked_frames=%" PRIu64 "\n",
 			run.path, tr.last_good, rp.events, rp.regions, tr.file_bytes, tr.data_bytes,
-			rp.max_ops_retained, rp.max_op_bytes, rp.mods.count);
+			rp.max_ops_retained, rp.max_op_bytes, rp.mods.count, tr.frames,
+			tr.unchecked_frames);
 out:
 	if (run.holding) {
 		/* an error after the first region: still show the finished region */
