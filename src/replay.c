@@ -245,16 +245,40 @@ static enum cd_status region_end(struct cd_replay *r, bool cut, struct cd_err *e
 	uint64_t ob = cd_replay_op_bytes(r);
 	if (ob > r->max_op_bytes)
 		r->max_op_bytes = ob;
-	if (r->reporting && r->opts.region_done)
-		st = r->opts.region_done(r->opts.ud, r, err);
+	if (r->reporting && r->opts.region_done) {
+		if (r->opts.defer_done)
+			r->done_pending = true;
+		else
+			st = r->opts.region_done(r->opts.ud, r, err);
+	}
 	r->in_region = false;
 	r->reporting = false;
 	return st;
 }
 
+/* The deferred region_done of the last region, if it is due. */
+static enum cd_status done_now(struct cd_replay *r, bool more, struct cd_err *err)
+{
+	if (!r->done_pending)
+		return CD_OK;
+	r->done_pending = false;
+	r->more_regions = more;
+	enum cd_status st = r->opts.region_done(r->opts.ud, r, err);
+	r->more_regions = false;
+	return st;
+}
+
+enum cd_status cd_replay_flush(struct cd_replay *r, struct cd_err *err)
+{
+	return done_now(r, false, err);
+}
+
 static enum cd_status region_begin(struct cd_replay *r, const struct cd_event *e,
 				   struct cd_err *err)
 {
+	enum cd_status st = done_now(r, true, err);
+	if (st)
+		return st;
 	r->in_region = true;
 	r->region = e->region;
 	r->label = (e->have & CD_F_LABEL) ? str_id(r, e->label) : CD_NOID;
@@ -631,9 +655,28 @@ static enum cd_status on_op(struct cd_replay *r, const struct cd_event *e, struc
 		if (rec.argset == CD_NOID)
 			return st;
 	}
+	uint32_t id = r->last_rec_id;
+	if (id == CD_NOID || memcmp(&rec, &r->last_rec, sizeof rec) != 0) {
+		uint32_t before = r->opkeys.count;
+		id = cd_intern(&r->opkeys, (const char *)&rec, sizeof rec);
+		if (id == CD_NOID || id >= CD_OPS_RUN)
+			return nomem(err);
+		if (id == before && !cd_vec_push(&r->oprecs, rec))
+			return nomem(err);
+		r->last_rec = rec;
+		r->last_rec_id = id;
+	}
 	struct cd_rmod *m = rmod(r, r->cur);
-	if (!cd_vec_push(&m->ops, rec))
-		return nomem(err);
+	cd_opv *v = &m->ops;
+	/* a repeat of the entry before: count it in the run entry after it */
+	if (v->n >= 2 && (v->v[v->n - 1] & CD_OPS_RUN) && v->v[v->n - 2] == id &&
+	    v->v[v->n - 1] != UINT32_MAX)
+		v->v[v->n - 1]++;
+	else {
+		uint32_t x = v->n && v->v[v->n - 1] == id ? CD_OPS_RUN | 1u : id;
+		if (!cd_vec_push(v, x))
+			return nomem(err);
+	}
 	r->ops_retained++;
 	return CD_OK;
 }
@@ -725,10 +768,14 @@ enum cd_status cd_replay_event(struct cd_replay *r, const struct cd_event *e, st
 
 enum cd_status cd_replay_finish(struct cd_replay *r, struct cd_err *err)
 {
-	if (!r->in_region)
-		return CD_OK;
-	warnf(r, "region %lld has no region_exit: the trace ends inside it", (long long)r->region);
-	return region_end(r, true, err);
+	if (r->in_region) {
+		warnf(r, "region %lld has no region_exit: the trace ends inside it",
+		      (long long)r->region);
+		enum cd_status st = region_end(r, true, err);
+		if (st)
+			return st;
+	}
+	return done_now(r, false, err);
 }
 
 uint64_t cd_replay_op_bytes(const struct cd_replay *r)
@@ -736,7 +783,7 @@ uint64_t cd_replay_op_bytes(const struct cd_replay *r)
 	uint64_t b = 0;
 	for (uint32_t i = 0; i < r->rm.n; i++)
 		if (r->rm.v[i].gen == r->gen)
-			b += (uint64_t)r->rm.v[i].ops.cap * sizeof(struct cd_oprec);
+			b += (uint64_t)r->rm.v[i].ops.cap * sizeof *r->rm.v[i].ops.v;
 	return b;
 }
 
@@ -746,6 +793,7 @@ enum cd_status cd_replay_init(struct cd_replay *r, const struct cd_replay_opts *
 	memset(r, 0, sizeof *r);
 	r->opts = *opts;
 	r->last_op = r->last_op_mod = CD_NOID;
+	r->last_rec_id = CD_NOID;
 	struct cd_str g = {"Global", 6};
 	if (mod_id(r, g) != GLOBAL || !parents_add(r, GLOBAL))
 		return nomem(err);
@@ -770,6 +818,8 @@ void cd_replay_free(struct cd_replay *r)
 	}
 	cd_vec_free(&r->rm);
 	cd_vec_free(&r->argsets);
+	cd_vec_free(&r->oprecs);
+	cd_intern_free(&r->opkeys);
 	cd_vec_free(&r->opinfo);
 	cd_vec_free(&r->pcnt);
 	cd_vec_free(&r->ppos);

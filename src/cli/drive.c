@@ -269,11 +269,6 @@ struct run {
 	const char *path;
 	struct cd_trace_run *tr; /* the read in progress (its line, for warnings) */
 	struct cd_out *out;
-	struct cd_out held;      /* first region's text, until we know if more follow */
-	bool holding;
-	int64_t held_region;
-	char held_label[256];
-	bool has_held_label;
 	uint64_t reported;
 	bool json_like;
 	struct cd_report_cache cache;
@@ -327,29 +322,15 @@ static void render(struct run *run, struct cd_out *o, const struct cd_replay *r)
 static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd_err *err)
 {
 	struct run *run = ud;
-	const char *label = r->label == CD_NOID ? "" : cd_intern_str(&r->strs, r->label);
 
 	run->reported++;
-	if (run->json_like || run->cli->select) {
-		render(run, run->out, r);
-	} else if (run->reported == 1) {
-		/* hold the first region: a header is printed only if more follow */
-		run->holding = true;
-		run->held_region = r->region;
-		run->has_held_label = r->label != CD_NOID;
-		snprintf(run->held_label, sizeof run->held_label, "%s", label);
-		run->held.hold = true;
-		render(run, &run->held, r);
-	} else {
-		if (run->holding) {
-			region_header(run->out, run->held_region, run->held_label, run->has_held_label);
-			cd_out_write(run->out, run->held.buf, run->held.len);
-			cd_out_discard(&run->held);
-			run->holding = false;
-		}
-		region_header(run->out, r->region, label, r->label != CD_NOID);
-		render(run, run->out, r);
-	}
+	/* the table of several regions: a header before each (the replay
+	 * defers this call until it knows whether another region follows) */
+	if (!run->json_like && !run->cli->select && (run->reported > 1 || r->more_regions))
+		region_header(run->out, r->region,
+			      r->label == CD_NOID ? "" : cd_intern_str(&r->strs, r->label),
+			      r->label != CD_NOID);
+	render(run, run->out, r);
 	if (run->out->failed)
 		return cd_out_flush(run->out, err);
 	return CD_OK;
@@ -471,8 +452,6 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 	run.json_like = cli->json;
 	run.want_nccl = (cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON) && !cli->no_nccl;
 	char *sibling = run.want_nccl ? nccl_sibling(cli, path) : NULL;
-	cd_out_init(&run.held, NULL);
-	run.held.hold = true; /* memory only: never written to a FILE */
 	bool lists = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
 	struct cd_replay_opts ro = {
 		.retain_ops = lists && cli->noise >= 1,
@@ -481,6 +460,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		.select = cli->select,
 		.region = cli->region,
 		.region_done = region_done,
+		.defer_done = !run.json_like && !cli->select,
 		/* charging needs the NCCL calls first: those of the NCCL-side
 		 * trace; nccl events inside this trace are only summarized */
 		.on_collective = sibling ? nccl_charge_cb : NULL,
@@ -523,11 +503,6 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		report_error(&run, &err);
 		rc = CD_EXIT_DATA;
 		goto out;
-	}
-	if (run.holding) {
-		cd_out_write(out, run.held.buf, run.held.len);
-		cd_out_discard(&run.held);
-		run.holding = false;
 	}
 	if (run.nccl_err.msg[0]) {
 		report_error(&run, &run.nccl_err);
@@ -576,16 +551,12 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 			rp.max_ops_retained, rp.max_op_bytes, rp.mods.count, tr.frames,
 			tr.unchecked_frames);
 out:
-	if (run.holding) {
-		/* an error after the first region: still show the finished region */
-		if (rp.regions > 1)
-			region_header(out, run.held_region, run.held_label, run.has_held_label);
-		cd_out_write(out, run.held.buf, run.held.len);
-		cd_out_discard(&run.held);
-	}
-	if (replay_ok)
+	if (replay_ok) {
+		/* an error after a region ended: still show that region */
+		struct cd_err ferr = {0};
+		cd_replay_flush(&rp, &ferr);
 		cd_replay_free(&rp);
-	cd_out_free(&run.held);
+	}
 	cd_report_cache_free(&run.cache);
 	cd_nccl_free(&run.nccl);
 	free(sibling);
