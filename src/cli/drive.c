@@ -23,7 +23,7 @@
 /* ---- options ---- */
 
 enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_RANKS = 8, C_ALL = 15 };
-enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL };
+enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL, O_MAX_MEM };
 
 struct opt {
 	struct option lo;
@@ -43,6 +43,7 @@ static const struct opt opts[] = {
 	{{"output", required_argument, NULL, 'o'}, C_ALL},
 	{{"parser", required_argument, NULL, O_PARSER}, C_ALL},
 	{{"stats", no_argument, NULL, O_STATS}, C_ALL},
+	{{"max-mem", required_argument, NULL, O_MAX_MEM}, C_ALL},
 	{{"help", no_argument, NULL, 'h'}, C_ALL},
 	{{"version", no_argument, NULL, 'V'}, C_ALL},
 };
@@ -64,6 +65,37 @@ static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 	if (errno || end == s || *end || v < lo || v > hi)
 		return false;
 	*out = v;
+	return true;
+}
+
+/* A size: digits and an optional K, M, G or T (powers of 1024), as in
+ * 512M, 4G or 4GiB; plain digits are bytes. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	int shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	case 't': case 'T': shift = 40; break;
+	case '\0': break;
+	default: return false;
+	}
+	if (shift) {
+		end++;
+		if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)
+			end += strlen(end);
+	}
+	if (*end || v == 0 || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
 	return true;
 }
 
@@ -165,6 +197,14 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 		case O_STATS:
 			cli->stats = true;
 			break;
+		case O_MAX_MEM: {
+			uint64_t size;
+			if (!parse_size(optarg, &size))
+				return usage_error("--max-mem takes a size such as 512M or 4G, not '%s'",
+						   optarg);
+			cd_trace_set_mem_limit(size);
+			break;
+		}
 		case O_EACH:
 			cli->each = true;
 			break;
