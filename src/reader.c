@@ -193,6 +193,7 @@ static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t 
 			room = target - s->len;
 		uint64_t base = r->file_bytes - r->in_len; /* file offset of r->in[0] */
 		frame_header(r, base);
+		size_t from = r->in_pos;
 		ZSTD_inBuffer in = {r->in, r->in_len, r->in_pos};
 		ZSTD_outBuffer out = {s->buf + s->len, room, 0};
 		size_t ret = ZSTD_decompressStream(r->dctx, &out, &in);
@@ -211,7 +212,7 @@ static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t 
 		r->in_pos = in.pos;
 		s->len += out.pos;
 		r->frame_cut = ret != 0;
-		if (ret == 0 && (in.pos > 0 || out.pos > 0)) {
+		if (ret == 0 && (in.pos > from || out.pos > 0)) {
 			/* a frame ended: the next one starts here */
 			r->frame_at = base + in.pos;
 			r->fhdr_len = 0;

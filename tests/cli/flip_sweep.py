@@ -11,6 +11,7 @@ usage: flip_sweep.py COMMDEBUG TESTDATA_DIR
 """
 import concurrent.futures
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,9 @@ def analyze(cd, path):
 
 def main():
     cd, data = sys.argv[1], sys.argv[2]
+    if not shutil.which("zstd"):
+        print("zstd not found: skipped")
+        return 77
     bad = 0
     tally = {}
     with tempfile.TemporaryDirectory() as tmp:
