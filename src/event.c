@@ -264,6 +264,10 @@ enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 		return st;
 	if ((e->have & CD_F_T) && e->t < 0)
 		return cd_fail(err, CD_ERR_TRACE, "negative time \"t\" in %s event", cd_ev_name(e->ev));
+	/* the root of the module tree has that name: no module may take it */
+	if ((e->have & CD_F_MOD) && e->mod.n == 6 && memcmp(e->mod.p, "Global", 6) == 0)
+		return cd_fail(err, CD_ERR_TRACE, "\"mod\" is \"Global\", the reserved name of the "
+			       "module tree's root, in %s event", cd_ev_name(e->ev));
 
 	switch (e->ev) {
 	case CD_EV_META:

@@ -25,6 +25,8 @@ enum cd_fid {
 	CD_FI_PEER, CD_FI_COMM, CD_FI_NRANKS, CD_FI_STREAM, CD_FI_DUR, CD_FI_STATE, CD_FI_PSEQ,
 	CD_FI__COUNT
 };
+/* the parsers keep the fields met in one event as bits of a uint64_t */
+_Static_assert(CD_FI__COUNT <= 64, "too many fields for a 64-bit set");
 
 struct cd_field {
 	const char *key;

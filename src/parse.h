@@ -17,8 +17,9 @@
 struct cd_parser {
 	struct cd_arena arena;
 	void *tree;   /* general path: the cJSON tree of the last line */
-	/* Fast path only: skip (while still checking the JSON syntax of) the
-	 * "args" and "params" lists, for reports that do not use them. */
+	/* Skip (while still checking the JSON syntax of) the "args" and
+	 * "params" lists, for reports that do not use them: their types and
+	 * keys are then not checked, by either parser. */
 	bool skip_detail;
 };
 

@@ -5,6 +5,7 @@
 #include "parse.h"
 #include "fields.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct scan {
@@ -27,6 +28,79 @@ static enum cd_status bad_field(struct scan *s, const char *key, const char *wha
 	if (s->err)
 		s->err->column = (long long)(s->p - s->start) + 1;
 	return cd_fail(s->err, CD_ERR_TRACE, "field \"%s\" %s", key, what);
+}
+
+/* The keys met in one object, to refuse a key that comes twice: known keys
+ * as bits, other keys in a list checked when the object ends. */
+struct kpos {
+	const char *p;
+	uint32_t n;
+	uint32_t at;   /* byte offset of the key's opening quote in the line */
+};
+struct keys {
+	uint64_t known;
+	struct kpos *v;
+	uint32_t n, cap;
+	const char *where;  /* "the event", "an args entry", ... */
+};
+
+static enum cd_status dup_key(struct scan *s, const char *p, uint32_t n, uint32_t at,
+			      const char *where)
+{
+	if (s->err)
+		s->err->column = (long long)at + 1;
+	return cd_fail(s->err, CD_ERR_TRACE, "duplicate key \"%.*s\" in %s", (int)(n > 64 ? 64 : n),
+		       p, where);
+}
+
+/* A known key (bit < 64) or another one (bit < 0), starting at `at`. */
+static enum cd_status key_seen(struct scan *s, struct keys *k, int bit, struct cd_str key,
+			       const char *at)
+{
+	if (bit >= 0) {
+		if (k->known & (1ull << bit))
+			return dup_key(s, key.p, key.n, (uint32_t)(at - s->start), k->where);
+		k->known |= 1ull << bit;
+		return CD_OK;
+	}
+	if (k->n == k->cap) {
+		uint32_t cap = k->cap ? 2 * k->cap : 8;
+		struct kpos *nv = cd_arena_alloc(&s->ps->arena, cap * sizeof *nv);
+		if (!nv)
+			return cd_fail(s->err, CD_ERR_NOMEM, "out of memory");
+		if (k->n)
+			memcpy(nv, k->v, k->n * sizeof *nv);
+		k->v = nv;
+		k->cap = cap;
+	}
+	k->v[k->n++] = (struct kpos){key.p, key.n, (uint32_t)(at - s->start)};
+	return CD_OK;
+}
+
+static int kpos_cmp(const void *a, const void *b)
+{
+	const struct kpos *x = a, *y = b;
+	uint32_t n = x->n < y->n ? x->n : y->n;
+	int c = n ? memcmp(x->p, y->p, n) : 0;
+	if (c)
+		return c;
+	if (x->n != y->n)
+		return x->n < y->n ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* At the end of an object: the first repeat of a key that is not known. */
+static enum cd_status keys_done(struct scan *s, struct keys *k)
+{
+	if (k->n < 2)
+		return CD_OK;
+	qsort(k->v, k->n, sizeof *k->v, kpos_cmp);
+	const struct kpos *first = NULL;
+	for (uint32_t i = 1; i < k->n; i++)
+		if (k->v[i].n == k->v[i - 1].n && memcmp(k->v[i].p, k->v[i - 1].p, k->v[i].n) == 0 &&
+		    (!first || k->v[i].at < first->at))
+			first = &k->v[i];
+	return first ? dup_key(s, first->p, first->n, first->at, k->where) : CD_OK;
 }
 
 static inline void ws(struct scan *s)
@@ -469,6 +543,7 @@ static enum cd_status sub_object(struct scan *s, const char *key, char kind, str
 				 struct cd_param *p)
 {
 	enum cd_status st;
+	struct keys seen = {.where = kind == 'a' ? "an args entry" : "a params entry"};
 
 	if (s->p >= s->end || *s->p != '{')
 		return bad_field(s, key, "must be a list of objects");
@@ -483,14 +558,17 @@ static enum cd_status sub_object(struct scan *s, const char *key, char kind, str
 		ws(s);
 		if (s->p >= s->end || *s->p != '"')
 			return bad(s, "object key expected");
+		const char *kat = s->p;
 		if ((st = string(s, &k)))
+			return st;
+		enum cd_sub sub = cd_subfield_lookup(k.p, k.n);
+		if ((st = key_seen(s, &seen, sub == CD_SUB_NONE ? -1 : (int)sub, k, kat)))
 			return st;
 		ws(s);
 		if (s->p >= s->end || *s->p != ':')
 			return bad(s, "':' expected");
 		s->p++;
 		ws(s);
-		enum cd_sub sub = cd_subfield_lookup(k.p, k.n);
 		if (sub != CD_SUB_NONE && is_null(s))
 			sub = CD_SUB_NONE; /* null: treated as absent */
 		else if (sub == CD_SUB_NONE) {
@@ -548,7 +626,7 @@ static enum cd_status sub_object(struct scan *s, const char *key, char kind, str
 		}
 		if (s->p < s->end && *s->p == '}') {
 			s->p++;
-			return CD_OK;
+			return keys_done(s, &seen);
 		}
 		return bad(s, "',' or '}' expected");
 	}
@@ -661,6 +739,7 @@ enum cd_status cd_parse_fast(struct cd_parser *ps, const char *line, size_t n,
 			     struct cd_event *e, struct cd_err *err)
 {
 	struct scan s = {line, line, line + n, ps, err};
+	struct keys seen = {.where = "the event"};
 	enum cd_status st;
 
 	cd_arena_reset(&ps->arena);
@@ -683,6 +762,7 @@ enum cd_status cd_parse_fast(struct cd_parser *ps, const char *line, size_t n,
 		e->ev = CD_EV_OP;
 		e->name = name;
 		e->have |= CD_F_EV | CD_F_NAME;
+		seen.known = 1ull << CD_FI_EV | 1ull << CD_FI_NAME;
 		ws(&s);
 		if (s.p < s.end && *s.p == ',') {
 			s.p++;
@@ -705,14 +785,17 @@ members:
 			ws(&s);
 			if (s.p >= s.end || *s.p != '"')
 				return bad(&s, "object key expected");
+			const char *kat = s.p;
 			if ((st = string(&s, &k)))
+				return st;
+			const struct cd_field *f = cd_field_lookup(k.p, k.n);
+			if ((st = key_seen(&s, &seen, f ? (int)f->id : -1, k, kat)))
 				return st;
 			ws(&s);
 			if (s.p >= s.end || *s.p != ':')
 				return bad(&s, "':' expected");
 			s.p++;
 			ws(&s);
-			const struct cd_field *f = cd_field_lookup(k.p, k.n);
 			if (f)
 				st = field_value(&s, e, f);
 			else
@@ -735,6 +818,8 @@ done:
 	ws(&s);
 	if (s.p != s.end)
 		return bad(&s, "text after the end of the object");
+	if ((st = keys_done(&s, &seen)))
+		return st;
 	return cd_event_validate(e, err);
 }
 

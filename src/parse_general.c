@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void cd_parse_general_release(struct cd_parser *ps);
@@ -16,6 +17,33 @@ void cd_parse_general_release(struct cd_parser *ps)
 		cJSON_Delete(ps->tree);
 		ps->tree = NULL;
 	}
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key that comes twice among obj's members (the rule of both parsers). */
+static enum cd_status no_dup_keys(struct cd_parser *ps, const cJSON *obj, const char *where,
+				  struct cd_err *err)
+{
+	int n = cJSON_GetArraySize(obj);
+	if (n < 2)
+		return CD_OK;
+	const char **keys = cd_arena_alloc(&ps->arena, (size_t)n * sizeof *keys);
+	if (!keys)
+		return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+	int i = 0;
+	const cJSON *j;
+	cJSON_ArrayForEach(j, obj)
+		keys[i++] = j->string;
+	qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+	for (i = 1; i < n; i++)
+		if (strcmp(keys[i], keys[i - 1]) == 0)
+			return cd_fail(err, CD_ERR_TRACE, "duplicate key \"%.64s\" in %s", keys[i],
+				       where);
+	return CD_OK;
 }
 
 static struct cd_str cstr(const cJSON *j)
@@ -87,6 +115,8 @@ static enum cd_status get_objs(struct cd_parser *ps, const cJSON *j, const char 
 			p->nbytes = -1;
 		if (!cJSON_IsObject(it))
 			return cd_fail(err, CD_ERR_TRACE, "field \"%s\" must be a list of objects", key);
+		if ((st = no_dup_keys(ps, it, kind == 'a' ? "an args entry" : "a params entry", err)))
+			return st;
 		const cJSON *f;
 		cJSON_ArrayForEach(f, it) {
 			enum cd_sub sub = cd_subfield_lookup(f->string, (uint32_t)strlen(f->string));
@@ -177,6 +207,8 @@ enum cd_status cd_parse_general(struct cd_parser *ps, const char *line, size_t n
 	}
 	if (!cJSON_IsObject(root))
 		return cd_fail(err, CD_ERR_FORMAT, "invalid JSON: a line must hold one JSON object");
+	if ((st = no_dup_keys(ps, root, "the event", err)))
+		return st;
 
 	const cJSON *j;
 	cJSON_ArrayForEach(j, root) {
@@ -216,11 +248,15 @@ enum cd_status cd_parse_general(struct cd_parser *ps, const char *line, size_t n
 				return st;
 			break;
 		case CD_FT_ARGS:
+			if (ps->skip_detail)
+				break; /* as the fast parser: not read, not checked */
 			e->have |= CD_F_ARGS;
 			if ((st = get_objs(ps, j, f->key, 'a', (void **)&e->args, &e->nargs, err)))
 				return st;
 			break;
 		case CD_FT_PARAMS:
+			if (ps->skip_detail)
+				break;
 			e->have |= CD_F_PARAMS;
 			if ((st = get_objs(ps, j, f->key, 'p', (void **)&e->params, &e->nparams, err)))
 				return st;

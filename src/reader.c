@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #define NSLOTS 3
 #define CHUNK (1u << 20)
@@ -47,6 +48,15 @@ struct cd_reader {
 	unsigned char peek[4];
 	size_t peek_len;
 	char msg[sizeof(((struct cd_err *)0)->msg)];
+
+	/* zstd frames: where the current one starts in the file, its first
+	 * five bytes (magic number and frame header descriptor, which holds
+	 * the checksum flag), and counts for cd_reader_frames() */
+	uint64_t frame_at;
+	unsigned char fhdr[5];
+	unsigned fhdr_len;
+	bool fhdr_seen;
+	_Atomic uint64_t frames, unchecked;
 };
 
 /* ---- producer ---- */
@@ -112,6 +122,27 @@ static bool fill_input(struct cd_reader *r)
 	return true;
 }
 
+/* Note the first five bytes of the current zstd frame as they come by
+ * (base: the file offset of r->in[0]); once they are all there, count the
+ * frame, and whether it carries a content checksum (bit 2 of the frame
+ * header descriptor; skippable frames have none to carry). */
+static void frame_header(struct cd_reader *r, uint64_t base)
+{
+	while (r->fhdr_len < sizeof r->fhdr && r->frame_at + r->fhdr_len >= base &&
+	       r->frame_at + r->fhdr_len < base + r->in_len) {
+		uint64_t at = r->frame_at + r->fhdr_len - base;
+		r->fhdr[r->fhdr_len++] = r->in[at];
+	}
+	if (r->fhdr_seen || r->fhdr_len < sizeof r->fhdr)
+		return;
+	r->fhdr_seen = true;
+	if (r->fhdr[0] == 0x28 && r->fhdr[1] == 0xB5 && r->fhdr[2] == 0x2F && r->fhdr[3] == 0xFD) {
+		atomic_fetch_add(&r->frames, 1);
+		if (!(r->fhdr[4] & 0x04))
+			atomic_fetch_add(&r->unchecked, 1);
+	}
+}
+
 /* Make room for at least `need` more bytes in slot s. */
 static bool grow(struct slot *s, size_t need)
 {
@@ -155,20 +186,38 @@ static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t 
 		}
 		if (!grow(s, CHUNK / 4))
 			goto nomem;
+		/* at most up to target per call, so that one call never adds
+		 * more than a chunk to a slot (the line limit relies on it) */
+		size_t room = s->cap - s->len;
+		if (room > target - s->len)
+			room = target - s->len;
+		uint64_t base = r->file_bytes - r->in_len; /* file offset of r->in[0] */
+		frame_header(r, base);
+		size_t from = r->in_pos;
 		ZSTD_inBuffer in = {r->in, r->in_len, r->in_pos};
-		ZSTD_outBuffer out = {s->buf + s->len, s->cap - s->len, 0};
+		ZSTD_outBuffer out = {s->buf + s->len, room, 0};
 		size_t ret = ZSTD_decompressStream(r->dctx, &out, &in);
 		if (ZSTD_isError(ret)) {
-			unsigned long long off =
-				(unsigned long long)(r->file_bytes - (r->in_len - in.pos));
-			snprintf(r->msg, sizeof r->msg,
-				 "corrupt zstd data near byte %llu of the file (%s)", off,
-				 ZSTD_getErrorName(ret));
+			unsigned long long at = (unsigned long long)r->frame_at;
+			if (ZSTD_getErrorCode(ret) == ZSTD_error_checksum_wrong)
+				snprintf(r->msg, sizeof r->msg,
+					 "checksum mismatch in the zstd frame that starts at byte %llu "
+					 "of the file: its data is corrupt", at);
+			else
+				snprintf(r->msg, sizeof r->msg,
+					 "corrupt zstd data in the frame that starts at byte %llu of "
+					 "the file (%s)", at, ZSTD_getErrorName(ret));
 			return CD_ERR_FORMAT;
 		}
 		r->in_pos = in.pos;
 		s->len += out.pos;
 		r->frame_cut = ret != 0;
+		if (ret == 0 && (in.pos > from || out.pos > 0)) {
+			/* a frame ended: the next one starts here */
+			r->frame_at = base + in.pos;
+			r->fhdr_len = 0;
+			r->fhdr_seen = false;
+		}
 	}
 	return CD_OK;
 nomem:
@@ -182,6 +231,17 @@ static const char *last_newline(const struct slot *s, size_t from)
 		if (s->buf[i - 1] == '\n')
 			return &s->buf[i - 1];
 	return NULL;
+}
+
+/* The line at byte `at` of the slot being filled is over the limit.  Its
+ * offset counts the bytes before it that were handed out (all whole lines):
+ * decompressed bytes for zstd input, file bytes for plain text. */
+static void too_long(struct cd_reader *r, size_t at)
+{
+	publish_status(r, CD_ERR_LIMIT,
+		       "line longer than %u MiB (it starts at byte %llu of the %s)",
+		       CD_MAX_LINE >> 20, (unsigned long long)(r->data_bytes + at),
+		       r->zstd ? "decompressed data" : "file");
 }
 
 static void *producer(void *arg)
@@ -203,6 +263,11 @@ static void *producer(void *arg)
 			s->len = r->carry_len;
 			r->carry_len = 0;
 		}
+		/* The slot starts with a line (carry holds no newline); each
+		 * produce_bytes call adds at most about a chunk.  So a line
+		 * longer than the limit is the slot's first line or, at the
+		 * end of input, its last one. */
+		size_t carried = s->len;
 		size_t scan_from = s->len;
 		size_t target = s->len + CHUNK;
 		enum cd_status st;
@@ -214,14 +279,27 @@ static void *producer(void *arg)
 				break;
 			/* one line longer than a chunk: keep reading into this slot */
 			if (s->len > CD_MAX_LINE) {
-				publish_status(r, CD_ERR_LIMIT,
-					       "a line is longer than %u MiB (at decompressed byte %llu)",
-					       CD_MAX_LINE >> 20,
-					       (unsigned long long)(r->data_bytes + s->len));
+				too_long(r, 0);
 				return NULL;
 			}
 			scan_from = s->len;
 			target = s->len + CHUNK;
+		}
+		if (st == CD_OK || st == CD_END) {
+			size_t first = s->len;  /* end of the first line */
+			if (nl && s->len > CD_MAX_LINE) {
+				const char *f = memchr(s->buf + carried, '\n', s->len - carried);
+				first = (size_t)(f - s->buf);
+			}
+			size_t last = nl ? (size_t)(nl - s->buf) + 1 : 0; /* start of the last */
+			if (first > CD_MAX_LINE) {
+				too_long(r, 0);
+				return NULL;
+			}
+			if (st == CD_END && s->len - last > CD_MAX_LINE) {
+				too_long(r, last);
+				return NULL;
+			}
 		}
 		/* hand out whole lines; at the end of input, everything */
 		if (st != CD_END && nl) {
@@ -357,6 +435,13 @@ enum cd_status cd_reader_next(struct cd_reader *r, const char **buf, size_t *len
 bool cd_reader_frame_cut(const struct cd_reader *r)
 {
 	return r->frame_cut;
+}
+
+void cd_reader_frames(const struct cd_reader *r, uint64_t *frames, uint64_t *unchecked)
+{
+	struct cd_reader *w = (struct cd_reader *)r;
+	*frames = atomic_load(&w->frames);
+	*unchecked = atomic_load(&w->unchecked);
 }
 
 bool cd_reader_is_zstd(const struct cd_reader *r)

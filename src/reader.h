@@ -12,7 +12,10 @@
 
 #include "status.h"
 
-/* Longest line accepted. */
+/* Longest line accepted, in bytes without its newline; the same for plain
+ * and zstd input.  A longer line is a CD_ERR_LIMIT error whose message
+ * gives the byte offset where it starts (in the decompressed data for
+ * zstd input). */
 #define CD_MAX_LINE (64u << 20)
 
 struct cd_reader;
@@ -26,6 +29,11 @@ enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct c
  * byte offset in the file where that helps). */
 enum cd_status cd_reader_next(struct cd_reader *r, const char **buf, size_t *len,
 			      struct cd_err *err);
+
+/* zstd input: frames met so far, and how many of them carry no content
+ * checksum (their data cannot be verified).  A frame whose checksum does
+ * not match is a CD_ERR_FORMAT error naming the byte where it starts. */
+void cd_reader_frames(const struct cd_reader *r, uint64_t *frames, uint64_t *unchecked);
 
 /* After CD_END: did the input stop inside a zstd frame? */
 bool cd_reader_frame_cut(const struct cd_reader *r);

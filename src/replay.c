@@ -245,16 +245,40 @@ static enum cd_status region_end(struct cd_replay *r, bool cut, struct cd_err *e
 	uint64_t ob = cd_replay_op_bytes(r);
 	if (ob > r->max_op_bytes)
 		r->max_op_bytes = ob;
-	if (r->reporting && r->opts.region_done)
-		st = r->opts.region_done(r->opts.ud, r, err);
+	if (r->reporting && r->opts.region_done) {
+		if (r->opts.defer_done)
+			r->done_pending = true;
+		else
+			st = r->opts.region_done(r->opts.ud, r, err);
+	}
 	r->in_region = false;
 	r->reporting = false;
 	return st;
 }
 
+/* The deferred region_done of the last region, if it is due. */
+static enum cd_status done_now(struct cd_replay *r, bool more, struct cd_err *err)
+{
+	if (!r->done_pending)
+		return CD_OK;
+	r->done_pending = false;
+	r->more_regions = more;
+	enum cd_status st = r->opts.region_done(r->opts.ud, r, err);
+	r->more_regions = false;
+	return st;
+}
+
+enum cd_status cd_replay_flush(struct cd_replay *r, struct cd_err *err)
+{
+	return done_now(r, false, err);
+}
+
 static enum cd_status region_begin(struct cd_replay *r, const struct cd_event *e,
 				   struct cd_err *err)
 {
+	enum cd_status st = done_now(r, true, err);
+	if (st)
+		return st;
 	r->in_region = true;
 	r->region = e->region;
 	r->label = (e->have & CD_F_LABEL) ? str_id(r, e->label) : CD_NOID;
@@ -366,6 +390,37 @@ static uint32_t argset_id(struct cd_replay *r, const struct cd_event *e, struct 
 			  enum cd_status *st);
 static uint32_t op_id(struct cd_replay *r, struct cd_str name);
 
+/* Append an op record to the current module's op list: distinct records
+ * are interned once, and a repeat of the entry before is counted in a run. */
+static enum cd_status retain(struct cd_replay *r, struct cd_oprec rec, struct cd_err *err)
+{
+	uint32_t id = r->last_rec_id;
+	if (id == CD_NOID || memcmp(&rec, &r->last_rec, sizeof rec) != 0) {
+		uint32_t before = r->opkeys.count;
+		id = cd_intern(&r->opkeys, (const char *)&rec, sizeof rec);
+		if (id == CD_NOID || id >= CD_OPS_RUN)
+			return nomem(err);
+		if (id == before && !cd_vec_push(&r->oprecs, rec))
+			return nomem(err);
+		r->last_rec = rec;
+		r->last_rec_id = id;
+	}
+	struct cd_rmod *m = rmod(r, r->cur);
+	cd_opv *v = &m->ops;
+	/* a repeat of the entry before: count it in the run entry after it */
+	if (v->n >= 2 && (v->v[v->n - 1] & CD_OPS_RUN) && v->v[v->n - 2] == id &&
+	    v->v[v->n - 1] != UINT32_MAX)
+		v->v[v->n - 1]++;
+	else {
+		uint32_t x = v->n && v->v[v->n - 1] == id ? CD_OPS_RUN | 1u : id;
+		if (!cd_vec_push(v, x))
+			return nomem(err);
+	}
+	r->ops_retained++;
+	return CD_OK;
+}
+
+
 /* The ops CommDebugMode's own forward pre-hook dispatches, recorded as it
  * records them: reading param.data under its dispatch mode, twice per plain
  * parameter (one aten.detach.default each) and four times per DTensor
@@ -373,8 +428,8 @@ static uint32_t op_id(struct cd_replay *r, struct cd_str name);
  * placements and mesh, then the local one), in parameter order, in the
  * module's forward ops, right after the module is entered (never in backward
  * or recompute: the caller returns before). */
-static enum cd_status observe_params(struct cd_replay *r, struct cd_rmod *m,
-				     const struct cd_event *e, struct cd_err *err)
+static enum cd_status observe_params(struct cd_replay *r, const struct cd_event *e,
+				     struct cd_err *err)
 {
 	static const struct cd_str detach = {"aten.detach.default", 19};
 	enum cd_status st = CD_OK;
@@ -385,9 +440,8 @@ static enum cd_status observe_params(struct cd_replay *r, struct cd_rmod *m,
 		const struct cd_param *p = &e->params[i];
 		struct cd_oprec local = {op, CD_NOID, 0};
 		if (!p->placements.p) {
-			if (!cd_vec_push(&m->ops, local) || !cd_vec_push(&m->ops, local))
-				return nomem(err);
-			r->ops_retained += 2;
+			if ((st = retain(r, local, err)) || (st = retain(r, local, err)))
+				return st;
 			continue;
 		}
 		struct cd_arg a = {p->shape, p->ndim, p->has_shape, p->placements, p->mesh};
@@ -396,9 +450,8 @@ static enum cd_status observe_params(struct cd_replay *r, struct cd_rmod *m,
 		if (dt.argset == CD_NOID)
 			return st;
 		for (int k = 0; k < 4; k++)
-			if (!cd_vec_push(&m->ops, dt) || !cd_vec_push(&m->ops, local))
-				return nomem(err);
-		r->ops_retained += 8;
+			if ((st = retain(r, dt, err)) || (st = retain(r, local, err)))
+				return st;
 	}
 	return CD_OK;
 }
@@ -417,7 +470,9 @@ static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, s
 	if (r->ac)
 		return CD_OK;
 
-	if (r->parent_list.n > CD_MAX_DEPTH || r->pmembers.n > CD_MAX_DEPTH)
+	/* its depth: parent_list holds Global and the modules open around it,
+	 * pmembers Global, the running modules and itself */
+	if (r->parent_list.n > CD_MAX_DEPTH || r->pmembers.n - 1 > CD_MAX_DEPTH)
 		return cd_fail(err, CD_ERR_LIMIT,
 			       "module \"%.*s\" is nested more than %d modules deep", (int)e->mod.n,
 			       e->mod.p, CD_MAX_DEPTH);
@@ -454,7 +509,7 @@ static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, s
 		return nomem(err);
 	m->hooked = true;
 	if (r->opts.retain_ops && r->reporting && e->nparams)
-		return observe_params(r, m, e, err);
+		return observe_params(r, e, err);
 	return CD_OK;
 }
 
@@ -695,11 +750,7 @@ static enum cd_status on_op(struct cd_replay *r, const struct cd_event *e, struc
 		if (rec.argset == CD_NOID)
 			return st;
 	}
-	struct cd_rmod *m = rmod(r, r->cur);
-	if (!cd_vec_push(&m->ops, rec))
-		return nomem(err);
-	r->ops_retained++;
-	return CD_OK;
+	return retain(r, rec, err);
 }
 
 static enum cd_status on_coll(struct cd_replay *r, const struct cd_event *e, struct cd_err *err)
@@ -789,10 +840,14 @@ enum cd_status cd_replay_event(struct cd_replay *r, const struct cd_event *e, st
 
 enum cd_status cd_replay_finish(struct cd_replay *r, struct cd_err *err)
 {
-	if (!r->in_region)
-		return CD_OK;
-	warnf(r, "region %lld has no region_exit: the trace ends inside it", (long long)r->region);
-	return region_end(r, true, err);
+	if (r->in_region) {
+		warnf(r, "region %lld has no region_exit: the trace ends inside it",
+		      (long long)r->region);
+		enum cd_status st = region_end(r, true, err);
+		if (st)
+			return st;
+	}
+	return done_now(r, false, err);
 }
 
 uint64_t cd_replay_op_bytes(const struct cd_replay *r)
@@ -800,7 +855,7 @@ uint64_t cd_replay_op_bytes(const struct cd_replay *r)
 	uint64_t b = 0;
 	for (uint32_t i = 0; i < r->rm.n; i++)
 		if (r->rm.v[i].gen == r->gen)
-			b += (uint64_t)r->rm.v[i].ops.cap * sizeof(struct cd_oprec);
+			b += (uint64_t)r->rm.v[i].ops.cap * sizeof *r->rm.v[i].ops.v;
 	return b;
 }
 
@@ -810,6 +865,7 @@ enum cd_status cd_replay_init(struct cd_replay *r, const struct cd_replay_opts *
 	memset(r, 0, sizeof *r);
 	r->opts = *opts;
 	r->last_op = r->last_op_mod = CD_NOID;
+	r->last_rec_id = CD_NOID;
 	struct cd_str g = {"Global", 6};
 	if (mod_id(r, g) != GLOBAL || !parents_add(r, GLOBAL))
 		return nomem(err);
@@ -834,6 +890,8 @@ void cd_replay_free(struct cd_replay *r)
 	}
 	cd_vec_free(&r->rm);
 	cd_vec_free(&r->argsets);
+	cd_vec_free(&r->oprecs);
+	cd_intern_free(&r->opkeys);
 	cd_vec_free(&r->opinfo);
 	cd_vec_free(&r->pcnt);
 	cd_vec_free(&r->ppos);

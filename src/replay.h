@@ -31,13 +31,32 @@ struct cd_count {
 };
 typedef CD_VEC(struct cd_count) cd_countv;
 
-/* One retained op: 12 bytes. */
+/* One distinct retained op: what an op list entry stands for. */
 enum { CD_OP_BW = 1, CD_OP_AC = 2 };
 struct cd_oprec {
 	uint32_t op;      /* id in replay->ops */
 	uint32_t argset;  /* id in replay->argsets, or CD_NOID: no DTensor args */
 	uint32_t flags;
 };
+
+/* A module's op list: 4 bytes per op, less when ops repeat.  Each entry is
+ * an id in replay->oprecs (repeated ops share one cd_oprec), or, with
+ * CD_OPS_RUN set, the number of further times the entry before it is
+ * repeated.  Walk it with cd_ops_next(). */
+#define CD_OPS_RUN 0x80000000u
+typedef CD_VEC(uint32_t) cd_opv;
+
+/* The next run of equal ops from *i: its oprec id and length. */
+static inline bool cd_ops_next(const cd_opv *v, uint32_t *i, uint32_t *rec, uint64_t *count)
+{
+	if (*i >= v->n)
+		return false;
+	*rec = v->v[(*i)++];
+	*count = 1;
+	while (*i < v->n && (v->v[*i] & CD_OPS_RUN))
+		*count += v->v[(*i)++] & ~CD_OPS_RUN;
+	return true;
+}
 
 /* Per-op-name facts, computed once. */
 struct cd_opinfo {
@@ -80,7 +99,7 @@ struct cd_rmod {
 	CD_VEC(struct cd_pinfo) params;
 	CD_VEC(uint32_t) hparams;   /* indexes into params: helper "parameters" order */
 	cd_countv fw, bw;
-	CD_VEC(struct cd_oprec) ops;
+	cd_opv ops;
 };
 
 /* Sharding info entry, in insertion order: module id + param index. */
@@ -105,6 +124,11 @@ struct cd_replay_opts {
 	 * r->colls.  May be NULL. */
 	void (*on_collective)(void *ud, const struct cd_replay *r, const struct cd_event *e,
 			      uint32_t coll);
+	/* Call region_done for a region when the next region begins or at the
+	 * end (cd_replay_finish, cd_replay_flush) instead of at its
+	 * region_exit, so that it knows whether more regions follow
+	 * (replay->more_regions); the state is unchanged until then. */
+	bool defer_done;
 	/* Called with one sentence for each oddity worth telling the user. */
 	void (*warn)(void *ud, const char *msg);
 	void *ud;
@@ -120,6 +144,10 @@ struct cd_replay {
 	struct cd_intern argkeys; /* serialized DTensor argument lists */
 	CD_VEC(struct cd_opinfo) opinfo;
 	CD_VEC(struct cd_argset) argsets;
+	struct cd_intern opkeys;  /* distinct retained ops, as struct cd_oprec bytes */
+	CD_VEC(struct cd_oprec) oprecs;  /* by opkeys id */
+	struct cd_oprec last_rec; /* the last op retained, and its oprecs id */
+	uint32_t last_rec_id;
 	char *scratch;
 	size_t scratch_cap;
 
@@ -134,6 +162,8 @@ struct cd_replay {
 	int64_t region;
 	uint32_t label;           /* strs id or CD_NOID */
 	bool region_cut;          /* ended by end of trace, not region_exit */
+	bool done_pending;        /* defer_done: region_done not called yet */
+	bool more_regions;        /* in region_done: another region follows */
 	uint32_t gen;
 	CD_VEC(struct cd_rmod) rm;      /* indexed by module id */
 	CD_VEC(uint32_t) helper;        /* module_helper_dict order */
@@ -173,6 +203,10 @@ void cd_replay_charge_list(const struct cd_replay *r, const uint32_t **v, uint32
 
 /* End of trace: closes an open region (reporting it as cut). */
 enum cd_status cd_replay_finish(struct cd_replay *r, struct cd_err *err);
+
+/* defer_done: call region_done for an ended region not reported yet (after
+ * an error, to show what was complete); no-op otherwise. */
+enum cd_status cd_replay_flush(struct cd_replay *r, struct cd_err *err);
 
 /* The per-module state of module id in the current region, or NULL when the
  * module has none there. */

@@ -40,10 +40,12 @@ static bool op_in(const struct cd_oprec *op, enum dir d)
 	return false;
 }
 
-static bool any_op_in(const struct cd_rmod *m, enum dir d)
+static bool any_op_in(const struct cd_replay *r, const struct cd_rmod *m, enum dir d)
 {
-	for (uint32_t i = 0; i < m->ops.n; i++)
-		if (op_in(&m->ops.v[i], d))
+	uint32_t i = 0, rec;
+	uint64_t count;
+	while (cd_ops_next(&m->ops, &i, &rec, &count))
+		if (op_in(&r->oprecs.v[rec], d))
 			return true;
 	return false;
 }
@@ -65,6 +67,41 @@ static void colored_line_end(struct cd_out *o, bool on)
 		cd_out_write(o, "\n", 1);
 }
 
+/* One op of a table section: its line and, for DTensor args, three more. */
+static void table_op(struct cd_out *o, const struct cd_replay *r, const struct cd_oprec *op,
+		     bool c, size_t cind, size_t oind)
+{
+	colored_line_start(o, YELLOW, c, cind);
+	cd_out_write(o, "**", 2);
+	strid(o, &r->ops, op->op);
+	colored_line_end(o, c);
+	if (op->argset == CD_NOID || r->argsets.v[op->argset].nargs == 0)
+		return;
+	const struct cd_argset *as = &r->argsets.v[op->argset];
+	colored_line_start(o, RED, c, oind);
+	cd_out_write(o, "shape: [", 8);
+	for (uint32_t k = 0; k < as->nargs; k++) {
+		if (k)
+			cd_out_write(o, ", ", 2);
+		strid(o, &r->strs, as->shape[k]);
+	}
+	cd_out_write(o, "]", 1);
+	colored_line_end(o, c);
+	colored_line_start(o, RED, c, oind);
+	cd_out_write(o, "sharding: [", 11);
+	for (uint32_t k = 0; k < as->nargs; k++) {
+		if (k)
+			cd_out_write(o, ", ", 2);
+		strid(o, &r->strs, as->plc[k]);
+	}
+	cd_out_write(o, "]", 1);
+	colored_line_end(o, c);
+	colored_line_start(o, RED, c, oind);
+	cd_out_write(o, "device mesh: ", 13);
+	strid(o, &r->strs, as->mesh);
+	colored_line_end(o, c);
+}
+
 static void table_section(struct cd_out *o, const struct cd_replay *r, const struct cd_rmod *m,
 			  const cd_countv *colls, enum dir d, size_t cind, size_t oind,
 			  const struct cd_report_opts *ro)
@@ -81,39 +118,14 @@ static void table_section(struct cd_out *o, const struct cd_replay *r, const str
 	}
 	if (ro->noise < 1)
 		return;
-	for (uint32_t i = 0; i < m->ops.n; i++) {
-		const struct cd_oprec *op = &m->ops.v[i];
+	uint32_t i = 0, rec;
+	uint64_t count;
+	while (cd_ops_next(&m->ops, &i, &rec, &count)) {
+		const struct cd_oprec *op = &r->oprecs.v[rec];
 		if (!op_in(op, d) || !op_shown(r, op, ro->noise))
 			continue;
-		colored_line_start(o, YELLOW, c, cind);
-		cd_out_write(o, "**", 2);
-		strid(o, &r->ops, op->op);
-		colored_line_end(o, c);
-		if (op->argset == CD_NOID || r->argsets.v[op->argset].nargs == 0)
-			continue;
-		const struct cd_argset *as = &r->argsets.v[op->argset];
-		colored_line_start(o, RED, c, oind);
-		cd_out_write(o, "shape: [", 8);
-		for (uint32_t k = 0; k < as->nargs; k++) {
-			if (k)
-				cd_out_write(o, ", ", 2);
-			strid(o, &r->strs, as->shape[k]);
-		}
-		cd_out_write(o, "]", 1);
-		colored_line_end(o, c);
-		colored_line_start(o, RED, c, oind);
-		cd_out_write(o, "sharding: [", 11);
-		for (uint32_t k = 0; k < as->nargs; k++) {
-			if (k)
-				cd_out_write(o, ", ", 2);
-			strid(o, &r->strs, as->plc[k]);
-		}
-		cd_out_write(o, "]", 1);
-		colored_line_end(o, c);
-		colored_line_start(o, RED, c, oind);
-		cd_out_write(o, "device mesh: ", 13);
-		strid(o, &r->strs, as->mesh);
-		colored_line_end(o, c);
+		for (uint64_t k = 0; k < count && !o->failed; k++)
+			table_op(o, r, op, c, cind, oind);
 	}
 }
 
@@ -152,17 +164,17 @@ void cd_report_table(struct cd_out *o, const struct cd_replay *r, const struct c
 		size_t cind = indent + 2, oind = indent + 4;
 		bool ops = ro->noise >= 1;
 
-		if (m->fw.n || (ops && any_op_in(m, FWD))) {
+		if (m->fw.n || (ops && any_op_in(r, m, FWD))) {
 			cd_out_spaces(o, indent);
 			cd_out_write(o, "FORWARD PASS\n", 13);
 			table_section(o, r, m, &m->fw, FWD, cind, oind, ro);
 		}
-		if (m->bw.n || (ops && any_op_in(m, BWD))) {
+		if (m->bw.n || (ops && any_op_in(r, m, BWD))) {
 			cd_out_spaces(o, indent);
 			cd_out_write(o, "BACKWARD PASS\n", 14);
 			table_section(o, r, m, &m->bw, BWD, cind, oind, ro);
 		}
-		if (ops && any_op_in(m, ACK)) {
+		if (ops && any_op_in(r, m, ACK)) {
 			cd_out_spaces(o, indent);
 			cd_out_write(o, "ACTIVATION CHECKPOINTING\n", 25);
 			table_section(o, r, m, NULL, ACK, cind, oind, ro);
@@ -305,17 +317,21 @@ static const char *cached_op(struct cd_report_cache *c, const struct cd_out *o,
 static void json_ops(struct cd_out *o, const struct cd_replay *r, const struct cd_rmod *m,
 		     enum dir d, const struct cd_report_opts *ro)
 {
+	uint32_t i = 0, rec;
+	uint64_t count;
 	cd_pj_begin_arr(o);
-	for (uint32_t i = 0; ro->noise >= 1 && i < m->ops.n; i++) {
-		const struct cd_oprec *op = &m->ops.v[i];
+	while (ro->noise >= 1 && cd_ops_next(&m->ops, &i, &rec, &count)) {
+		const struct cd_oprec *op = &r->oprecs.v[rec];
 		if (!op_in(op, d) || !op_shown(r, op, ro->noise))
 			continue;
-		uint32_t len;
-		const char *text = ro->cache ? cached_op(ro->cache, o, r, op, &len) : NULL;
-		if (text)
-			cd_pj_raw(o, text, len);
-		else
-			json_op(o, r, op);
+		for (uint64_t k = 0; k < count && !o->failed; k++) {
+			uint32_t len;
+			const char *text = ro->cache ? cached_op(ro->cache, o, r, op, &len) : NULL;
+			if (text)
+				cd_pj_raw(o, text, len);
+			else
+				json_op(o, r, op);
+		}
 	}
 	cd_pj_end(o);
 }

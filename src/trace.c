@@ -1,12 +1,39 @@
 #include "trace.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "parse.h"
 
 typedef enum cd_status (*parse_fn)(struct cd_parser *, const char *, size_t, struct cd_event *,
 				   struct cd_err *);
+
+static _Atomic uint64_t mem_limit;
+
+void cd_trace_set_mem_limit(uint64_t bytes)
+{
+	atomic_store(&mem_limit, bytes);
+}
+
+/* Lines between two looks at the memory in use. */
+#define MEM_EVERY 4096
+
+/* Past the bound?  Then err says so. */
+static bool mem_over(struct cd_err *err)
+{
+	uint64_t limit = atomic_load(&mem_limit);
+	struct rusage ru;
+	if (!limit || getrusage(RUSAGE_SELF, &ru) != 0)
+		return false;
+	uint64_t used = (uint64_t)ru.ru_maxrss * 1024; /* KiB on Linux */
+	if (used <= limit)
+		return false;
+	cd_fail(err, CD_ERR_LIMIT, "memory use reached %.1f MiB, over the bound of %.1f MiB "
+		"(--max-mem); stopped", (double)used / 1048576.0, (double)limit / 1048576.0);
+	return true;
+}
 
 enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd_trace_run *run,
 			       struct cd_err *err)
@@ -26,9 +53,19 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 		size_t len;
 		if (run->tick)
 			run->tick(run->ud, rd);
+		if (mem_over(err)) {
+			st = CD_ERR_LIMIT;
+			err->line = run->line;
+			goto out;
+		}
 		st = cd_reader_next(rd, &buf, &len, err);
 		if (st == CD_END)
 			break;
+		if (st == CD_ERR_LIMIT) {
+			/* every line before it was handed out and counted */
+			err->line = run->line + 1;
+			goto out;
+		}
 		if (st) {
 			size_t n = strlen(err->msg);
 			if (run->last_good)
@@ -42,7 +79,11 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 		while (p < end) {
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
 			const char *le = nl ? nl : end;
-			run->line++;
+			if (++run->line % MEM_EVERY == 0 && mem_over(err)) {
+				st = CD_ERR_LIMIT;
+				err->line = run->line;
+				goto out;
+			}
 			/* blank lines are tolerated */
 			const char *q = p;
 			while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
@@ -107,6 +148,7 @@ out:
 	if (rd) {
 		run->file_bytes = cd_reader_file_bytes(rd);
 		run->data_bytes = cd_reader_data_bytes(rd);
+		cd_reader_frames(rd, &run->frames, &run->unchecked_frames);
 	}
 	cd_reader_close(rd);
 	cd_parser_free(&ps);

@@ -31,7 +31,16 @@ struct cd_trace_run {
 	bool has_rank, has_world;
 	int64_t rank, world_size, t0;
 	uint64_t file_bytes, data_bytes;
+	uint64_t frames;            /* zstd frames met */
+	uint64_t unchecked_frames;  /* of which without a content checksum */
 };
+
+/* A bound on the memory of the whole process (bytes of peak resident set,
+ * 0: none), checked by every cd_trace_replay in any thread every few
+ * thousand lines: past it, the replay stops with CD_ERR_LIMIT and a
+ * message that gives the figure, instead of growing until the system kills
+ * the process.  Set it before starting any replay. */
+void cd_trace_set_mem_limit(uint64_t bytes);
 
 /* Replay the trace at path ("-": standard input) into rp, which the caller
  * set up; the caller calls cd_replay_finish afterwards (a region still open

@@ -6,7 +6,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -19,11 +18,12 @@
 #include "../ranks.h"
 #include "../report.h"
 #include "../trace.h"
+#include "paths.h"
 
 /* ---- options ---- */
 
 enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_RANKS = 8, C_ALL = 15 };
-enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL };
+enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL, O_MAX_MEM };
 
 struct opt {
 	struct option lo;
@@ -43,6 +43,7 @@ static const struct opt opts[] = {
 	{{"output", required_argument, NULL, 'o'}, C_ALL},
 	{{"parser", required_argument, NULL, O_PARSER}, C_ALL},
 	{{"stats", no_argument, NULL, O_STATS}, C_ALL},
+	{{"max-mem", required_argument, NULL, O_MAX_MEM}, C_ALL},
 	{{"help", no_argument, NULL, 'h'}, C_ALL},
 	{{"version", no_argument, NULL, 'V'}, C_ALL},
 };
@@ -67,78 +68,71 @@ static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 	return true;
 }
 
+/* A size: digits and an optional K, M, G or T (powers of 1024), as in
+ * 512M, 4G or 4GiB; plain digits are bytes. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	int shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	case 't': case 'T': shift = 40; break;
+	case '\0': break;
+	default: return false;
+	}
+	if (shift) {
+		end++;
+		if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)
+			end += strlen(end);
+	}
+	if (*end || v == 0 || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
 static bool has_suffix(const char *s, const char *suf)
 {
 	size_t n = strlen(s), k = strlen(suf);
 	return n > k && strcmp(s + n - k, suf) == 0;
 }
 
-static int trace_file(const struct dirent *d)
+static void skip_note(void *ud, const char *path, const char *why)
 {
-	const char *s = d->d_name;
-	if (s[0] == '.')
-		return 0;
-	/* an NCCL-side trace goes with its rank's trace (see nccl_sibling) */
-	if (has_suffix(s, ".nccl.zst") || has_suffix(s, ".nccl.jsonl"))
-		return 0;
-	return has_suffix(s, ".zst") || has_suffix(s, ".jsonl") || has_suffix(s, ".json");
+	(void)ud;
+	fprintf(stderr, "commdebug: %s: warning: %s\n", path, why);
+}
+
+static void free_owned(struct cd_cli *cli)
+{
+	struct cd_paths p = {.v = cli->owned, .n = cli->owned ? cli->ntraces : 0};
+	cd_paths_free(&p);
+	cli->owned = NULL;
 }
 
 /* Replace each directory argument by the traces in it, sorted by name.
  * Returns -1 to go on, or an exit code. */
 static int expand_dirs(struct cd_cli *cli)
 {
-	int n = 0, cap = 0;
-	char **v = NULL;
+	struct cd_paths p;
+	struct cd_err err = {0};
+	const char *bad = NULL;
 
-	for (int i = 0; i < cli->ntraces; i++) {
-		struct stat st;
-		struct dirent **ents;
-		const char *a = cli->traces[i];
-		int k;
-		if (strcmp(a, "-") == 0 || stat(a, &st) != 0 || !S_ISDIR(st.st_mode)) {
-			k = -2;
-			ents = NULL;
-		} else {
-			k = scandir(a, &ents, trace_file, alphasort);
-			if (k < 0) {
-				fprintf(stderr, "commdebug: %s: cannot read the directory: %s\n", a,
-					strerror(errno));
-				return CD_EXIT_DATA;
-			}
-			if (k == 0) {
-				free(ents);
-				fprintf(stderr, "commdebug: %s: no traces (*.zst, *.jsonl, *.json) in "
-						"this directory\n", a);
-				return CD_EXIT_DATA;
-			}
-		}
-		int add = k == -2 ? 1 : k;
-		if (n + add > cap) {
-			cap = (n + add) * 2;
-			char **nv = realloc(v, (size_t)cap * sizeof *v);
-			if (!nv)
-				return CD_EXIT_DATA;
-			v = nv;
-		}
-		if (k == -2) {
-			v[n++] = strdup(a);
-			continue;
-		}
-		size_t al = strlen(a);
-		for (int j = 0; j < k; j++) {
-			size_t len = al + strlen(ents[j]->d_name) + 2;
-			v[n] = malloc(len);
-			if (v[n])
-				snprintf(v[n++], len, "%s%s%s", a, a[al - 1] == '/' ? "" : "/",
-					 ents[j]->d_name);
-			free(ents[j]);
-		}
-		free(ents);
+	if (!cd_paths_expand(cli->traces, cli->ntraces, &p, skip_note, NULL, &bad, &err)) {
+		fprintf(stderr, "commdebug: %s: %s\n", bad, err.msg);
+		return CD_EXIT_DATA;
 	}
-	cli->owned = v;
-	cli->traces = v;
-	cli->ntraces = n;
+	cli->owned = p.v;
+	cli->traces = p.v;
+	cli->ntraces = p.n;
 	return -1;
 }
 
@@ -188,6 +182,8 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 			cli->region = v;
 			break;
 		case 'o':
+			if (!*optarg)
+				return usage_error("%s", "--output needs a file name");
 			cli->out_path = optarg;
 			break;
 		case O_PARSER:
@@ -201,6 +197,14 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 		case O_STATS:
 			cli->stats = true;
 			break;
+		case O_MAX_MEM: {
+			uint64_t size;
+			if (!parse_size(optarg, &size))
+				return usage_error("--max-mem takes a size such as 512M or 4G, not '%s'",
+						   optarg);
+			cd_trace_set_mem_limit(size);
+			break;
+		}
 		case O_EACH:
 			cli->each = true;
 			break;
@@ -234,10 +238,7 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 	if ((c = expand_dirs(cli)) >= 0)
 		return c;
 	if (cli->nccl_path && (cli->ntraces > 1 || cli->no_nccl)) {
-		for (int i = 0; cli->owned && i < cli->ntraces; i++)
-			free(cli->owned[i]);
-		free(cli->owned);
-		cli->owned = NULL;
+		free_owned(cli);
 		return usage_error("%s", cli->no_nccl ? "--nccl and --no-nccl exclude each other"
 						     : "--nccl goes with one trace only");
 	}
@@ -275,7 +276,7 @@ static void progress_start(struct progress *pg, const char *path)
 	memset(pg, 0, sizeof *pg);
 	/* not while results go to the same terminal */
 	if (!isatty(STDERR_FILENO) || isatty(STDOUT_FILENO) || strcmp(path, "-") == 0 ||
-	    stat(path, &st) != 0)
+	    stat(path, &st) != 0 || !S_ISREG(st.st_mode))
 		return;
 	pg->on = true;
 	pg->size = (uint64_t)st.st_size;
@@ -308,11 +309,6 @@ struct run {
 	const char *path;
 	struct cd_trace_run *tr; /* the read in progress (its line, for warnings) */
 	struct cd_out *out;
-	struct cd_out held;      /* first region's text, until we know if more follow */
-	bool holding;
-	int64_t held_region;
-	char held_label[256];
-	bool has_held_label;
 	uint64_t reported;
 	bool json_like;
 	struct cd_report_cache cache;
@@ -366,29 +362,15 @@ static void render(struct run *run, struct cd_out *o, const struct cd_replay *r)
 static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd_err *err)
 {
 	struct run *run = ud;
-	const char *label = r->label == CD_NOID ? "" : cd_intern_str(&r->strs, r->label);
 
 	run->reported++;
-	if (run->json_like || run->cli->select) {
-		render(run, run->out, r);
-	} else if (run->reported == 1) {
-		/* hold the first region: a header is printed only if more follow */
-		run->holding = true;
-		run->held_region = r->region;
-		run->has_held_label = r->label != CD_NOID;
-		snprintf(run->held_label, sizeof run->held_label, "%s", label);
-		run->held.hold = true;
-		render(run, &run->held, r);
-	} else {
-		if (run->holding) {
-			region_header(run->out, run->held_region, run->held_label, run->has_held_label);
-			cd_out_write(run->out, run->held.buf, run->held.len);
-			cd_out_discard(&run->held);
-			run->holding = false;
-		}
-		region_header(run->out, r->region, label, r->label != CD_NOID);
-		render(run, run->out, r);
-	}
+	/* the table of several regions: a header before each (the replay
+	 * defers this call until it knows whether another region follows) */
+	if (!run->json_like && !run->cli->select && (run->reported > 1 || r->more_regions))
+		region_header(run->out, r->region,
+			      r->label == CD_NOID ? "" : cd_intern_str(&r->strs, r->label),
+			      r->label != CD_NOID);
+	render(run, run->out, r);
 	if (run->out->failed)
 		return cd_out_flush(run->out, err);
 	return CD_OK;
@@ -510,8 +492,6 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 	run.json_like = cli->json;
 	run.want_nccl = (cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON) && !cli->no_nccl;
 	char *sibling = run.want_nccl ? nccl_sibling(cli, path) : NULL;
-	cd_out_init(&run.held, NULL);
-	run.held.hold = true; /* memory only: never written to a FILE */
 	bool lists = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
 	struct cd_replay_opts ro = {
 		.retain_ops = lists && cli->noise >= 1,
@@ -520,6 +500,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		.select = cli->select,
 		.region = cli->region,
 		.region_done = region_done,
+		.defer_done = !run.json_like && !cli->select,
 		/* charging needs the NCCL calls first: those of the NCCL-side
 		 * trace; nccl events inside this trace are only summarized */
 		.on_collective = sibling ? nccl_charge_cb : NULL,
@@ -563,11 +544,6 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		rc = CD_EXIT_DATA;
 		goto out;
 	}
-	if (run.holding) {
-		cd_out_write(out, run.held.buf, run.held.len);
-		cd_out_discard(&run.held);
-		run.holding = false;
-	}
 	if (run.nccl_err.msg[0]) {
 		report_error(&run, &run.nccl_err);
 		rc = CD_EXIT_DATA;
@@ -609,20 +585,18 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		fprintf(stderr,
 			"commdebug: stats: %s: lines=%lld events=%" PRIu64 " regions=%" PRIu64
 			" file_bytes=%" PRIu64 " data_bytes=%" PRIu64 " ops_retained=%" PRIu64
-			" op_bytes=%" PRIu64 " modules=%u\n",
+			" op_bytes=%" PRIu64 " modules=%u zstd_frames=%" PRIu64
+			" unchecked_frames=%" PRIu64 "\n",
 			run.path, tr.last_good, rp.events, rp.regions, tr.file_bytes, tr.data_bytes,
-			rp.max_ops_retained, rp.max_op_bytes, rp.mods.count);
+			rp.max_ops_retained, rp.max_op_bytes, rp.mods.count, tr.frames,
+			tr.unchecked_frames);
 out:
-	if (run.holding) {
-		/* an error after the first region: still show the finished region */
-		if (rp.regions > 1)
-			region_header(out, run.held_region, run.held_label, run.has_held_label);
-		cd_out_write(out, run.held.buf, run.held.len);
-		cd_out_discard(&run.held);
-	}
-	if (replay_ok)
+	if (replay_ok) {
+		/* an error after a region ended: still show that region */
+		struct cd_err ferr = {0};
+		cd_replay_flush(&rp, &ferr);
 		cd_replay_free(&rp);
-	cd_out_free(&run.held);
+	}
 	cd_report_cache_free(&run.cache);
 	cd_nccl_free(&run.nccl);
 	free(sibling);
@@ -709,6 +683,49 @@ static int run_ranks(struct cd_cli *cli, struct cd_out *out)
 	return rc;
 }
 
+/* Open -o's file, unless it is a file the command reads: a trace, the
+ * --nccl trace or an NCCL-side trace next to a trace. */
+static int open_output(struct cd_cli *cli, FILE **f)
+{
+	int n = cli->ntraces, k = 0, rc = CD_EXIT_DATA;
+	char **in = calloc(2 * (size_t)n + 1, sizeof *in);
+	char **sib = calloc((size_t)n + 1, sizeof *sib);
+	struct cd_err err = {0};
+	const char *which = NULL;
+
+	if (!in || !sib) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		in[k++] = cli->traces[i];
+		if ((sib[i] = cd_paths_nccl_name(cli->traces[i])))
+			in[k++] = sib[i];
+	}
+	if (cli->nccl_path)
+		in[k++] = (char *)cli->nccl_path;
+	switch (cd_paths_open_output(cli->out_path, in, k, f, &which, &err)) {
+	case CD_OUT_OPENED:
+		rc = CD_EXIT_OK;
+		break;
+	case CD_OUT_CANNOT:
+		fprintf(stderr, "commdebug: %s: %s\n", cli->out_path, err.msg);
+		break;
+	case CD_OUT_IS_INPUT:
+		fprintf(stderr, "commdebug: %s: the output is the same file as %s%s; refusing to "
+				"overwrite it\n", cli->out_path, strcmp(which, "-") ? "the input " : "",
+			strcmp(which, "-") ? which : "standard input");
+		rc = CD_EXIT_USAGE;
+		break;
+	}
+out:
+	for (int i = 0; sib && i < n; i++)
+		free(sib[i]);
+	free(sib);
+	free(in);
+	return rc;
+}
+
 int cd_cli_run(struct cd_cli *cli)
 {
 	FILE *f = stdout;
@@ -716,13 +733,9 @@ int cd_cli_run(struct cd_cli *cli)
 	struct cd_err err = {0};
 	int rc = CD_EXIT_OK;
 
-	if (cli->out_path) {
-		f = fopen(cli->out_path, "w");
-		if (!f) {
-			fprintf(stderr, "commdebug: %s: cannot create: %s\n", cli->out_path,
-				strerror(errno));
-			return CD_EXIT_DATA;
-		}
+	if (cli->out_path && (rc = open_output(cli, &f)) != CD_EXIT_OK) {
+		free_owned(cli);
+		return rc;
 	}
 	cd_out_init(&out, f);
 	bool analyze = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
@@ -754,9 +767,7 @@ int cd_cli_run(struct cd_cli *cli)
 		}
 	}
 	cd_out_free(&out);
-	for (int i = 0; cli->owned && i < cli->ntraces; i++)
-		free(cli->owned[i]);
-	free(cli->owned);
+	free_owned(cli);
 	if (f != stdout && fclose(f) != 0) {
 		fprintf(stderr, "commdebug: %s: cannot write: %s\n", cli->out_path, strerror(errno));
 		rc = CD_EXIT_DATA;

@@ -46,6 +46,8 @@ void cd_cli_usage(FILE *f)
 		"  -o, --output=FILE    write to FILE instead of standard output\n"
 		"      --parser=KIND    line parser: fast (default) or general (cJSON, slower)\n"
 		"      --stats          print reading statistics to standard error\n"
+		"      --max-mem=SIZE   stop with an error when memory use passes SIZE\n"
+		"                       (bytes, or with K, M, G or T: 512M, 4G)\n"
 		"  -h, --help           show this help and exit\n"
 		"  -V, --version        show the version and exit\n"
 		"\n"

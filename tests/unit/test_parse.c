@@ -119,10 +119,6 @@ static void test_null_and_unknown(void)
 	/* unknown event types are kept as unknown, not rejected */
 	CHECK(fast("{\"ev\":\"from_the_future\",\"x\":1}", &e, &err) == CD_OK);
 	CHECK(e.ev == CD_EV_UNKNOWN);
-	/* duplicate keys: the last one wins in both */
-	CHECK(agree("{\"ev\":\"op\",\"name\":\"a.b.c\",\"name\":\"x.y.z\"}"));
-	CHECK(fast("{\"ev\":\"op\",\"name\":\"a.b.c\",\"name\":\"x.y.z\"}", &e, &err) == CD_OK);
-	CHECK(streq(e.name, "x.y.z"));
 }
 
 static void test_meta(void)
@@ -193,6 +189,51 @@ static void test_limits(void)
 	free(big);
 }
 
+/* A key twice in one object: a repeated "ev" must not change the event's
+ * type, and no other repeat is taken either (known or not, top level or
+ * inside an args/params entry). */
+static void test_duplicate_keys(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\",\"ev\":\"meta\"}", "duplicate key \"ev\" in the event"));
+	CHECK(reject("{\"ev\":\"meta\",\"ev\":\"op\",\"name\":\"x\"}", "duplicate key \"ev\""));
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\",\"name\":\"y\"}", "duplicate key \"name\""));
+	/* null counts as present for this rule */
+	CHECK(reject("{\"ev\":\"fw_pre\",\"mod\":\"a\",\"type\":\"T\",\"mod\":null}",
+		     "duplicate key \"mod\""));
+	/* the same key written with an escape is the same key */
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\",\"n\\u0061me\":\"y\"}", "duplicate key \"name\""));
+	/* keys this reader does not know */
+	CHECK(reject("{\"ev\":\"op\",\"zz\":1,\"name\":\"x\",\"a\":2,\"zz\":3}", "duplicate key \"zz\""));
+	CHECK(reject("{\"ev\":\"op\",\"name\":\"x\",\"dt\":true,\"args\":[{\"shape\":[1],\"shape\":[2]}]}",
+		     "duplicate key \"shape\" in an args entry"));
+	CHECK(reject("{\"ev\":\"fw_pre\",\"mod\":\"a\",\"type\":\"T\",\"params\":[{\"name\":\"w\",\"q\":1,\"q\":2}]}",
+		     "duplicate key \"q\" in a params entry"));
+	/* the column is that of the repeated key */
+	CHECK(fast("{\"ev\":\"op\",\"name\":\"x\",\"ev\":\"op\"}", &e, &err) != CD_OK);
+	CHECK(err.column == 23);
+	CHECK(fast("{\"ev\":\"op\",\"k\":1,\"name\":\"x\",\"k\":2}", &e, &err) != CD_OK);
+	CHECK(err.column == 29);
+	/* distinct keys, prefixes of each other, are fine; so are repeats
+	 * inside a value this reader skips */
+	CHECK(agree("{\"ev\":\"op\",\"name\":\"x\",\"na\":1,\"nam\":2,\"u\":{\"a\":1}}"));
+	/* args skipped unread (skip_detail): neither parser looks inside */
+	pf.skip_detail = pg.skip_detail = true;
+	CHECK(agree("{\"ev\":\"op\",\"name\":\"x\",\"dt\":true,\"args\":[{\"shape\":[1],\"shape\":2}]}"));
+	pf.skip_detail = pg.skip_detail = false;
+}
+
+/* "Global" is the root of the module tree: no event may name a module so. */
+static void test_global_reserved(void)
+{
+	CHECK(reject("{\"ev\":\"fw_pre\",\"mod\":\"Global\",\"type\":\"T\"}", "reserved"));
+	CHECK(reject("{\"ev\":\"bw_enter\",\"mod\":\"Global\"}", "reserved"));
+	CHECK(reject("{\"ev\":\"fw_post\",\"mod\":\"Glob\\u0061l\"}", "reserved"));
+	CHECK(agree("{\"ev\":\"fw_pre\",\"mod\":\"Global.x\",\"type\":\"T\"}"));
+	CHECK(agree("{\"ev\":\"fw_pre\",\"mod\":\"global\",\"type\":\"T\"}"));
+}
+
 int main(void)
 {
 	TEST(test_op_fields);
@@ -203,6 +244,8 @@ int main(void)
 	TEST(test_meta);
 	TEST(test_errors);
 	TEST(test_limits);
+	TEST(test_duplicate_keys);
+	TEST(test_global_reserved);
 	cd_parser_free(&pf);
 	cd_parser_free(&pg);
 	return check_done();

@@ -161,9 +161,136 @@ static void test_corrupt(void)
 	bool cut;
 	struct cd_err err = {0};
 	CHECK(read_all("bad.zst", &got, &gn, &cut, &err) == CD_ERR_FORMAT);
-	CHECK(strstr(err.msg, "corrupt zstd data near byte") != NULL);
+	CHECK(strstr(err.msg, "corrupt zstd data in the frame that starts at byte 0 of the file") !=
+	      NULL);
 	free(got);
 	free(d);
+}
+
+/* Frames with a content checksum, each starting at off[i]. */
+static size_t write_zstd_checked(const char *name, const char *data, size_t n, size_t frame_size,
+				 int checksum, size_t *off, size_t maxoff)
+{
+	size_t cap = ZSTD_compressBound(n) + 64 * (n / frame_size + 1);
+	char *out = malloc(cap);
+	size_t o = 0, k = 0;
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+	ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, checksum);
+	for (size_t at = 0; at < n; at += frame_size) {
+		size_t len = n - at < frame_size ? n - at : frame_size;
+		if (k < maxoff)
+			off[k++] = o;
+		o += ZSTD_compress2(c, out + o, cap - o, data + at, len);
+	}
+	ZSTD_freeCCtx(c);
+	write_file(name, out, o);
+	free(out);
+	return o;
+}
+
+static void test_checksum(void)
+{
+	size_t n, off[8];
+	char *d = make_lines(20000, &n);
+	size_t zn = write_zstd_checked("sum.zst", d, n, n / 3 + 1, 1, off, 8);
+	struct cd_reader *r;
+	struct cd_err err = {0};
+	char *got;
+	size_t gn;
+	bool cut;
+	uint64_t frames, unchecked;
+
+	/* intact: read, three frames, all checked */
+	CHECK(cd_reader_open(path_of("sum.zst"), &r, &err) == CD_OK);
+	const char *buf;
+	size_t len;
+	while (cd_reader_next(r, &buf, &len, &err) == CD_OK)
+		;
+	cd_reader_frames(r, &frames, &unchecked);
+	CHECK(frames == 3 && unchecked == 0);
+	cd_reader_close(r);
+
+	/* one flipped bit in the second frame's checksum (its last 4 bytes) */
+	FILE *f = fopen(path_of("sum.zst"), "r+b");
+	fseek(f, (long)(off[2] - 2), SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, (long)(off[2] - 2), SEEK_SET);
+	fputc(c ^ 0x10, f);
+	fclose(f);
+	CHECK(read_all("sum.zst", &got, &gn, &cut, &err) == CD_ERR_FORMAT);
+	char want[128];
+	snprintf(want, sizeof want, "checksum mismatch in the zstd frame that starts at byte %zu ",
+		 off[1]);
+	CHECK(strstr(err.msg, want) != NULL);
+	free(got);
+	(void)zn;
+
+	/* without checksums: read as before, and counted */
+	write_zstd_checked("nosum.zst", d, n, n / 3 + 1, 0, off, 8);
+	CHECK(cd_reader_open(path_of("nosum.zst"), &r, &err) == CD_OK);
+	while (cd_reader_next(r, &buf, &len, &err) == CD_OK)
+		;
+	cd_reader_frames(r, &frames, &unchecked);
+	CHECK(frames == 3 && unchecked == 3);
+	cd_reader_close(r);
+	free(d);
+}
+
+/* One limit, CD_MAX_LINE bytes without the newline, for plain and zstd
+ * input, with the offset of the line's start in the message. */
+static void line_limit_case(const char *name, size_t before, size_t line, bool final_newline,
+			    bool zstd, size_t frame)
+{
+	size_t n;
+	char *head = make_lines(before, &n);
+	size_t total = n + line + 4;
+	char *d = malloc(total);
+	memcpy(d, head, n);
+	memset(d + n, 'x', line);
+	size_t o = n + line;
+	if (final_newline) {
+		memcpy(d + o, "\nx\n", 3);
+		o += 3;
+	}
+	if (zstd)
+		write_zstd(name, d, o, frame, 0);
+	else
+		write_file(name, d, o);
+	char *got;
+	size_t gn;
+	bool cut;
+	struct cd_err err = {0};
+	enum cd_status st = read_all(name, &got, &gn, &cut, &err);
+	if (line <= CD_MAX_LINE) {
+		CHECK(st == CD_END);
+		CHECK(gn == o && memcmp(got, d, o) == 0);
+	} else {
+		char want[160];
+		snprintf(want, sizeof want, "line longer than 64 MiB (it starts at byte %zu of the %s)",
+			 n, zstd ? "decompressed data" : "file");
+		CHECK(st == CD_ERR_LIMIT);
+		if (!strstr(err.msg, want))
+			fprintf(stderr, "  %s: got \"%s\", want \"%s\"\n", name, err.msg, want);
+		CHECK(strstr(err.msg, want) != NULL);
+	}
+	free(got);
+	free(d);
+	free(head);
+}
+
+static void test_line_limit(void)
+{
+	for (int z = 0; z <= 1; z++) {
+		/* at the limit: read */
+		line_limit_case("lim0", 3, CD_MAX_LINE, true, z, 1u << 30);
+		/* one byte over: refused, as the first line of a slot, after
+		 * some chunks of short lines, and as the last line of the input */
+		line_limit_case("lim1", 0, CD_MAX_LINE + 1, true, z, 1u << 30);
+		line_limit_case("lim2", 40000, CD_MAX_LINE + 1, true, z, 3u << 20);
+		line_limit_case("lim3", 5, CD_MAX_LINE + 1, false, z, 1u << 30);
+		/* far over, in one zstd frame (used to pass inside zstd) */
+		line_limit_case("lim4", 5, 2 * CD_MAX_LINE, true, z, 1u << 30);
+	}
 }
 
 static void test_missing_and_empty(void)
@@ -190,6 +317,8 @@ int main(void)
 	TEST(test_zstd_cut);
 	TEST(test_long_line);
 	TEST(test_corrupt);
+	TEST(test_checksum);
+	TEST(test_line_limit);
 	TEST(test_missing_and_empty);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

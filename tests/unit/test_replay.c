@@ -211,13 +211,13 @@ static void test_activation_checkpointing(void)
 	OP_BW(&r, "aten.mul.default");
 	const struct cd_rmod *c = cd_replay_mod(&r, id(&r, "M.c"));
 	CHECK(c->ops.n == 2);
-	CHECK(c->ops.v[0].flags == (CD_OP_BW | CD_OP_AC));
-	CHECK(c->ops.v[1].flags == (CD_OP_BW | CD_OP_AC));
+	CHECK(r.oprecs.v[c->ops.v[0]].flags == (CD_OP_BW | CD_OP_AC));
+	CHECK(r.oprecs.v[c->ops.v[1]].flags == (CD_OP_BW | CD_OP_AC));
 	/* the next backward pre-hook clears it */
 	ev(&r, "{\"ev\":\"bw_pre\",\"mod\":\"M\"}");
 	CHECK(!r.ac);
 	OP_BW(&r, "aten.add.Tensor");
-	CHECK(cd_replay_mod(&r, id(&r, "M"))->ops.v[0].flags == CD_OP_BW);
+	CHECK(r.oprecs.v[cd_replay_mod(&r, id(&r, "M"))->ops.v[0]].flags == CD_OP_BW);
 	cd_replay_free(&r);
 }
 
@@ -330,16 +330,108 @@ static void test_op_kinds(void)
 	CHECK(count(&r, "Global", false, "c10d.allreduce_") == 1);
 	const struct cd_rmod *g = cd_replay_mod(&r, 0);
 	CHECK(g->ops.n == 6); /* all but the fake one */
-	CHECK(g->ops.v[0].argset != CD_NOID);
-	const struct cd_argset *as = &r.argsets.v[g->ops.v[0].argset];
+	CHECK(r.oprecs.v[g->ops.v[0]].argset != CD_NOID);
+	const struct cd_argset *as = &r.argsets.v[r.oprecs.v[g->ops.v[0]].argset];
 	CHECK_STR(cd_intern_str(&r.strs, as->shape[0]), "torch.Size([2])");
 	CHECK_STR(cd_intern_str(&r.strs, as->mesh), "M");
+	cd_replay_free(&r);
+}
+
+/* The op list as "name*count" runs, e.g. "mm*3 add*1". */
+static void runs_text(const struct cd_replay *r, const struct cd_rmod *m, char *out, size_t n)
+{
+	uint32_t i = 0, rec;
+	uint64_t count;
+	size_t o = 0;
+	out[0] = '\0';
+	while (cd_ops_next(&m->ops, &i, &rec, &count) && o < n)
+		o += (size_t)snprintf(out + o, n - o, "%s%s*%llu%s", o ? " " : "",
+				      cd_intern_str(&r->ops, r->oprecs.v[rec].op),
+				      (unsigned long long)count,
+				      r->oprecs.v[rec].flags & CD_OP_BW ? "(bw)" : "");
+}
+
+/* Repeated ops share one record and one run entry; the list still yields
+ * every op, in order. */
+static void test_op_runs(void)
+{
+	struct cd_replay r;
+	char text[256];
+	init(&r, true);
+	begin(&r, 1);
+	for (int i = 0; i < 1000; i++)
+		OP(&r, "mm");
+	OP(&r, "add");
+	OP(&r, "mm");
+	OP(&r, "mm");
+	OP_BW(&r, "mm");
+	for (int i = 0; i < 3; i++) {
+		OP(&r, "a");
+		OP(&r, "b");
+	}
+	const struct cd_rmod *g = cd_replay_mod(&r, 0);
+	runs_text(&r, g, text, sizeof text);
+	CHECK_STR(text, "mm*1000 add*1 mm*2 mm*1(bw) a*1 b*1 a*1 b*1 a*1 b*1");
+	/* 1000 repeats: two entries; alternation: one entry per op */
+	CHECK(g->ops.n == 2 + 1 + 2 + 1 + 6);
+	CHECK(r.oprecs.n == 5); /* mm, add, mm(bw), a, b */
+	CHECK(r.ops_retained == 1010);
+	cd_replay_free(&r);
+}
+
+static int done_calls;
+static bool done_more[8];
+static int64_t done_region[8];
+
+static enum cd_status on_done(void *ud, const struct cd_replay *r, struct cd_err *err)
+{
+	(void)ud;
+	(void)err;
+	if (done_calls < 8) {
+		done_more[done_calls] = r->more_regions;
+		done_region[done_calls] = r->region;
+	}
+	done_calls++;
+	return CD_OK;
+}
+
+/* defer_done: a region is reported when the next begins or at the end,
+ * knowing whether more follow, with its state as it was at its exit. */
+static void test_defer_done(void)
+{
+	struct cd_replay r;
+	struct cd_replay_opts o = {.retain_ops = true, .defer_done = true, .region_done = on_done};
+	struct cd_err err = {0};
+	done_calls = 0;
+	CHECK(cd_replay_init(&r, &o, &err) == CD_OK);
+	begin(&r, 7);
+	OP(&r, "mm");
+	ev(&r, "{\"ev\":\"region_exit\",\"region\":7}");
+	CHECK(done_calls == 0);
+	ev(&r, "{\"ev\":\"bw_enter\",\"mod\":\"X\"}"); /* between regions */
+	begin(&r, 8);
+	CHECK(done_calls == 1 && done_more[0] && done_region[0] == 7);
+	ev(&r, "{\"ev\":\"region_exit\",\"region\":8}");
+	CHECK(done_calls == 1);
+	CHECK(cd_replay_finish(&r, &err) == CD_OK);
+	CHECK(done_calls == 2 && !done_more[1] && done_region[1] == 8);
+	CHECK(cd_replay_flush(&r, &err) == CD_OK && done_calls == 2);
+	cd_replay_free(&r);
+	/* flush after an error between regions reports the ended one */
+	done_calls = 0;
+	CHECK(cd_replay_init(&r, &o, &err) == CD_OK);
+	begin(&r, 1);
+	ev(&r, "{\"ev\":\"region_exit\",\"region\":1}");
+	CHECK(cd_replay_flush(&r, &err) == CD_OK);
+	CHECK(done_calls == 1 && !done_more[0]);
 	cd_replay_free(&r);
 }
 
 int main(void)
 {
 	TEST(test_nesting_and_depth);
+	TEST(test_op_runs);
+	TEST(test_defer_done);
 	TEST(test_collective_in_local_hook_after_post);
 	TEST(test_run_twice);
 	TEST(test_shared_module_parents_first_call);

@@ -1,0 +1,215 @@
+/* Directory arguments and the output file (see paths.h). */
+#include "paths.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void cd_paths_free(struct cd_paths *p)
+{
+	for (int i = 0; i < p->n; i++)
+		free(p->v[i]);
+	free(p->v);
+	memset(p, 0, sizeof *p);
+}
+
+static bool push(struct cd_paths *p, char *s)
+{
+	if (!s)
+		return false;
+	if (p->n == p->cap) {
+		int cap = p->cap ? p->cap * 2 : 16;
+		char **nv = realloc(p->v, (size_t)cap * sizeof *nv);
+		if (!nv) {
+			free(s);
+			return false;
+		}
+		p->v = nv;
+		p->cap = cap;
+	}
+	p->v[p->n++] = s;
+	return true;
+}
+
+static bool has_suffix(const char *s, const char *suf)
+{
+	size_t n = strlen(s), k = strlen(suf);
+	return n > k && strcmp(s + n - k, suf) == 0;
+}
+
+bool cd_paths_trace_name(const char *s)
+{
+	if (s[0] == '.')
+		return false;
+	/* an NCCL-side trace goes with its rank's trace */
+	if (has_suffix(s, ".nccl.zst") || has_suffix(s, ".nccl.jsonl"))
+		return false;
+	return has_suffix(s, ".zst") || has_suffix(s, ".jsonl") || has_suffix(s, ".json");
+}
+
+static int trace_entry(const struct dirent *d)
+{
+	return cd_paths_trace_name(d->d_name);
+}
+
+static const char *kind(mode_t m)
+{
+	return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a directory"
+	       : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
+}
+
+/* The traces of directory a, appended to out. */
+static bool expand_one(const char *a, struct cd_paths *out,
+		       void (*note)(void *ud, const char *path, const char *why), void *ud,
+		       struct cd_err *err)
+{
+	struct dirent **ents;
+	int k = scandir(a, &ents, trace_entry, alphasort);
+	bool ok = true;
+	int added = 0;
+
+	if (k < 0) {
+		cd_fail(err, CD_ERR_IO, "cannot read the directory: %s", strerror(errno));
+		return false;
+	}
+	size_t al = strlen(a);
+	const char *sep = al && a[al - 1] == '/' ? "" : "/";
+	for (int j = 0; j < k; j++) {
+		size_t len = al + strlen(ents[j]->d_name) + 2;
+		char *p = ok ? malloc(len) : NULL;
+		struct stat st;
+		if (p)
+			snprintf(p, len, "%s%s%s", a, sep, ents[j]->d_name);
+		free(ents[j]);
+		if (!p) {
+			if (ok)
+				cd_fail(err, CD_ERR_NOMEM, "out of memory");
+			ok = false;
+			continue;
+		}
+		/* never open what is not a regular file: a FIFO would block;
+		 * a name that cannot be stat'ed is kept, and its open fails */
+		if (stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {
+			if (note) {
+				char why[128];
+				snprintf(why, sizeof why, "%s, not a regular file; skipped",
+					 kind(st.st_mode));
+				note(ud, p, why);
+			}
+			free(p);
+			continue;
+		}
+		if (!push(out, p)) {
+			cd_fail(err, CD_ERR_NOMEM, "out of memory");
+			ok = false;
+			continue;
+		}
+		added++;
+	}
+	free(ents);
+	if (ok && added == 0) {
+		cd_fail(err, CD_ERR_TRACE, "no traces (*.zst, *.jsonl, *.json) in this directory");
+		return false;
+	}
+	return ok;
+}
+
+bool cd_paths_expand(char *const *args, int nargs, struct cd_paths *out,
+		     void (*note)(void *ud, const char *path, const char *why), void *ud,
+		     const char **bad, struct cd_err *err)
+{
+	memset(out, 0, sizeof *out);
+	for (int i = 0; i < nargs; i++) {
+		const char *a = args[i];
+		struct stat st;
+		if (strcmp(a, "-") != 0 && stat(a, &st) == 0 && S_ISDIR(st.st_mode)) {
+			if (!expand_one(a, out, note, ud, err)) {
+				*bad = a;
+				cd_paths_free(out);
+				return false;
+			}
+		} else if (!push(out, strdup(a))) {
+			*bad = a;
+			cd_fail(err, CD_ERR_NOMEM, "out of memory");
+			cd_paths_free(out);
+			return false;
+		}
+	}
+	return true;
+}
+
+char *cd_paths_nccl_name(const char *path)
+{
+	static const char *const exts[] = {".zst", ".jsonl", ".json"};
+	size_t n = strlen(path), base = n;
+	char *s;
+
+	if (strcmp(path, "-") == 0 || has_suffix(path, ".nccl.zst") ||
+	    has_suffix(path, ".nccl.jsonl"))
+		return NULL;
+	for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+		if (has_suffix(path, exts[i])) {
+			base = n - strlen(exts[i]);
+			break;
+		}
+	if (!(s = malloc(base + sizeof ".nccl.zst")))
+		return NULL;
+	memcpy(s, path, base);
+	memcpy(s + base, ".nccl.zst", sizeof ".nccl.zst");
+	return s;
+}
+
+/* The input that is the file o, or NULL. */
+static const char *same_as_input(const struct stat *o, char *const *inputs, int n)
+{
+	struct stat st;
+	for (int i = 0; i < n; i++) {
+		int r = strcmp(inputs[i], "-") == 0 ? fstat(STDIN_FILENO, &st) : stat(inputs[i], &st);
+		if (r == 0 && st.st_dev == o->st_dev && st.st_ino == o->st_ino)
+			return inputs[i];
+	}
+	return NULL;
+}
+
+enum cd_open_out cd_paths_open_output(const char *path, char *const *inputs, int n, FILE **f,
+				      const char **which, struct cd_err *err)
+{
+	struct stat ost;
+	int fd;
+
+	/* an existing output first by name, so that an input FIFO is not
+	 * opened; then the opened file (no O_TRUNC: nothing is changed before
+	 * the comparison) */
+	if (stat(path, &ost) == 0 && (*which = same_as_input(&ost, inputs, n)))
+		return CD_OUT_IS_INPUT;
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
+	if (fd < 0) {
+		cd_fail(err, CD_ERR_IO, "cannot create: %s", strerror(errno));
+		return CD_OUT_CANNOT;
+	}
+	if (fstat(fd, &ost) != 0) {
+		cd_fail(err, CD_ERR_IO, "cannot create: %s", strerror(errno));
+		close(fd);
+		return CD_OUT_CANNOT;
+	}
+	if ((*which = same_as_input(&ost, inputs, n))) {
+		close(fd);
+		return CD_OUT_IS_INPUT;
+	}
+	if (S_ISREG(ost.st_mode) && ftruncate(fd, 0) != 0) {
+		cd_fail(err, CD_ERR_IO, "cannot truncate: %s", strerror(errno));
+		close(fd);
+		return CD_OUT_CANNOT;
+	}
+	*f = fdopen(fd, "w");
+	if (!*f) {
+		cd_fail(err, CD_ERR_IO, "cannot create: %s", strerror(errno));
+		close(fd);
+		return CD_OUT_CANNOT;
+	}
+	return CD_OUT_OPENED;
+}
