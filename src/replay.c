@@ -149,6 +149,7 @@ static uint32_t mod_id(struct cd_replay *r, struct cd_str s)
 			r->pcnt.v[i] = 0;
 			r->ppos.v[i] = 0;
 			memset(&r->rm.v[i], 0, sizeof r->rm.v[i]);
+			r->rm.v[i].more = CD_NOID;
 		}
 		r->pcnt.n = r->ppos.n = r->rm.n = need;
 	}
@@ -164,11 +165,35 @@ static struct cd_rmod *rmod(struct cd_replay *r, uint32_t id)
 		m->in_helper = m->hooked = m->has_parents = m->has_counts = m->warned = false;
 		m->type = CD_NOID;
 		m->depth = 0;
-		m->parents.n = m->children.n = m->params.n = m->hparams.n = 0;
+		m->parents.n = 0;
+		if (m->more != CD_NOID) {
+			struct cd_rmod_more *x = &r->more.v[m->more];
+			x->children.n = x->params.n = x->hparams.n = 0;
+		}
 		m->fw.n = m->bw.n = m->ops.n = 0;
 		r->mods_in_region++;
 	}
 	return m;
+}
+
+/* The module's extra lists, made on first use (NULL: out of memory).
+ * Valid until the next call for another module. */
+static struct cd_rmod_more *more_of(struct cd_replay *r, struct cd_rmod *m)
+{
+	if (m->more == CD_NOID) {
+		struct cd_rmod_more z;
+		memset(&z, 0, sizeof z);
+		if (!cd_vec_push(&r->more, z))
+			return NULL;
+		m->more = r->more.n - 1;
+	}
+	return &r->more.v[m->more];
+}
+
+const struct cd_rmod_more *cd_replay_more(const struct cd_replay *r, const struct cd_rmod *m)
+{
+	static const struct cd_rmod_more none;
+	return m->more == CD_NOID ? &none : &r->more.v[m->more];
 }
 
 const struct cd_rmod *cd_replay_mod(const struct cd_replay *r, uint32_t id)
@@ -308,22 +333,27 @@ static enum cd_status record_params(struct cd_replay *r, struct cd_rmod *m, uint
 {
 	char buf[64];
 
+	if (!e->nparams)
+		return CD_OK;
+	struct cd_rmod_more *x = more_of(r, m);
+	if (!x)
+		return nomem(err);
 	for (uint32_t i = 0; i < e->nparams; i++) {
 		const struct cd_param *p = &e->params[i];
 		uint32_t name = str_id(r, p->name);
 		uint32_t k;
 		if (name == CD_NOID)
 			return nomem(err);
-		for (k = 0; k < m->params.n; k++)
-			if (m->params.v[k].name == name)
+		for (k = 0; k < x->params.n; k++)
+			if (x->params.v[k].name == name)
 				break;
-		if (k == m->params.n) {
+		if (k == x->params.n) {
 			struct cd_pinfo z = {.name = name, .dtype = CD_NOID, .shape = CD_NOID,
 					     .placements = CD_NOID, .mesh = CD_NOID, .nbytes = -1};
-			if (!cd_vec_push(&m->params, z))
+			if (!cd_vec_push(&x->params, z))
 				return nomem(err);
 		}
-		struct cd_pinfo *pi = &m->params.v[k];
+		struct cd_pinfo *pi = &x->params.v[k];
 		pi->dtype = str_id(r, p->dtype);
 		pi->nbytes = p->nbytes;
 		pi->requires_grad = p->requires_grad;
@@ -357,7 +387,7 @@ static enum cd_status record_params(struct cd_replay *r, struct cd_rmod *m, uint
 			if (!pi->dtensor_ever) {
 				pi->dtensor_ever = true;
 				struct cd_shard_ref ref = {id, k};
-				if (!cd_vec_push(&m->hparams, k) || !cd_vec_push(&r->sharding, ref))
+				if (!cd_vec_push(&x->hparams, k) || !cd_vec_push(&r->sharding, ref))
 					return nomem(err);
 			}
 		}
@@ -501,7 +531,8 @@ static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, s
 	uint32_t parent = r->parent_list.v[r->parent_list.n - 1];
 	if (r->opts.want_tree) {
 		struct cd_rmod *pm = rmod(r, parent);
-		if (!cd_vec_push(&pm->children, id))
+		struct cd_rmod_more *px = more_of(r, pm);
+		if (!px || !cd_vec_push(&px->children, id))
 			return nomem(err);
 		m = &r->rm.v[id];
 	}
@@ -877,9 +908,7 @@ void cd_replay_free(struct cd_replay *r)
 	for (uint32_t i = 0; i < r->rm.n; i++) {
 		struct cd_rmod *m = &r->rm.v[i];
 		cd_vec_free(&m->parents);
-		cd_vec_free(&m->children);
-		cd_vec_free(&m->params);
-		cd_vec_free(&m->hparams);
+
 		cd_vec_free(&m->fw);
 		cd_vec_free(&m->bw);
 		cd_vec_free(&m->ops);
@@ -888,6 +917,12 @@ void cd_replay_free(struct cd_replay *r)
 		free(r->argsets.v[i].shape);
 		free(r->argsets.v[i].plc);
 	}
+	for (uint32_t i = 0; i < r->more.n; i++) {
+		cd_vec_free(&r->more.v[i].children);
+		cd_vec_free(&r->more.v[i].params);
+		cd_vec_free(&r->more.v[i].hparams);
+	}
+	cd_vec_free(&r->more);
 	cd_vec_free(&r->rm);
 	cd_vec_free(&r->argsets);
 	cd_vec_free(&r->oprecs);

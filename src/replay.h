@@ -94,12 +94,19 @@ struct cd_rmod {
 	bool warned;          /* "backward without forward" said once */
 	uint32_t type;        /* strs id of the class path, CD_NOID for Global */
 	uint32_t depth;
+	uint32_t more;        /* index in replay->more, CD_NOID until needed */
 	CD_VEC(uint32_t) parents;   /* module_parents_dict snapshot (module ids) */
+	cd_countv fw, bw;
+	cd_opv ops;
+};
+
+/* The per-module lists few modules have (most are leaves without DTensor
+ * parameters), kept apart so that a module without them costs 4 bytes for
+ * them, not 48.  Read them with cd_replay_more(). */
+struct cd_rmod_more {
 	CD_VEC(uint32_t) children;  /* parent_dict (module ids, repeats kept) */
 	CD_VEC(struct cd_pinfo) params;
 	CD_VEC(uint32_t) hparams;   /* indexes into params: helper "parameters" order */
-	cd_countv fw, bw;
-	cd_opv ops;
 };
 
 /* Sharding info entry, in insertion order: module id + param index. */
@@ -166,6 +173,7 @@ struct cd_replay {
 	bool more_regions;        /* in region_done: another region follows */
 	uint32_t gen;
 	CD_VEC(struct cd_rmod) rm;      /* indexed by module id */
+	CD_VEC(struct cd_rmod_more) more;
 	CD_VEC(uint32_t) helper;        /* module_helper_dict order */
 	CD_VEC(uint32_t) parent_list;
 	CD_VEC(struct cd_shard_ref) sharding;
@@ -211,6 +219,10 @@ enum cd_status cd_replay_flush(struct cd_replay *r, struct cd_err *err);
 /* The per-module state of module id in the current region, or NULL when the
  * module has none there. */
 const struct cd_rmod *cd_replay_mod(const struct cd_replay *r, uint32_t id);
+
+/* The children, parameters and helper parameters of a module in the
+ * current region (empty lists when it has none). */
+const struct cd_rmod_more *cd_replay_more(const struct cd_replay *r, const struct cd_rmod *m);
 
 /* Bytes held for retained ops in the current region. */
 uint64_t cd_replay_op_bytes(const struct cd_replay *r);

@@ -146,11 +146,12 @@ void cd_report_table(struct cd_out *o, const struct cd_replay *r, const struct c
 				strid(o, &r->strs, m->type);
 				cd_out_write(o, "'\n", 2);
 			}
-			if (m->hparams.n) {
+			const struct cd_rmod_more *x = cd_replay_more(r, m);
+			if (x->hparams.n) {
 				cd_out_spaces(o, indent);
 				cd_out_write(o, "*Parameter List\n", 16);
-				for (uint32_t k = 0; k < m->hparams.n; k++) {
-					const struct cd_pinfo *p = &m->params.v[m->hparams.v[k]];
+				for (uint32_t k = 0; k < x->hparams.n; k++) {
+					const struct cd_pinfo *p = &x->params.v[x->hparams.v[k]];
 					cd_out_spaces(o, indent);
 					cd_out_write(o, " *", 2);
 					strid(o, &r->strs, p->name);
@@ -355,6 +356,7 @@ static void json_node(struct cd_out *o, const struct cd_replay *r, uint32_t id, 
 {
 	const struct cd_rmod *m = cd_replay_mod(r, id);
 	static const struct cd_rmod empty;
+	static const struct cd_rmod_more none;
 
 	if (!m)
 		m = &empty;
@@ -383,8 +385,9 @@ static void json_node(struct cd_out *o, const struct cd_replay *r, uint32_t id, 
 	}
 	cd_pj_key(o, "parameters");
 	cd_pj_begin_arr(o);
-	for (uint32_t k = 0; ro->noise >= 1 && m->type != CD_NOID && k < m->hparams.n; k++) {
-		const struct cd_pinfo *p = &m->params.v[m->hparams.v[k]];
+	const struct cd_rmod_more *x = m == &empty ? &none : cd_replay_more(r, m);
+	for (uint32_t k = 0; ro->noise >= 1 && m->type != CD_NOID && k < x->hparams.n; k++) {
+		const struct cd_pinfo *p = &x->params.v[x->hparams.v[k]];
 		cd_pj_begin_arr(o);
 		json_strid(o, &r->strs, p->name);
 		json_strid(o, &r->strs, p->placements);
@@ -393,7 +396,7 @@ static void json_node(struct cd_out *o, const struct cd_replay *r, uint32_t id, 
 	cd_pj_end(o);
 	cd_pj_key(o, "children");
 	cd_pj_begin_arr(o);
-	if (m->children.n && path->n < UINT32_MAX - 1) {
+	if (x->children.n && path->n < UINT32_MAX - 1) {
 		if (path->n == path->cap) {
 			uint32_t cap = path->cap ? path->cap * 2 : 16;
 			uint32_t *nv = realloc(path->v, cap * sizeof *nv);
@@ -404,8 +407,8 @@ static void json_node(struct cd_out *o, const struct cd_replay *r, uint32_t id, 
 		}
 		if (path->n < path->cap) {
 			path->v[path->n++] = id;
-			for (uint32_t k = 0; k < m->children.n; k++) {
-				uint32_t c = m->children.v[k];
+			for (uint32_t k = 0; k < x->children.n; k++) {
+				uint32_t c = x->children.v[k];
 				if (on_path(path, c)) {
 					/* the reference recurses forever here */
 					if (!path->warned && ro->warn) {
@@ -524,9 +527,10 @@ void cd_report_sharding(struct cd_out *o, const struct cd_replay *r, bool json)
 	if (!json) {
 		cd_out_str(o, "parameters:\n");
 		for (uint32_t h = 0; h < r->helper.n; h++) {
-			const struct cd_rmod *m = cd_replay_mod(r, r->helper.v[h]);
-			for (uint32_t k = 0; k < m->params.n; k++) {
-				const struct cd_pinfo *p = &m->params.v[k];
+			const struct cd_rmod_more *x =
+				cd_replay_more(r, cd_replay_mod(r, r->helper.v[h]));
+			for (uint32_t k = 0; k < x->params.n; k++) {
+				const struct cd_pinfo *p = &x->params.v[k];
 				cd_out_str(o, "  ");
 				strid(o, &r->mods, r->helper.v[h]);
 				cd_out_write(o, ".", 1);
@@ -550,8 +554,9 @@ void cd_report_sharding(struct cd_out *o, const struct cd_replay *r, bool json)
 		}
 		cd_out_str(o, "sharding:\n");
 		for (uint32_t i = 0; i < r->sharding.n; i++) {
-			const struct cd_rmod *m = cd_replay_mod(r, r->sharding.v[i].mod);
-			const struct cd_pinfo *p = &m->params.v[r->sharding.v[i].param];
+			const struct cd_rmod_more *x =
+				cd_replay_more(r, cd_replay_mod(r, r->sharding.v[i].mod));
+			const struct cd_pinfo *p = &x->params.v[r->sharding.v[i].param];
 			cd_out_str(o, "  ");
 			strid(o, &r->mods, r->sharding.v[i].mod);
 			cd_out_write(o, ".", 1);
@@ -566,13 +571,13 @@ void cd_report_sharding(struct cd_out *o, const struct cd_replay *r, bool json)
 	cd_pj_key(o, "parameters");
 	cd_pj_begin_obj(o);
 	for (uint32_t h = 0; h < r->helper.n; h++) {
-		const struct cd_rmod *m = cd_replay_mod(r, r->helper.v[h]);
-		if (!m->params.n)
+		const struct cd_rmod_more *x = cd_replay_more(r, cd_replay_mod(r, r->helper.v[h]));
+		if (!x->params.n)
 			continue;
 		cd_pj_key(o, cd_intern_str(&r->mods, r->helper.v[h]));
 		cd_pj_begin_obj(o);
-		for (uint32_t k = 0; k < m->params.n; k++) {
-			const struct cd_pinfo *p = &m->params.v[k];
+		for (uint32_t k = 0; k < x->params.n; k++) {
+			const struct cd_pinfo *p = &x->params.v[k];
 			cd_pj_key(o, cd_intern_str(&r->strs, p->name));
 			cd_pj_begin_obj(o);
 			if (p->shape != CD_NOID) {
@@ -613,8 +618,9 @@ void cd_report_sharding(struct cd_out *o, const struct cd_replay *r, bool json)
 	cd_pj_key(o, "sharding");
 	cd_pj_begin_obj(o);
 	for (uint32_t i = 0; i < r->sharding.n; i++) {
-		const struct cd_rmod *m = cd_replay_mod(r, r->sharding.v[i].mod);
-		const struct cd_pinfo *p = &m->params.v[r->sharding.v[i].param];
+		const struct cd_rmod_more *x =
+			cd_replay_more(r, cd_replay_mod(r, r->sharding.v[i].mod));
+		const struct cd_pinfo *p = &x->params.v[r->sharding.v[i].param];
 		const char *mn = cd_intern_str(&r->mods, r->sharding.v[i].mod);
 		const char *pn = cd_intern_str(&r->strs, p->name);
 		size_t len = strlen(mn) + strlen(pn) + 2;

@@ -683,47 +683,27 @@ static int run_ranks(struct cd_cli *cli, struct cd_out *out)
 	return rc;
 }
 
-/* Open -o's file, unless it is a file the command reads: a trace, the
- * --nccl trace or an NCCL-side trace next to a trace. */
+/* Open -o's file, unless it is a file the command reads. */
 static int open_output(struct cd_cli *cli, FILE **f)
 {
-	int n = cli->ntraces, k = 0, rc = CD_EXIT_DATA;
-	char **in = calloc(2 * (size_t)n + 1, sizeof *in);
-	char **sib = calloc((size_t)n + 1, sizeof *sib);
 	struct cd_err err = {0};
-	const char *which = NULL;
+	char *which = NULL;
 
-	if (!in || !sib) {
-		fprintf(stderr, "commdebug: out of memory\n");
-		goto out;
-	}
-	for (int i = 0; i < n; i++) {
-		in[k++] = cli->traces[i];
-		if ((sib[i] = cd_paths_nccl_name(cli->traces[i])))
-			in[k++] = sib[i];
-	}
-	if (cli->nccl_path)
-		in[k++] = (char *)cli->nccl_path;
-	switch (cd_paths_open_output(cli->out_path, in, k, f, &which, &err)) {
+	switch (cd_paths_open_report(cli->out_path, cli->traces, cli->ntraces, cli->nccl_path, f,
+				     &which, &err)) {
 	case CD_OUT_OPENED:
-		rc = CD_EXIT_OK;
-		break;
-	case CD_OUT_CANNOT:
-		fprintf(stderr, "commdebug: %s: %s\n", cli->out_path, err.msg);
-		break;
+		return CD_EXIT_OK;
 	case CD_OUT_IS_INPUT:
 		fprintf(stderr, "commdebug: %s: the output is the same file as %s%s; refusing to "
 				"overwrite it\n", cli->out_path, strcmp(which, "-") ? "the input " : "",
 			strcmp(which, "-") ? which : "standard input");
-		rc = CD_EXIT_USAGE;
+		free(which);
+		return CD_EXIT_USAGE;
+	case CD_OUT_CANNOT:
 		break;
 	}
-out:
-	for (int i = 0; sib && i < n; i++)
-		free(sib[i]);
-	free(sib);
-	free(in);
-	return rc;
+	fprintf(stderr, "commdebug: %s: %s\n", cli->out_path, err.msg);
+	return CD_EXIT_DATA;
 }
 
 int cd_cli_run(struct cd_cli *cli)

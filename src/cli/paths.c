@@ -213,3 +213,38 @@ enum cd_open_out cd_paths_open_output(const char *path, char *const *inputs, int
 	}
 	return CD_OUT_OPENED;
 }
+
+enum cd_open_out cd_paths_open_report(const char *path, char *const *traces, int n,
+				      const char *nccl, FILE **f, char **which, struct cd_err *err)
+{
+	/* the traces, the NCCL-side trace each may have, --nccl's */
+	char **in = calloc(2 * (size_t)n + 1, sizeof *in);
+	char **own = calloc((size_t)n + 1, sizeof *own);
+	const char *w = NULL;
+	enum cd_open_out rc = CD_OUT_CANNOT;
+	int k = 0;
+
+	*which = NULL;
+	if (!in || !own) {
+		cd_fail(err, CD_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		in[k++] = traces[i];
+		if ((own[i] = cd_paths_nccl_name(traces[i])))
+			in[k++] = own[i];
+	}
+	if (nccl)
+		in[k++] = (char *)nccl;
+	rc = cd_paths_open_output(path, in, k, f, &w, err);
+	if (rc == CD_OUT_IS_INPUT && !(*which = strdup(w))) {
+		rc = CD_OUT_CANNOT;
+		cd_fail(err, CD_ERR_NOMEM, "out of memory");
+	}
+out:
+	for (int i = 0; own && i < n; i++)
+		free(own[i]);
+	free(own);
+	free(in);
+	return rc;
+}

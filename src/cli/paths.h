@@ -48,4 +48,11 @@ enum cd_open_out { CD_OUT_OPENED, CD_OUT_CANNOT, CD_OUT_IS_INPUT };
 enum cd_open_out cd_paths_open_output(const char *path, char *const *inputs, int n, FILE **f,
 				      const char **which, struct cd_err *err);
 
+/* cd_paths_open_output for a report: the inputs are the n traces, the
+ * NCCL-side trace each may have next to it (cd_paths_nccl_name) and nccl
+ * (--nccl; may be NULL).  CD_OUT_IS_INPUT: *which is a malloc'd copy of the
+ * input's name, for the caller to free. */
+enum cd_open_out cd_paths_open_report(const char *path, char *const *traces, int n,
+				      const char *nccl, FILE **f, char **which, struct cd_err *err);
+
 #endif
