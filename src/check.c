@@ -417,7 +417,7 @@ static const char *param_placements(const struct cd_replay *r, const char *fqn, 
 		const struct cd_rmod *m = cd_replay_mod(r, ref->mod);
 		if (!m)
 			continue;
-		const struct cd_pinfo *p = &m->params.v[ref->param];
+		const struct cd_pinfo *p = &cd_replay_more(r, m)->params.v[ref->param];
 		o->len = 0;
 		cd_out_str(o, cd_intern_str(&r->mods, ref->mod));
 		cd_out_write(o, ".", 1);
@@ -604,7 +604,7 @@ static char *snapshot(struct cd_check *c, const struct cd_replay *r)
 			const struct cd_rmod *m = cd_replay_mod(r, ref->mod);
 			if (!m)
 				continue;
-			const struct cd_pinfo *p = &m->params.v[ref->param];
+			const struct cd_pinfo *p = &cd_replay_more(r, m)->params.v[ref->param];
 			size_t len = strlen(cd_intern_str(&r->mods, ref->mod)) +
 				     strlen(cd_intern_str(&r->strs, p->name)) + 2;
 			char *fqn = malloc(len);
