@@ -876,9 +876,13 @@ static int out_move(struct cd_out *o, const char *path)
 		free(abs);
 		return e;
 	}
+	/* the trace is open for writing only: read it through its name */
+	int rfd = open(o->path, O_RDONLY | O_CLOEXEC);
 	atomic_store(&g.busy_since, cd_rec_now());
-	e = copy_frames(o->fd, fd) < 0 ? errno : 0;
+	e = rfd < 0 || copy_frames(rfd, fd) < 0 ? errno : 0;
 	atomic_store(&g.busy_since, 0);
+	if (rfd >= 0)
+		close(rfd);
 	if (e) {
 		close(fd);
 		unlink(abs);
