@@ -920,48 +920,53 @@ static void serve_moves(struct cd_out *o)
 	pthread_mutex_unlock(&g.lock);
 }
 
+/* The writer's output.  Static rather than on the writer's stack: a child
+ * forked after the writer started has no writer thread, and its buffers
+ * must stay reachable there (for leak checkers). */
+static struct cd_out wout = {.fd = -1, .cap = CD_TXT_CAP};
+
 static void *writer(void *arg)
 {
-	struct cd_out o = {.fd = -1, .cap = CD_TXT_CAP};
+	struct cd_out *o = &wout;
 	uint64_t last_end = cd_rec_now();
 	uint64_t served;
 
 	(void)arg;
-	o.txt = malloc(o.cap);
-	o.zcap = ZSTD_CStreamOutSize();
-	o.zbuf = malloc(o.zcap);
-	o.z = ZSTD_createCCtx();
-	if (!o.txt || !o.zbuf || !o.z) {
+	o->txt = malloc(o->cap);
+	o->zcap = ZSTD_CStreamOutSize();
+	o->zbuf = malloc(o->zcap);
+	o->z = ZSTD_createCCtx();
+	if (!o->txt || !o->zbuf || !o->z) {
 		fprintf(stderr, "commdebug-nccl: out of memory; NCCL calls are not recorded\n");
 		atomic_store(&g.run, CD_OFF);
 		goto out;
 	}
-	ZSTD_CCtx_setParameter(o.z, ZSTD_c_compressionLevel, g.level);
+	ZSTD_CCtx_setParameter(o->z, ZSTD_c_compressionLevel, g.level);
 	/* a checksum per frame: commdebug rejects a frame whose bytes changed */
-	ZSTD_CCtx_setParameter(o.z, ZSTD_c_checksumFlag, 1);
+	ZSTD_CCtx_setParameter(o->z, ZSTD_c_checksumFlag, 1);
 	for (;;) {
 		bool stop;
 		struct timespec ts;
 
-		serve_moves(&o);
-		drain(&o);
+		serve_moves(o);
+		drain(o);
 		pthread_mutex_lock(&g.lock);
 		served = atomic_load(&g.flush_req);
 		stop = g.stop;
 		pthread_mutex_unlock(&g.lock);
 		if (stop || served != g.flush_done ||
 		    cd_rec_now() - last_end >= (uint64_t)g.flush_ms * 1000000u) {
-			drain(&o);
+			drain(o);
 			if (stop) {
-				while (drain(&o))
+				while (drain(o))
 					;
 				/* claimed but not published when recording stopped */
 				uint64_t h = atomic_load(&g.head);
 				if (h > g.tail)
 					atomic_fetch_add(&g.lost, h - g.tail);
 			}
-			put_lost(&o);
-			compress(&o, true);
+			put_lost(o);
+			compress(o, true);
 			last_end = cd_rec_now();
 			pthread_mutex_lock(&g.lock);
 			g.flush_done = served;
@@ -969,8 +974,8 @@ static void *writer(void *arg)
 			pthread_mutex_unlock(&g.lock);
 			if (stop)
 				break;
-		} else if (o.ntxt > CD_TXT_CAP / 2) {
-			compress(&o, false);
+		} else if (o->ntxt > CD_TXT_CAP / 2) {
+			compress(o, false);
 		}
 		pthread_mutex_lock(&g.lock);
 		if (!g.stop && atomic_load(&g.flush_req) == g.flush_done &&
@@ -986,13 +991,13 @@ static void *writer(void *arg)
 		pthread_mutex_unlock(&g.lock);
 	}
 out:
-	if (o.fd >= 0)
-		close(o.fd);
-	ZSTD_freeCCtx(o.z);
-	free(o.txt);
-	free(o.zbuf);
-	free(o.path);
-	free(o.want);
+	if (o->fd >= 0)
+		close(o->fd);
+	ZSTD_freeCCtx(o->z);
+	free(o->txt);
+	free(o->zbuf);
+	free(o->path);
+	free(o->want);
 	pthread_mutex_lock(&g.lock);
 	g.writer_exited = true;
 	pthread_cond_broadcast(&g.flushed);
