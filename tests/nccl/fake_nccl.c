@@ -2,6 +2,7 @@
  * wraps, with NCCL's signatures, doing nothing but checking their
  * communicator and counting the calls (fake_nccl_calls); ncclBcast calls
  * ncclBroadcast the way NCCL does. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stddef.h>
 
@@ -14,7 +15,7 @@ struct fake_uid {
 	char internal[128];
 };
 
-static long calls;
+static _Atomic long calls;   /* called from several threads ("many") */
 
 EXPORT long fake_nccl_calls(void)
 {
