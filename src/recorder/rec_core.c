@@ -785,8 +785,11 @@ static bool drain(struct cd_out *o)
 
 	for (uint64_t n = 0; n <= g.mask && pop(&r); n++) {
 		any = true;
-		if (!out_open(o, &r))
+		if (!out_open(o, &r)) {
+			/* no trace (yet): counted, in case set_trace gives one */
+			atomic_fetch_add_explicit(&g.lost, 1, memory_order_relaxed);
 			continue;
+		}
 		if (r.kind == CD_RK_COMM)
 			put_comm(o, &r.u.comm, cd_rec_now());
 		else

@@ -207,6 +207,16 @@ else
 	bad "set_trace before any NCCL call: $out; $(ls "$tmp")"; cat "$tmp/err"
 fi
 
+out=$(RANK=1 COMMDEBUG_NCCL_TRACE=/nonexistent/dir/z.zst LD_PRELOAD=$PRELOAD "$APP" settrace \
+	"$tmp/dir/late.nccl.zst" 2>"$tmp/err")
+got=$(zstd -qdc "$tmp/dir/late.nccl.zst" 2>/dev/null | jq -s -c '[(map(select(.ev == "nccl")) | length),
+	(map(select(.ev == "nccl_lost") | .count) | add)]')
+if [ "$out" = OK ] && [ "$got" = "[2,3]" ]; then
+	ok "set_trace after an unwritable path: recording resumes, what came before counted lost"
+else
+	bad "set_trace after an unwritable path: $out $got"; cat "$tmp/err"
+fi
+
 # --- two writers on one path: the second one never truncates or interleaves
 #     with the first; it writes NAME.pid<PID>.nccl.zst, and set_trace onto a
 #     path another process writes is refused
