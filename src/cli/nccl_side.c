@@ -279,7 +279,8 @@ int cd_nside_finish(struct cd_nside *ns, struct cd_out *o, const struct cd_inter
 	}
 	if (ns->nccl.lost)
 		fprintf(stderr, "commdebug: %s: warning: the NCCL recorder could not record %" PRIu64
-				" call(s) (its queue was full); the NCCL numbers leave them out\n",
+				" call(s) (its queue was full, or its trace was not open yet); the NCCL "
+				"numbers leave them out\n",
 			src, ns->nccl.lost);
 	if (ns->nccl.orphan_done)
 		fprintf(stderr, "commdebug: %s: warning: %" PRIu64 " completion event(s) name NCCL "
