@@ -663,7 +663,7 @@ static bool out_open(struct cd_out *o, const struct cd_rec *first)
 	o->path = absolute(o->want ? o->want : trace_path(o->rank));
 	o->want = NULL;
 	o->fd = o->path ? open_trace(o->path) : -1;
-	if (o->fd < 0 && errno == EBUSY) {
+	if (o->fd < 0 && o->path && errno == EBUSY) {
 		char *alt = separate_path(o->path);
 		if (alt) {
 			fprintf(stderr, "commdebug-nccl: %s is being written by another process; "

@@ -74,7 +74,8 @@ else
 fi
 
 # --- frame checksums: the trace's frames carry one, and no single byte flip
-#     gives exit 0 with another report
+#     gives exit 0 with another report (flips in the frame header, the last 8
+#     bytes, and every 5th byte between: about 140 runs)
 if zstd -lv "$tmp/i1.nccl.zst" 2>/dev/null | grep -q "^Check: XXH64"; then
 	ok "frames carry an XXH64 checksum"
 else
@@ -83,7 +84,7 @@ fi
 cp "$tmp/i1.nccl.zst" "$tmp/flip.zst"
 "$CD" analyze "$tmp/flip.zst" >"$tmp/flip0" 2>/dev/null
 size=$(wc -c <"$tmp/i1.nccl.zst")
-off=0 silent=0 caught=0
+off=0 silent=0 caught=0 tried=0
 while [ "$off" -lt "$size" ]; do
 	cp "$tmp/i1.nccl.zst" "$tmp/flip.zst"
 	b=$(od -An -tu1 -j"$off" -N1 "$tmp/i1.nccl.zst" | tr -d ' ')
@@ -94,12 +95,17 @@ while [ "$off" -lt "$size" ]; do
 	else
 		caught=$((caught + 1))
 	fi
-	off=$((off + 1))
+	if [ "$off" -lt 16 ] || [ "$off" -ge $((size - 9)) ]; then
+		off=$((off + 1))
+	else
+		off=$((off + 5))
+	fi
+	tried=$((tried + 1))
 done
 if [ "$silent" = 0 ] && [ "$caught" -gt 0 ]; then
-	ok "byte flips: none changes the report unnoticed ($caught of $size rejected)"
+	ok "byte flips: none changes the report unnoticed ($caught of $tried rejected)"
 else
-	bad "byte flips: $silent of $size changed the report with exit 0"
+	bad "byte flips: $silent of $tried changed the report with exit 0"
 fi
 
 # --- interposer: SIGKILL after a flush interval leaves a readable trace
