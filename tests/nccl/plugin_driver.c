@@ -807,5 +807,8 @@ int main(int argc, char **argv)
 	scenario();
 	if (argc == 4)
 		stress();
+	/* as NCCL does after the last communicator: the library stays loaded
+	 * (it pins itself) and finishes its trace at exit */
+	dlclose(lib);
 	return 0;
 }
