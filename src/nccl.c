@@ -454,8 +454,8 @@ enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct 
 	cd_out_printf(o, "NCCL calls (%s): %u calls, %" PRIu64 " charged to modules, %" PRIu64
 			 " with GPU time", source, n->calls.n, charged, timed);
 	if (n->lost)
-		cd_out_printf(o, ", %" PRIu64 " NOT RECORDED (the recorder's queue was full)",
-			      n->lost);
+		cd_out_printf(o, ", %" PRIu64 " NOT RECORDED (the recorder's queue was full or its "
+				 "trace not open)", n->lost);
 	cd_out_str(o, "\n");
 	cd_out_printf(o, "%-16s %6s %8s %12s %12s %13s %13s\n", "Collective", "Ranks", "Calls",
 		      "Bytes", "Time (us)", "algbw (GB/s)", "busbw (GB/s)");

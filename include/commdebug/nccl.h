@@ -26,8 +26,33 @@ int commdebug_nccl_tag(const char *pg, uint64_t seq);
 /* Remove the calling thread's tag. */
 void commdebug_nccl_untag(void);
 
-/* Write everything recorded so far to the trace and end a zstd frame. */
+/* Write everything recorded so far to the trace and end a zstd frame.
+ * Waits at most about a second, and not at all while the writer is blocked
+ * in open() or write(). */
 void commdebug_nccl_flush(void);
+
+/* Make path (used as given: no %r / %p expansion; a relative path is taken
+ * from the current directory now) the NCCL-side trace of this process,
+ * whatever happened before:
+ *   - nothing written yet: the trace is opened at path when the first NCCL
+ *     record comes (never otherwise: a process without NCCL calls leaves no
+ *     file); a trace that could not be opened earlier is tried again there
+ *     and recording resumes;
+ *   - a trace already written elsewhere (NCCL was used before the caller
+ *     knew where its trace goes): the zstd frame in progress is ended and
+ *     the file is renamed to path; across file systems the frames written
+ *     so far are copied into path, writing goes on there and the old file
+ *     is removed.  Either way path ends up holding the whole trace, one meta
+ *     line first, and nothing is lost meanwhile (NCCL calls made during the
+ *     move wait in the queue).
+ * A file already at path is replaced, unless another live recorder holds
+ * it.  Waits for the writer at most COMMDEBUG_NCCL_EXIT_MS (at least 2 s).
+ * Returns 0, or -1 with errno: EINVAL (path NULL or empty), EBUSY (another
+ * process writes path), ETIMEDOUT (the writer is blocked in a write; the
+ * move is made when it can), ENOTSUP (a child forked after recording
+ * started: it records nothing), or what rename(2), open(2) or write(2) said
+ * (the trace stays where it was then). */
+int commdebug_nccl_set_trace(const char *path);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include "../report.h"
 #include "../trace.h"
 #include "paths.h"
+#include "nccl_side.h"
 
 /* ---- options ---- */
 
@@ -97,12 +98,6 @@ static bool parse_size(const char *s, uint64_t *out)
 		return false;
 	*out = (uint64_t)v << shift;
 	return true;
-}
-
-static bool has_suffix(const char *s, const char *suf)
-{
-	size_t n = strlen(s), k = strlen(suf);
-	return n > k && strcmp(s + n - k, suf) == 0;
 }
 
 static void skip_note(void *ud, const char *path, const char *why)
@@ -313,9 +308,8 @@ struct run {
 	bool json_like;
 	struct cd_report_cache cache;
 	struct progress pg;
-	struct cd_nccl nccl;     /* NCCL calls of the trace and its sibling */
+	struct cd_nside ns;      /* NCCL calls of the trace and its NCCL-side trace */
 	bool want_nccl;
-	struct cd_err nccl_err;  /* first failure while collecting them */
 };
 
 static void warn_cb(void *ud, const char *msg)
@@ -394,13 +388,12 @@ static void tick_cb(void *ud, const struct cd_reader *rd)
 		progress_tick(&run->pg, run->path, rd);
 }
 
+/* The NCCL side (nccl_side.c): the replay's hooks. */
 static void nccl_event_cb(void *ud, const struct cd_event *e, const struct cd_replay *r)
 {
 	struct run *run = ud;
 	(void)r;
-	if ((e->ev == CD_EV_NCCL || e->ev == CD_EV_NCCL_LOST) && !run->nccl_err.msg[0] &&
-	    cd_nccl_event(&run->nccl, e, &run->nccl_err))
-		run->nccl_err.line = run->tr ? run->tr->line : 0;
+	cd_nside_event(&run->ns, e, run->tr ? run->tr->line : 0);
 }
 
 static void nccl_charge_cb(void *ud, const struct cd_replay *r, const struct cd_event *e,
@@ -408,76 +401,7 @@ static void nccl_charge_cb(void *ud, const struct cd_replay *r, const struct cd_
 {
 	struct run *run = ud;
 	(void)coll;
-	if (!run->nccl_err.msg[0])
-		cd_nccl_charge(&run->nccl, r, e, &run->nccl_err);
-}
-
-/* The NCCL-side trace of path: --nccl, else the file next to it named
- * like it with .nccl.zst (rank0.zst -> rank0.nccl.zst) if there is one.
- * Returns a malloc'd path or NULL. */
-static char *nccl_sibling(const struct cd_cli *cli, const char *path)
-{
-	static const char *const exts[] = {".zst", ".jsonl", ".json"};
-	struct stat st;
-	size_t n = strlen(path), base = n;
-	char *s;
-
-	if (cli->nccl_path)
-		return strdup(cli->nccl_path);
-	if (strcmp(path, "-") == 0 || has_suffix(path, ".nccl.zst") ||
-	    has_suffix(path, ".nccl.jsonl"))
-		return NULL;
-	for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
-		if (has_suffix(path, exts[i])) {
-			base = n - strlen(exts[i]);
-			break;
-		}
-	if (!(s = malloc(base + sizeof ".nccl.zst")))
-		return NULL;
-	memcpy(s, path, base);
-	memcpy(s + base, ".nccl.zst", sizeof ".nccl.zst");
-	if (stat(s, &st) != 0 || !S_ISREG(st.st_mode)) {
-		free(s);
-		return NULL;
-	}
-	return s;
-}
-
-/* Read the NCCL events of an NCCL-side trace into run->nccl. */
-static int load_nccl(struct run *run, const char *path)
-{
-	struct cd_replay rp;
-	struct cd_replay_opts ro = {.warn = warn_cb, .ud = run};
-	struct cd_trace_run tr = {.general_parser = run->cli->general_parser, .skip_detail = true,
-				  .after_event = nccl_event_cb, .ud = run};
-	struct cd_err err = {0};
-	const char *main_path = run->path;
-	int rc = CD_EXIT_OK;
-
-	run->path = path;
-	run->tr = &tr;
-	if (cd_replay_init(&rp, &ro, &err)) {
-		report_error(run, &err);
-		run->path = main_path;
-		return CD_EXIT_DATA;
-	}
-	if (cd_trace_replay(path, &rp, &tr, &err)) {
-		report_error(run, &err);
-		rc = CD_EXIT_DATA;
-	} else if (run->nccl_err.msg[0]) {
-		report_error(run, &run->nccl_err);
-		rc = CD_EXIT_DATA;
-	} else if (tr.cut) {
-		fprintf(stderr, "commdebug: %s: warning: the trace is cut (%s); read up to line %lld, "
-				"the last complete line\n", path, tr.cut_why, tr.last_good);
-		rc = CD_EXIT_CUT;
-	}
-	if (rc != CD_EXIT_DATA && !cd_nccl_any(&run->nccl))
-		fprintf(stderr, "commdebug: %s: warning: no NCCL calls in this trace\n", path);
-	cd_replay_free(&rp);
-	run->path = main_path;
-	run->tr = NULL;
-	return rc;
+	cd_nside_charge(&run->ns, r, e);
 }
 
 static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
@@ -491,7 +415,9 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 
 	run.json_like = cli->json;
 	run.want_nccl = (cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON) && !cli->no_nccl;
-	char *sibling = run.want_nccl ? nccl_sibling(cli, path) : NULL;
+	if (run.want_nccl)
+		cd_nside_find(&run.ns, cli, path);
+	const char *sibling = run.ns.sibling;
 	bool lists = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
 	struct cd_replay_opts ro = {
 		.retain_ops = lists && cli->noise >= 1,
@@ -522,7 +448,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		goto out;
 	}
 	replay_ok = true;
-	if (sibling && (rc = load_nccl(&run, sibling)) == CD_EXIT_DATA)
+	if (sibling && (rc = cd_nside_load(&run.ns, cli, path)) == CD_EXIT_DATA)
 		goto out;
 	progress_start(&run.pg, path);
 	st = cd_trace_replay(path, &rp, &tr, &err);
@@ -544,31 +470,12 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		rc = CD_EXIT_DATA;
 		goto out;
 	}
-	if (run.nccl_err.msg[0]) {
-		report_error(&run, &run.nccl_err);
+	if (run.want_nccl &&
+	    cd_nside_finish(&run.ns, out, &rp.mods, run.path, cli->json, rp.regions != 0)) {
 		rc = CD_EXIT_DATA;
 		goto out;
 	}
-	const char *nccl_src = sibling ? sibling : run.path;
-	if (run.want_nccl && cd_nccl_any(&run.nccl)) {
-		if (rp.regions && !cli->json)
-			cd_out_str(out, "\n");
-		if ((st = cd_nccl_report(out, &run.nccl, &rp.mods, nccl_src,
-					 cli->json, &err))) {
-			report_error(&run, &err);
-			rc = CD_EXIT_DATA;
-			goto out;
-		}
-	}
-	if (run.want_nccl && run.nccl.lost)
-		fprintf(stderr, "commdebug: %s: warning: the NCCL recorder could not record %" PRIu64
-				" call(s) (its queue was full); the NCCL numbers leave them out\n",
-			nccl_src, run.nccl.lost);
-	if (run.want_nccl && run.nccl.orphan_done)
-		fprintf(stderr, "commdebug: %s: warning: %" PRIu64 " completion event(s) name NCCL "
-				"calls that are not in the trace (no comm/seq match); ignored\n",
-			nccl_src, run.nccl.orphan_done);
-	if (rp.regions == 0 && run.want_nccl && cd_nccl_any(&run.nccl)) {
+	if (rp.regions == 0 && run.want_nccl && cd_nccl_any(&run.ns.nccl)) {
 		/* an NCCL-side trace on its own: the calls are the analysis */
 	} else if (rp.regions == 0) {
 		fprintf(stderr, "commdebug: %s: no recording region in the trace (no region_enter "
@@ -598,8 +505,7 @@ out:
 		cd_replay_free(&rp);
 	}
 	cd_report_cache_free(&run.cache);
-	cd_nccl_free(&run.nccl);
-	free(sibling);
+	cd_nside_free(&run.ns);
 	return rc;
 }
 

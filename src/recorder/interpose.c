@@ -91,6 +91,13 @@ static void *resolve(const char *name, void *self)
 
 /* ------------------------------------------------------------- recording */
 
+/* NCCL calls of this thread in progress.  NCCL calls itself through its
+ * exported symbols (ncclBcast calls ncclBroadcast), and the preloaded
+ * wrapper catches those calls too: only the outermost call of a thread is
+ * recorded. */
+static __thread int depth __attribute__((tls_model("initial-exec")));
+
+
 /* ncclSuccess, or ncclInProgress (7): a non-blocking communicator accepted
  * the call (or is being created; its handle is valid already). */
 static bool started(cd_nccl_result res)
@@ -190,10 +197,13 @@ CD_EXPORT cd_nccl_result ncclAllReduce(const void *sendbuff, void *recvbuff, siz
 				       int dtype, int op, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclAllReduce);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclAllReduce_real(sendbuff, recvbuff, count, dtype, op, comm, stream);
 
-	record(res, t, CD_NF_ALL_REDUCE, count, dtype, op, NONE, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_ALL_REDUCE, count, dtype, op, NONE, NONE, comm, stream);
 	return res;
 }
 
@@ -201,10 +211,13 @@ CD_EXPORT cd_nccl_result ncclAllGather(const void *sendbuff, void *recvbuff, siz
 				       int dtype, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclAllGather);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclAllGather_real(sendbuff, recvbuff, sendcount, dtype, comm, stream);
 
-	record(res, t, CD_NF_ALL_GATHER, sendcount, dtype, NONE, NONE, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_ALL_GATHER, sendcount, dtype, NONE, NONE, NONE, comm, stream);
 	return res;
 }
 
@@ -213,10 +226,13 @@ CD_EXPORT cd_nccl_result ncclReduceScatter(const void *sendbuff, void *recvbuff,
 					   cd_cuda_stream stream)
 {
 	REAL(ncclReduceScatter);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclReduceScatter_real(sendbuff, recvbuff, recvcount, dtype, op, comm, stream);
 
-	record(res, t, CD_NF_REDUCE_SCATTER, recvcount, dtype, op, NONE, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_REDUCE_SCATTER, recvcount, dtype, op, NONE, NONE, comm, stream);
 	return res;
 }
 
@@ -224,10 +240,13 @@ CD_EXPORT cd_nccl_result ncclBroadcast(const void *sendbuff, void *recvbuff, siz
 				       int dtype, int root, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclBroadcast);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclBroadcast_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
 
-	record(res, t, CD_NF_BROADCAST, count, dtype, NONE, root, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_BROADCAST, count, dtype, NONE, root, NONE, comm, stream);
 	return res;
 }
 
@@ -235,10 +254,13 @@ CD_EXPORT cd_nccl_result ncclBcast(void *buff, size_t count, int dtype, int root
 				   cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclBcast);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclBcast_real(buff, count, dtype, root, comm, stream);
 
-	record(res, t, CD_NF_BROADCAST, count, dtype, NONE, root, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_BROADCAST, count, dtype, NONE, root, NONE, comm, stream);
 	return res;
 }
 
@@ -246,10 +268,13 @@ CD_EXPORT cd_nccl_result ncclReduce(const void *sendbuff, void *recvbuff, size_t
 				    int op, int root, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclReduce);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclReduce_real(sendbuff, recvbuff, count, dtype, op, root, comm, stream);
 
-	record(res, t, CD_NF_REDUCE, count, dtype, op, root, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_REDUCE, count, dtype, op, root, NONE, comm, stream);
 	return res;
 }
 
@@ -257,10 +282,13 @@ CD_EXPORT cd_nccl_result ncclAlltoAll(const void *sendbuff, void *recvbuff, size
 				      int dtype, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclAlltoAll);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclAlltoAll_real(sendbuff, recvbuff, count, dtype, comm, stream);
 
-	record(res, t, CD_NF_ALL_TO_ALL, count, dtype, NONE, NONE, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_ALL_TO_ALL, count, dtype, NONE, NONE, NONE, comm, stream);
 	return res;
 }
 
@@ -269,10 +297,13 @@ CD_EXPORT cd_nccl_result ncclAllToAll(const void *sendbuff, void *recvbuff, size
 				      int dtype, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclAllToAll);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclAllToAll_real(sendbuff, recvbuff, count, dtype, comm, stream);
 
-	record(res, t, CD_NF_ALL_TO_ALL, count, dtype, NONE, NONE, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_ALL_TO_ALL, count, dtype, NONE, NONE, NONE, comm, stream);
 	return res;
 }
 
@@ -280,10 +311,13 @@ CD_EXPORT cd_nccl_result ncclGather(const void *sendbuff, void *recvbuff, size_t
 				    int root, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclGather);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclGather_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
 
-	record(res, t, CD_NF_GATHER, count, dtype, NONE, root, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_GATHER, count, dtype, NONE, root, NONE, comm, stream);
 	return res;
 }
 
@@ -291,10 +325,13 @@ CD_EXPORT cd_nccl_result ncclScatter(const void *sendbuff, void *recvbuff, size_
 				     int root, cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclScatter);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclScatter_real(sendbuff, recvbuff, count, dtype, root, comm, stream);
 
-	record(res, t, CD_NF_SCATTER, count, dtype, NONE, root, NONE, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_SCATTER, count, dtype, NONE, root, NONE, comm, stream);
 	return res;
 }
 
@@ -302,10 +339,13 @@ CD_EXPORT cd_nccl_result ncclSend(const void *sendbuff, size_t count, int dtype,
 				  cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclSend);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclSend_real(sendbuff, count, dtype, peer, comm, stream);
 
-	record(res, t, CD_NF_SEND, count, dtype, NONE, NONE, peer, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_SEND, count, dtype, NONE, NONE, peer, comm, stream);
 	return res;
 }
 
@@ -313,10 +353,13 @@ CD_EXPORT cd_nccl_result ncclRecv(void *recvbuff, size_t count, int dtype, int p
 				  cd_nccl_comm comm, cd_cuda_stream stream)
 {
 	REAL(ncclRecv);
-	uint64_t t = cd_rec_now();
+	bool outer = depth++ == 0;
+	uint64_t t = outer ? cd_rec_now() : 0;
 	cd_nccl_result res = ncclRecv_real(recvbuff, count, dtype, peer, comm, stream);
 
-	record(res, t, CD_NF_RECV, count, dtype, NONE, NONE, peer, comm, stream);
+	depth--;
+	if (outer)
+		record(res, t, CD_NF_RECV, count, dtype, NONE, NONE, peer, comm, stream);
 	return res;
 }
 
@@ -327,11 +370,16 @@ CD_EXPORT cd_nccl_result ncclCommInitRank(cd_nccl_comm *comm, int nranks, struct
 					  int rank)
 {
 	cd_nccl_result res;
+	bool outer;
 
 	REAL(ncclCommInitRank);
 	if (!is_passive())
 		cd_rec_start();
+	outer = depth++ == 0;
 	res = ncclCommInitRank_real(comm, nranks, id, rank);
+	depth--;
+	if (!outer)
+		return res;
 	if (started(res) && comm)
 		record_comm(*comm, nranks, rank);
 	return res;
@@ -341,11 +389,16 @@ CD_EXPORT cd_nccl_result ncclCommInitRankConfig(cd_nccl_comm *comm, int nranks,
 						struct cd_nccl_uid id, int rank, void *config)
 {
 	cd_nccl_result res;
+	bool outer;
 
 	REAL(ncclCommInitRankConfig);
 	if (!is_passive())
 		cd_rec_start();
+	outer = depth++ == 0;
 	res = ncclCommInitRankConfig_real(comm, nranks, id, rank, config);
+	depth--;
+	if (!outer)
+		return res;
 	if (started(res) && comm)
 		record_comm(*comm, nranks, rank);
 	return res;
@@ -355,11 +408,16 @@ CD_EXPORT cd_nccl_result ncclCommInitRankScalable(cd_nccl_comm *comm, int nranks
 						  int nid, struct cd_nccl_uid *ids, void *config)
 {
 	cd_nccl_result res;
+	bool outer;
 
 	REAL(ncclCommInitRankScalable);
 	if (!is_passive())
 		cd_rec_start();
+	outer = depth++ == 0;
 	res = ncclCommInitRankScalable_real(comm, nranks, myrank, nid, ids, config);
+	depth--;
+	if (!outer)
+		return res;
 	if (started(res) && comm)
 		record_comm(*comm, nranks, myrank);
 	return res;
@@ -368,11 +426,16 @@ CD_EXPORT cd_nccl_result ncclCommInitRankScalable(cd_nccl_comm *comm, int nranks
 CD_EXPORT cd_nccl_result ncclCommInitAll(cd_nccl_comm *comms, int ndev, const int *devlist)
 {
 	cd_nccl_result res;
+	bool outer;
 
 	REAL(ncclCommInitAll);
 	if (!is_passive())
 		cd_rec_start();
+	outer = depth++ == 0;
 	res = ncclCommInitAll_real(comms, ndev, devlist);
+	depth--;
+	if (!outer)
+		return res;
 	if (res == CD_NCCL_SUCCESS && comms)
 		for (int i = 0; i < ndev; i++)
 			record_comm(comms[i], ndev, i);
@@ -384,11 +447,16 @@ CD_EXPORT cd_nccl_result ncclCommSplit(cd_nccl_comm comm, int color, int key,
 {
 	cd_nccl_result res;
 	int32_t n, r;
+	bool outer;
 
 	REAL(ncclCommSplit);
 	if (!is_passive())
 		cd_rec_start();
+	outer = depth++ == 0;
 	res = ncclCommSplit_real(comm, color, key, newcomm, config);
+	depth--;
+	if (!outer)
+		return res;
 	/* ask NCCL: the address may be a destroyed communicator's */
 	if (started(res) && newcomm && *newcomm && comm_query(*newcomm, &n, &r))
 		record_comm(*newcomm, n, r);

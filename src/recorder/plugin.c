@@ -129,6 +129,7 @@ struct cd_np_ctx {
 	_Atomic uint64_t free_top; /* ABA counter << 32 | index + 1 of the top free event */
 	_Atomic uint64_t next_scan;
 	_Atomic uint64_t lost;     /* tasks recorded without their completion */
+	_Atomic bool silent;       /* one rank and no call event yet (see np_saw_call) */
 	uint32_t nev;
 	struct cd_np_ev *ev;       /* nev events, or NULL */
 	_Atomic uint64_t api_next;
@@ -154,6 +155,12 @@ struct cd_np_apiv {
 };
 
 static _Atomic int np_mode_set;
+
+/* One-rank communicators that have had no call event yet.  NCCL 2.28.9
+ * gives the plugin no call events at all on a communicator of one rank
+ * (it reports the communicator only): such a communicator is reported on
+ * stderr at its finalize, or at exit if it is never finalized. */
+static _Atomic int np_silent_live;
 
 /* ------------------------------------------------------------- mapping */
 
@@ -217,6 +224,36 @@ static struct cd_np_call np_call_init(struct cd_np_ctx *c)
 }
 
 /* ------------------------------------------------------------- records */
+
+static void np_saw_call(struct cd_np_ctx *c)
+{
+	if (atomic_load_explicit(&c->silent, memory_order_relaxed) &&
+	    atomic_exchange(&c->silent, false))
+		atomic_fetch_sub(&np_silent_live, 1);
+}
+
+static void np_warn_silent(uint64_t comm, int n)
+{
+	if (comm)
+		fprintf(stderr, "commdebug-nccl: communicator 0x%llx has one rank and NCCL reported "
+				"no call on it: NCCL (2.28.9 at least) gives a profiler plugin no call "
+				"events on a one-rank communicator, so its calls are not in the trace; "
+				"the interposer records them (commdebug-nccl(7))\n",
+			(unsigned long long)comm);
+	else
+		fprintf(stderr, "commdebug-nccl: %d one-rank communicator(s) had no call reported: "
+				"NCCL (2.28.9 at least) gives a profiler plugin no call events on a "
+				"one-rank communicator, so their calls are not in the trace; the "
+				"interposer records them (commdebug-nccl(7))\n", n);
+}
+
+__attribute__((destructor)) static void np_exit(void)
+{
+	int n = atomic_load(&np_silent_live);
+
+	if (n > 0)
+		np_warn_silent(0, n);
+}
 
 static void np_push_call(const struct cd_np_call *k, uint64_t comm, uint64_t seq, uint64_t t)
 {
@@ -488,6 +525,7 @@ static void *np_api_start(struct cd_np_ctx *c, const struct cd_np_call *k, bool 
 
 	if (!c->api || k->func >= CD_NF__COUNT)
 		return NULL;
+	np_saw_call(c);
 	tk = atomic_fetch_add_explicit(&c->api_next, 1, memory_order_relaxed) + 1;
 	s = &c->api[tk & (CD_NP_NAPI - 1)];
 	cd_rec_tag(&pg, &pseq);
@@ -565,6 +603,7 @@ static void *np_task(struct cd_np_ctx *c, struct cd_np_call *k, const void *pare
 
 	if (k->func >= CD_NF__COUNT)
 		return NULL;
+	np_saw_call(c);
 	if (np_api_read(c, parent, &v) && v.func == (uint32_t)k->func) {
 		/* the call's own count and type, stream and tag */
 		k->stream = v.stream;
@@ -612,6 +651,7 @@ static void np_ce_start(struct cd_np_ctx *c, struct cd_np_call *k, const void *p
 
 	if (k->func >= CD_NF__COUNT)
 		return;
+	np_saw_call(c);
 	if (np_api_read(c, parent, &v) && v.func == (uint32_t)k->func) {
 		if (np_api_claim(&v))
 			return;
@@ -749,6 +789,10 @@ static int np_init(void **context, int version, int *mask, uint64_t comm, const 
 		(version >= 6 ? CD_NP_CE_COLL : 0);
 	if (version >= 4)
 		np_push_comm(comm, comm, nranks, rank, name);
+	if (version >= 4 && nranks == 1) {
+		atomic_store(&c->silent, true);
+		atomic_fetch_add(&np_silent_live, 1);
+	}
 	*context = c;
 out:
 	return ret;
@@ -761,6 +805,10 @@ static int np_finalize(void *context)
 
 	if (!c)
 		return CD_NP_SUCCESS;
+	if (atomic_exchange(&c->silent, false)) {
+		atomic_fetch_sub(&np_silent_live, 1);
+		np_warn_silent(atomic_load(&c->comm), 1);
+	}
 	lost = atomic_load(&c->lost);
 	if (lost)
 		fprintf(stderr, "commdebug-nccl: communicator 0x%llx: %llu NCCL calls recorded without "

@@ -12,7 +12,9 @@
 #include "rec.h"
 #include "../../include/commdebug/nccl.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,9 +59,18 @@ static struct {
 	_Atomic uint64_t flush_req;  /* flush requests made ... */
 	uint64_t flush_done;         /* ... and served (under lock) */
 	bool stop;
+	bool writer_started;         /* the writer thread was created (under lock) ... */
+	bool writer_exited;          /* ... and has returned (under lock) */
+	char *req_path;              /* commdebug_nccl_set_trace's latest path, not taken yet */
+	uint64_t move_req, move_done;/* set_trace requests made / served (under lock) */
+	int move_err;                /* errno of the latest served request, 0: done */
+	_Atomic uint64_t busy_since; /* cd_rec_now() when the writer entered open/write, 0: not in it */
+	_Atomic bool off_open;       /* recording is off because the trace could not be opened */
+	bool forked;                 /* this is a child forked after the writer started */
 	const char *mode;
 	uint64_t mono0, t0;          /* monotonic and unix ns at start */
 	long flush_ms;
+	long exit_ms;                /* longest wait for the writer at exit */
 	int level;
 } g = {
 	.run = CD_IDLE,
@@ -367,6 +380,7 @@ struct cd_out {
 	bool open_failed;
 	bool pending;           /* data in the current zstd frame */
 	bool dead;              /* a write failed: stop writing */
+	char *want;             /* set_trace's path for the next open, or NULL */
 	int64_t rank, world;
 };
 
@@ -480,11 +494,17 @@ static void compress(struct cd_out *o, bool end)
 			o->dead = true;
 			break;
 		}
-		if (out.pos && write_all(o->fd, o->zbuf, out.pos) < 0) {
-			fprintf(stderr, "commdebug-nccl: %s: %s; recording stops\n", o->path,
-				strerror(errno));
-			o->dead = true;
-			break;
+		if (out.pos) {
+			int rc;
+			atomic_store(&g.busy_since, cd_rec_now());
+			rc = write_all(o->fd, o->zbuf, out.pos);
+			atomic_store(&g.busy_since, 0);
+			if (rc < 0) {
+				fprintf(stderr, "commdebug-nccl: %s: %s; recording stops\n", o->path,
+					strerror(errno));
+				o->dead = true;
+				break;
+			}
 		}
 		if (end ? left == 0 : in.pos == in.size)
 			break;
@@ -533,6 +553,88 @@ static char *trace_path(int64_t rank)
 	return strdup(buf);
 }
 
+/* path made absolute (the process may change its directory before the
+ * trace is moved); takes path, returns a malloc'd string or NULL. */
+static char *absolute(char *path)
+{
+	char cwd[PATH_MAX], *r;
+	size_t n, m;
+
+	if (!path || path[0] == '/' || !getcwd(cwd, sizeof cwd))
+		return path;
+	n = strlen(cwd);
+	m = strlen(path);
+	r = malloc(n + m + 2);
+	if (r) {
+		memcpy(r, cwd, n);
+		r[n] = '/';
+		memcpy(r + n + 1, path, m + 1);
+	}
+	free(path);
+	return r;
+}
+
+/* Open path for writing, holding an exclusive flock(2) on it for as long as
+ * the descriptor lives, and only then empty it: a second process given the
+ * same path (two launches with one COMMDEBUG_NCCL_TRACE, a process forked
+ * before it started recording) finds the lock taken and never truncates or
+ * interleaves with the first one's frames.  -1 with errno EBUSY when another
+ * process holds it; a file system without flock is used without the check. */
+static int open_trace(const char *path)
+{
+	struct stat st;
+	int fd, e;
+
+	atomic_store(&g.busy_since, cd_rec_now());  /* a FIFO blocks here until read */
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	atomic_store(&g.busy_since, 0);
+	if (fd < 0)
+		return -1;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+		close(fd);
+		errno = EBUSY;
+		return -1;
+	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* True when another process holds the trace lock on path. */
+static bool locked_by_other(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	bool held;
+
+	if (fd < 0)
+		return false;
+	held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd);   /* drops the lock if we took it */
+	return held;
+}
+
+/* X.nccl.zst -> X.pid<PID>.nccl.zst (else X.pid<PID>): the name this
+ * process writes when another one holds X. */
+static char *separate_path(const char *path)
+{
+	size_t n = strlen(path), base = n;
+	const char *ext = "";
+	char *r;
+
+	if (n > 9 && strcmp(path + n - 9, ".nccl.zst") == 0) {
+		base = n - 9;
+		ext = ".nccl.zst";
+	}
+	r = malloc(n + 32);
+	if (r)
+		snprintf(r, n + 32, "%.*s.pid%ld%s", (int)base, path, (long)getpid(), ext);
+	return r;
+}
+
 /* Open the trace when the first record arrives. */
 static bool out_open(struct cd_out *o, const struct cd_rec *first)
 {
@@ -557,12 +659,25 @@ static bool out_open(struct cd_out *o, const struct cd_rec *first)
 	 * names the file by process id */
 	if (o->world <= o->rank)
 		o->world = -1;
-	o->path = trace_path(o->rank);
-	o->fd = o->path ? open(o->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+	free(o->path);
+	o->path = absolute(o->want ? o->want : trace_path(o->rank));
+	o->want = NULL;
+	o->fd = o->path ? open_trace(o->path) : -1;
+	if (o->fd < 0 && o->path && errno == EBUSY) {
+		char *alt = separate_path(o->path);
+		if (alt) {
+			fprintf(stderr, "commdebug-nccl: %s is being written by another process; "
+					"this one (pid %ld) writes %s\n", o->path, (long)getpid(), alt);
+			free(o->path);
+			o->path = alt;
+			o->fd = open_trace(alt);
+		}
+	}
 	if (o->fd < 0) {
 		fprintf(stderr, "commdebug-nccl: cannot write %s: %s; NCCL calls are not recorded\n",
 			o->path ? o->path : "the trace", strerror(errno));
 		o->open_failed = true;
+		atomic_store(&g.off_open, true);
 		atomic_store(&g.run, CD_OFF);
 		return false;
 	}
@@ -670,8 +785,11 @@ static bool drain(struct cd_out *o)
 
 	for (uint64_t n = 0; n <= g.mask && pop(&r); n++) {
 		any = true;
-		if (!out_open(o, &r))
+		if (!out_open(o, &r)) {
+			/* no trace (yet): counted, in case set_trace gives one */
+			atomic_fetch_add_explicit(&g.lost, 1, memory_order_relaxed);
 			continue;
+		}
 		if (r.kind == CD_RK_COMM)
 			put_comm(o, &r.u.comm, cd_rec_now());
 		else
@@ -682,45 +800,176 @@ static bool drain(struct cd_out *o)
 	return any;
 }
 
+/* Copy the frames written to from (from offset 0) into to. */
+static int copy_frames(int from, int to)
+{
+	char buf[1 << 16];
+	off_t off = 0;
+
+	for (;;) {
+		ssize_t n = pread(from, buf, sizeof buf, off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			return 0;
+		if (write_all(to, buf, (size_t)n) < 0)
+			return -1;
+		off += n;
+	}
+}
+
+/* commdebug_nccl_set_trace(path), in the writer: make path the trace.
+ * Nothing written yet: path is where the first record opens it (and a
+ * trace that could not be opened is tried again there).  Else the frame
+ * in progress is ended and the file renamed to path; across file systems
+ * the frames written so far are copied into path, writing goes on there and
+ * the old file is removed: path then holds the whole trace, one file of
+ * whole zstd frames.  Returns 0 or an errno value. */
+static int out_move(struct cd_out *o, const char *path)
+{
+	struct stat a, b;
+	char *abs;
+	int fd, e;
+
+	if (o->fd < 0) {
+		free(o->want);
+		if (!(o->want = strdup(path)))
+			return ENOMEM;
+		if (o->open_failed && !o->dead) {
+			o->open_failed = false;
+			int off = CD_OFF;
+			if (atomic_exchange(&g.off_open, false))
+				atomic_compare_exchange_strong(&g.run, &off, CD_RUNNING);
+		}
+		return 0;
+	}
+	if (o->dead)
+		return EIO;
+	if (!(abs = absolute(strdup(path))))
+		return ENOMEM;
+	if (fstat(o->fd, &a) == 0 && stat(abs, &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino) {
+		free(o->path);
+		o->path = abs;
+		return 0;
+	}
+	if (locked_by_other(abs)) {
+		free(abs);
+		return EBUSY;
+	}
+	compress(o, true);  /* the file ends with a whole frame */
+	if (o->dead) {
+		free(abs);
+		return EIO;
+	}
+	if (rename(o->path, abs) == 0) {
+		free(o->path);
+		o->path = abs;
+		return 0;
+	}
+	if (errno != EXDEV) {
+		e = errno;
+		free(abs);
+		return e;
+	}
+	if ((fd = open_trace(abs)) < 0) {
+		e = errno;
+		free(abs);
+		return e;
+	}
+	/* the trace is open for writing only: read it through its name */
+	int rfd = open(o->path, O_RDONLY | O_CLOEXEC);
+	atomic_store(&g.busy_since, cd_rec_now());
+	e = rfd < 0 || copy_frames(rfd, fd) < 0 ? errno : 0;
+	atomic_store(&g.busy_since, 0);
+	if (rfd >= 0)
+		close(rfd);
+	if (e) {
+		close(fd);
+		unlink(abs);
+		free(abs);
+		return e;
+	}
+	close(o->fd);
+	unlink(o->path);
+	free(o->path);
+	o->fd = fd;
+	o->path = abs;
+	return 0;
+}
+
+/* Serve a set_trace request, if one is waiting. */
+static void serve_moves(struct cd_out *o)
+{
+	uint64_t want;
+	char *path;
+	int err;
+
+	pthread_mutex_lock(&g.lock);
+	want = g.move_req;
+	path = g.req_path;
+	g.req_path = NULL;
+	pthread_mutex_unlock(&g.lock);
+	if (want == g.move_done)
+		return;
+	err = path ? out_move(o, path) : 0;
+	free(path);
+	pthread_mutex_lock(&g.lock);
+	g.move_done = want;
+	g.move_err = err;
+	pthread_cond_broadcast(&g.flushed);
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* The writer's output.  Static rather than on the writer's stack: a child
+ * forked after the writer started has no writer thread, and its buffers
+ * must stay reachable there (for leak checkers). */
+static struct cd_out wout = {.fd = -1, .cap = CD_TXT_CAP};
+
 static void *writer(void *arg)
 {
-	struct cd_out o = {.fd = -1, .cap = CD_TXT_CAP};
+	struct cd_out *o = &wout;
 	uint64_t last_end = cd_rec_now();
 	uint64_t served;
 
 	(void)arg;
-	o.txt = malloc(o.cap);
-	o.zcap = ZSTD_CStreamOutSize();
-	o.zbuf = malloc(o.zcap);
-	o.z = ZSTD_createCCtx();
-	if (!o.txt || !o.zbuf || !o.z) {
+	o->txt = malloc(o->cap);
+	o->zcap = ZSTD_CStreamOutSize();
+	o->zbuf = malloc(o->zcap);
+	o->z = ZSTD_createCCtx();
+	if (!o->txt || !o->zbuf || !o->z) {
 		fprintf(stderr, "commdebug-nccl: out of memory; NCCL calls are not recorded\n");
 		atomic_store(&g.run, CD_OFF);
 		goto out;
 	}
-	ZSTD_CCtx_setParameter(o.z, ZSTD_c_compressionLevel, g.level);
+	ZSTD_CCtx_setParameter(o->z, ZSTD_c_compressionLevel, g.level);
+	/* a checksum per frame: commdebug rejects a frame whose bytes changed */
+	ZSTD_CCtx_setParameter(o->z, ZSTD_c_checksumFlag, 1);
 	for (;;) {
 		bool stop;
 		struct timespec ts;
 
-		drain(&o);
+		serve_moves(o);
+		drain(o);
 		pthread_mutex_lock(&g.lock);
 		served = atomic_load(&g.flush_req);
 		stop = g.stop;
 		pthread_mutex_unlock(&g.lock);
 		if (stop || served != g.flush_done ||
 		    cd_rec_now() - last_end >= (uint64_t)g.flush_ms * 1000000u) {
-			drain(&o);
+			drain(o);
 			if (stop) {
-				while (drain(&o))
+				while (drain(o))
 					;
 				/* claimed but not published when recording stopped */
 				uint64_t h = atomic_load(&g.head);
 				if (h > g.tail)
 					atomic_fetch_add(&g.lost, h - g.tail);
 			}
-			put_lost(&o);
-			compress(&o, true);
+			put_lost(o);
+			compress(o, true);
 			last_end = cd_rec_now();
 			pthread_mutex_lock(&g.lock);
 			g.flush_done = served;
@@ -728,11 +977,12 @@ static void *writer(void *arg)
 			pthread_mutex_unlock(&g.lock);
 			if (stop)
 				break;
-		} else if (o.ntxt > CD_TXT_CAP / 2) {
-			compress(&o, false);
+		} else if (o->ntxt > CD_TXT_CAP / 2) {
+			compress(o, false);
 		}
 		pthread_mutex_lock(&g.lock);
-		if (!g.stop && atomic_load(&g.flush_req) == g.flush_done) {
+		if (!g.stop && atomic_load(&g.flush_req) == g.flush_done &&
+		    g.move_req == g.move_done) {
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			ts.tv_nsec += 5 * 1000000;
 			if (ts.tv_nsec >= 1000000000) {
@@ -744,12 +994,17 @@ static void *writer(void *arg)
 		pthread_mutex_unlock(&g.lock);
 	}
 out:
-	if (o.fd >= 0)
-		close(o.fd);
-	ZSTD_freeCCtx(o.z);
-	free(o.txt);
-	free(o.zbuf);
-	free(o.path);
+	if (o->fd >= 0)
+		close(o->fd);
+	ZSTD_freeCCtx(o->z);
+	free(o->txt);
+	free(o->zbuf);
+	free(o->path);
+	free(o->want);
+	pthread_mutex_lock(&g.lock);
+	g.writer_exited = true;
+	pthread_cond_broadcast(&g.flushed);
+	pthread_mutex_unlock(&g.lock);
 	return NULL;
 }
 
@@ -762,6 +1017,7 @@ static void after_fork_child(void)
 	 * do not call NCCL, so the child simply does not record. */
 	atomic_store(&g.run, CD_OFF);
 	pthread_mutex_init(&g.lock, NULL);
+	g.forked = true;
 }
 
 static void start_once(void)
@@ -775,6 +1031,7 @@ static void start_once(void)
 	qsize = env_long("COMMDEBUG_NCCL_QUEUE", 16384, 16, 1L << 24);
 	g.flush_ms = env_long("COMMDEBUG_NCCL_FLUSH_MS", 500, 1, 3600000);
 	g.level = (int)env_long("COMMDEBUG_NCCL_ZSTD_LEVEL", 3, 1, 19);
+	g.exit_ms = env_long("COMMDEBUG_NCCL_EXIT_MS", 2000, 0, 3600000);
 	for (g.mask = 1; (long)g.mask < qsize; g.mask <<= 1)
 		;
 	g.slots = calloc(g.mask, sizeof *g.slots);
@@ -800,6 +1057,14 @@ static void start_once(void)
 	}
 	g.mono0 = cd_rec_now();
 	g.t0 = unix_ns();
+	{
+		/* never unloaded: NCCL dlcloses its profiler plugin when the last
+		 * communicator goes, and a writer still blocked in write() at
+		 * that point (see cd_rec_shutdown) must not lose its code */
+		Dl_info di;
+		if (dladdr((void *)&cd_rec_start, &di) && di.dli_fname)
+			(void)dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+	}
 	pthread_atfork(NULL, NULL, after_fork_child);
 	if (pthread_create(&g.thread, NULL, writer, NULL) != 0) {
 		fprintf(stderr, "commdebug-nccl: cannot start the writer thread; "
@@ -807,6 +1072,9 @@ static void start_once(void)
 		atomic_store(&g.run, CD_OFF);
 		return;
 	}
+	pthread_mutex_lock(&g.lock);
+	g.writer_started = true;
+	pthread_mutex_unlock(&g.lock);
 	atomic_store_explicit(&g.run, CD_RUNNING, memory_order_release);
 }
 
@@ -815,18 +1083,37 @@ void cd_rec_start(void)
 	pthread_once(&g.once, start_once);
 }
 
+/* The writer has been inside one open() or write() for over 100 ms: a
+ * pipe nobody reads, a hung network file system.  Nobody waits for it then. */
+static bool writer_stalled(void)
+{
+	uint64_t b = atomic_load(&g.busy_since);
+
+	return b && cd_rec_now() - b > 100 * 1000000ull;
+}
+
+static void deadline_in(struct timespec *ts, long ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
 void cd_rec_flush(void)
 {
 	struct timespec ts;
 	uint64_t want;
 
-	if (atomic_load(&g.run) != CD_RUNNING)
+	if (atomic_load(&g.run) != CD_RUNNING || writer_stalled())
 		return;
 	pthread_mutex_lock(&g.lock);
 	want = atomic_fetch_add(&g.flush_req, 1) + 1;
 	pthread_cond_signal(&g.wake);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += 1;
+	deadline_in(&ts, 1000);
 	while (g.flush_done < want && !g.stop)
 		if (pthread_cond_timedwait(&g.flushed, &g.lock, &ts) == ETIMEDOUT)
 			break;
@@ -838,18 +1125,80 @@ CD_EXPORT void commdebug_nccl_flush(void)
 	cd_rec_flush();
 }
 
+CD_EXPORT int commdebug_nccl_set_trace(const char *path)
+{
+	struct timespec ts;
+	uint64_t want;
+	char *copy;
+	int err = 0;
+
+	if (!path || !*path) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (g.forked) {
+		errno = ENOTSUP;   /* forked after recording started: nothing recorded here */
+		return -1;
+	}
+	if (!(copy = strdup(path)))
+		return -1;
+	pthread_mutex_lock(&g.lock);
+	free(g.req_path);
+	g.req_path = copy;
+	want = ++g.move_req;
+	if (!g.writer_started || g.writer_exited) {
+		/* no writer (yet): taken when it starts, if ever */
+		pthread_mutex_unlock(&g.lock);
+		return 0;
+	}
+	pthread_cond_signal(&g.wake);
+	deadline_in(&ts, g.exit_ms > 2000 ? g.exit_ms : 2000);
+	while (g.move_done < want && !g.writer_exited)
+		if (pthread_cond_timedwait(&g.flushed, &g.lock, &ts) == ETIMEDOUT) {
+			err = ETIMEDOUT;
+			break;
+		}
+	if (!err && g.move_done >= want)
+		err = g.move_err;
+	pthread_mutex_unlock(&g.lock);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
 /* At exit (or dlclose): write what is queued, end the frame, close.  The
  * queue itself stays allocated: a thread still inside NCCL may push, and
- * its push then just finds recording stopped. */
+ * its push then just finds recording stopped.  The writer gets
+ * COMMDEBUG_NCCL_EXIT_MS (2 s) to finish; one blocked in open() or write()
+ * longer is left behind (the process's exit ends it), with one line on
+ * stderr. */
 __attribute__((destructor)) static void cd_rec_shutdown(void)
 {
 	int was = CD_RUNNING;
+	struct timespec ts;
+	bool done;
 
-	if (!atomic_compare_exchange_strong(&g.run, &was, CD_STOPPED))
+	if (!atomic_compare_exchange_strong(&g.run, &was, CD_STOPPED)) {
+		/* off (no trace could be opened, a write failed): the writer
+		 * may still sit in a loop or a blocked call; never wait */
 		return;
+	}
 	pthread_mutex_lock(&g.lock);
 	g.stop = true;
 	pthread_cond_signal(&g.wake);
+	deadline_in(&ts, g.exit_ms);
+	while (!g.writer_exited)
+		if (pthread_cond_timedwait(&g.flushed, &g.lock, &ts) == ETIMEDOUT)
+			break;
+	done = g.writer_exited;
 	pthread_mutex_unlock(&g.lock);
-	pthread_join(g.thread, NULL);
+	if (done)
+		pthread_join(g.thread, NULL);
+	else
+		fprintf(stderr, "commdebug-nccl: the trace writer is blocked in %s (a pipe nobody "
+				"reads? a stalled file system?); exiting without waiting longer than "
+				"%ld ms (COMMDEBUG_NCCL_EXIT_MS): the trace may lack its end\n",
+			atomic_load(&g.busy_since) ? "open() or write()" : "its work", g.exit_ms);
 }

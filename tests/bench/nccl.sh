@@ -17,6 +17,8 @@
 # channel's start/stop with kernel timing): the plugin's own time per call,
 # without NCCL around it (no baseline to divide by; NCCL's own launch of a
 # collective takes microseconds).
+# With valgrind installed, also the calling thread's instructions per call
+# (callgrind): the same comparison, unaffected by a busy machine.
 # Never pass/fail.
 set -u
 build=${1:?usage: nccl.sh BUILD_DIR [CALLS]}
@@ -65,3 +67,37 @@ for v in 3 4 5 6; do
 	done
 	echo "  profiler plugin v$v:   $(median <"$tmp/p$v") ns per call in the plugin (all its events)"
 done
+
+# Instructions on the calling thread per call (valgrind's callgrind, when
+# installed): a count that does not depend on what else the machine runs,
+# for comparing builds on a busy machine.  Each figure is the difference of
+# two runs (N and 3N calls) divided by 2N, so start-up costs cancel out.
+if command -v valgrind >/dev/null 2>&1; then
+	ir() {  # VARS (NAME=VALUE ..., no spaces inside) COMMAND...: its calling thread's instructions
+		vars=$1
+		shift
+		rm -f "$tmp"/cg.out*
+		# shellcheck disable=SC2086
+		env $vars valgrind --tool=callgrind --separate-threads=yes \
+			--callgrind-out-file="$tmp/cg.out" "$@" >/dev/null 2>&1
+		awk '/^summary:/ { print $2 }' "$tmp/cg.out-01" 2>/dev/null
+	}
+	per_call() {  # N VARS COMMAND...: run with N and 3N calls appended
+		k=$1
+		shift
+		a=$(ir "$@" "$k")
+		b=$(ir "$@" $((k * 3)))
+		[ -n "$a" ] && [ -n "$b" ] && echo $(((b - a) / (k * 2)))
+	}
+	rec="COMMDEBUG_NCCL_QUEUE=262144 COMMDEBUG_NCCL_TRACE=$tmp/v.nccl.zst"
+	bare=$(per_call 20000 "" "$app" bench)
+	inter=$(per_call 20000 "$rec LD_PRELOAD=$lib" "$app" bench)
+	echo "instructions per call on the calling thread (callgrind):"
+	echo "  without the recorder: $bare"
+	awk -v a="$bare" -v b="$inter" 'BEGIN {
+		printf "  with the interposer:  %d (%d added, %.1fx the bare call)\n", b, b - a, b / a }'
+	for v in 4 5; do
+		echo "  profiler plugin v$v:   $(per_call 10000 "$rec" "$driver" "$plugin" $v bench)" \
+			"(the plugin's events and the driver's own work)"
+	done
+fi

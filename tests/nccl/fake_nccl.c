@@ -1,6 +1,8 @@
 /* A stand-in for libnccl in the tests: the public calls the interposer
  * wraps, with NCCL's signatures, doing nothing but checking their
- * communicator and counting the calls (fake_nccl_calls). */
+ * communicator and counting the calls (fake_nccl_calls); ncclBcast calls
+ * ncclBroadcast the way NCCL does. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stddef.h>
 
@@ -13,7 +15,7 @@ struct fake_uid {
 	char internal[128];
 };
 
-static long calls;
+static _Atomic long calls;   /* called from several threads ("many") */
 
 EXPORT long fake_nccl_calls(void)
 {
@@ -108,10 +110,12 @@ EXPORT int ncclBroadcast(const void *s, void *r, size_t n, int t, int root, void
 	return call(comm);
 }
 
+/* As NCCL does (src/collectives.cc): the in-place form calls the other
+ * through its exported, interposable symbol, so a preloaded ncclBroadcast
+ * sees this call too (built -fPIC, default visibility: through the PLT). */
 EXPORT int ncclBcast(void *b, size_t n, int t, int root, void *comm, void *st)
 {
-	(void)b, (void)n, (void)t, (void)root, (void)st;
-	return call(comm);
+	return ncclBroadcast(b, b, n, t, root, comm, st);
 }
 
 EXPORT int ncclReduce(const void *s, void *r, size_t n, int t, int op, int root, void *comm, void *st)

@@ -6,16 +6,29 @@
  *   interpose_app reuse        a call NCCL refuses; a communicator destroyed and
  *                              another created (maybe at its address)
  *   interpose_app many N       N all-reduces from 4 threads
- *   interpose_app bench N      N all-reduces, prints ns per call */
+ *   interpose_app bench N      N all-reduces, prints ns per call
+ *   interpose_app settrace P   2 calls, a flush (the trace is open where
+ *                              COMMDEBUG_NCCL_TRACE says), commdebug_nccl_set_trace(P),
+ *                              2 more calls; prints set_trace's errno name (or OK)
+ *   interpose_app settrace-first P   the same, set_trace before any NCCL call
+ *   interpose_app fork early|late    early: fork before any NCCL call, parent and child
+ *                              each make 3 calls (child: a 2-rank communicator, parent:
+ *                              4 ranks) and wait for each other with their traces open;
+ *                              late: 1 call, fork, the child makes 3 calls, the parent 1
+ *   interpose_app hold F       1 call and a flush, then waits (at most 30 s) until the
+ *                              file F exists, 1 more call */
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct uid {
@@ -116,6 +129,112 @@ static void *many_thread(void *arg)
 	return NULL;
 }
 
+/* commdebug_nccl_set_trace / _flush from the preloaded library */
+static int set_trace(const char *path)
+{
+	int (*f)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT,
+							       "commdebug_nccl_set_trace");
+	if (!f) {
+		fprintf(stderr, "interpose_app: commdebug_nccl_set_trace is not loaded\n");
+		exit(1);
+	}
+	return f(path);
+}
+
+static void flush(void)
+{
+	void (*f)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "commdebug_nccl_flush");
+	if (f)
+		f();
+}
+
+static void calls(void *c, int n)
+{
+	for (int i = 0; i < n; i++)
+		ok(ncclAllReduce(NULL, NULL, 16, F32, SUM, c, S1), "ncclAllReduce");
+}
+
+static void settrace(const char *path, bool first)
+{
+	struct uid id;
+	void *c;
+	int rc = 0;
+
+	memset(&id, 0, sizeof id);
+	if (first)
+		rc = set_trace(path);
+	ok(ncclCommInitRank(&c, 4, id, 1), "ncclCommInitRank");
+	calls(c, 2);
+	if (!first) {
+		flush();
+		rc = set_trace(path);
+	}
+	printf("%s\n", rc == 0 ? "OK" : errno == EBUSY ? "EBUSY" : strerror(errno));
+	calls(c, 2);
+	ncclCommDestroy(c);
+}
+
+static void forked(bool early)
+{
+	struct uid id;
+	void *c;
+	int p2c[2], c2p[2];
+	char b = 0;
+	pid_t pid;
+
+	memset(&id, 0, sizeof id);
+	if (pipe(p2c) || pipe(c2p))
+		exit(1);
+	if (!early) {
+		ok(ncclCommInitRank(&c, 4, id, 1), "ncclCommInitRank");
+		calls(c, 1);
+		flush();
+	}
+	pid = fork();
+	if (pid < 0)
+		exit(1);
+	if (pid == 0) {
+		void *d;
+		ok(ncclCommInitRank(&d, 2, id, 0), "ncclCommInitRank");
+		calls(d, 2);
+		flush();
+		if (write(c2p[1], &b, 1) != 1 || read(p2c[0], &b, 1) != 1)
+			_exit(1);
+		calls(d, 1);
+		exit(fails ? 1 : 0);   /* exit(): the child's own recorder ends its trace */
+	}
+	if (early) {
+		ok(ncclCommInitRank(&c, 4, id, 1), "ncclCommInitRank");
+		calls(c, 2);
+		flush();
+	}
+	if (read(c2p[0], &b, 1) != 1 || write(p2c[1], &b, 1) != 1)
+		exit(1);
+	if (early)
+		calls(c, 1);
+	{
+		int st;
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "interpose_app: the child failed\n");
+			fails++;
+		}
+	}
+}
+
+static void hold(const char *file)
+{
+	struct uid id;
+	void *c;
+
+	memset(&id, 0, sizeof id);
+	ok(ncclCommInitRank(&c, 4, id, 1), "ncclCommInitRank");
+	calls(c, 1);
+	flush();
+	for (int i = 0; i < 3000 && access(file, F_OK) != 0; i++)
+		usleep(10000);
+	calls(c, 1);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -170,8 +289,17 @@ int main(int argc, char **argv)
 		t = now_s() - t;
 		printf("%.1f\n", t * 1e9 / (double)n);
 		ncclCommDestroy(c);
+	} else if (argc >= 3 && strcmp(argv[1], "settrace") == 0) {
+		settrace(argv[2], false);
+	} else if (argc >= 3 && strcmp(argv[1], "settrace-first") == 0) {
+		settrace(argv[2], true);
+	} else if (argc >= 3 && strcmp(argv[1], "fork") == 0) {
+		forked(strcmp(argv[2], "early") == 0);
+	} else if (argc >= 3 && strcmp(argv[1], "hold") == 0) {
+		hold(argv[2]);
 	} else {
-		fprintf(stderr, "usage: interpose_app scenario|kill|many N|bench N\n");
+		fprintf(stderr, "usage: interpose_app scenario|kill|many N|bench N|settrace P|"
+				"settrace-first P|fork early|late|hold F\n");
 		return 2;
 	}
 	return fails ? 1 : 0;

@@ -26,11 +26,21 @@
  * "stress" then hammers two communicators from four threads (tasks launched
  * on one, kernels finished on another) for the sanitizers.
  *
+ * "onerank" (instead of the scenario) inits three one-rank communicators:
+ * 0x1 without calls, finalized; 0x2 with one AllReduce, finalized; 0x3
+ * without calls, never finalized (as when a job exits without destroying
+ * its process groups).
+ *
+ * "settrace PATH" (instead of the scenario): one AllReduce, a flush (the
+ * trace is open at COMMDEBUG_NCCL_TRACE), commdebug_nccl_set_trace(PATH),
+ * another AllReduce, finalize.
+ *
  * Exit 0 when every entry point answered as expected, else one line on
  * stderr and exit 1. */
 #include "nccl_profiler.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -701,15 +711,69 @@ static void bench(long n)
 	flush();
 }
 
+static void one_call(struct comm *cm)
+{
+	struct call c = {.type = CD_NP_COLL, .func = "AllReduce", .fcode = 4, .count = 64,
+			 .dtype = "ncclFloat32", .dcode = 7, .esize = 4, .peer = -1,
+			 .algo = "RING", .proto = "SIMPLE", .acode = 1, .pcode = 2, .nch = 1,
+			 .stream = S_COLL};
+	void *g, *k;
+
+	api_call(cm, &c);
+	g = group_start(cm);
+	task_start(cm, &c, g);
+	stop(c.task);
+	stop(g);
+	if (c.task) {
+		k = kch_start(cm, c.task, 0, 1000);
+		kch_stop(k, 1500);
+	}
+}
+
+static void onerank(void)
+{
+	struct comm x = {"one-x", 0x1, 1, 0, NULL};
+	struct comm y = {"one-y", 0x2, 1, 0, NULL};
+	/* never finalized: static, so that its context stays reachable (LSan) */
+	static struct comm z = {"one-z", 0x3, 1, 0, NULL};
+
+	p_init(&x);
+	p_init(&y);
+	p_init(&z);
+	one_call(&y);
+	p_finalize(&x);
+	p_finalize(&y);
+	flush();
+}
+
+static void settrace(void *lib, const char *path)
+{
+	struct comm a = {"st", 0x5555, 4, 1, NULL};
+	int (*set)(const char *) = (int (*)(const char *))dlsym(lib, "commdebug_nccl_set_trace");
+
+	if (!set)
+		fail("the plugin lacks commdebug_nccl_set_trace");
+	p_init(&a);
+	one_call(&a);
+	flush();
+	if (set(path) != 0)
+		fail("commdebug_nccl_set_trace(%s) failed: %s", path, strerror(errno));
+	one_call(&a);
+	p_finalize(&a);
+	flush();
+}
+
 int main(int argc, char **argv)
 {
 	char sym[32];
 	const char *kt = getenv("COMMDEBUG_NCCL_KERNEL_TIMING");
 	void *lib;
 
-	if (argc < 3 || argc > 5 || (argc == 4 && strcmp(argv[3], "stress") != 0) ||
-	    (argc == 5 && strcmp(argv[3], "bench") != 0)) {
-		fprintf(stderr, "usage: plugin_driver PLUGIN.so VERSION [stress | bench N]\n");
+	if (argc < 3 || argc > 5 ||
+	    (argc == 4 && strcmp(argv[3], "stress") != 0 && strcmp(argv[3], "onerank") != 0) ||
+	    (argc == 5 && strcmp(argv[3], "bench") != 0 && strcmp(argv[3], "settrace") != 0)) {
+		fprintf(stderr, "usage: plugin_driver PLUGIN.so VERSION "
+				"[stress | onerank | bench N | settrace PATH]\n");
 		return 2;
 	}
 	ver = atoi(argv[2]);
@@ -728,12 +792,23 @@ int main(int argc, char **argv)
 		fail("%s lacks %s or commdebug_nccl_tag / _untag / _flush", argv[1], sym);
 	if (strcmp(((struct cd_np_v1 *)tab)->name, "commdebug") != 0)
 		fail("%s is named \"%s\", not \"commdebug\"", sym, ((struct cd_np_v1 *)tab)->name);
+	if (argc == 5 && strcmp(argv[3], "settrace") == 0) {
+		settrace(lib, argv[4]);
+		return 0;
+	}
 	if (argc == 5) {
 		bench(atol(argv[4]));
+		return 0;
+	}
+	if (argc == 4 && strcmp(argv[3], "onerank") == 0) {
+		onerank();
 		return 0;
 	}
 	scenario();
 	if (argc == 4)
 		stress();
+	/* as NCCL does after the last communicator: the library stays loaded
+	 * (it pins itself) and finishes its trace at exit */
+	dlclose(lib);
 	return 0;
 }
