@@ -202,6 +202,10 @@ static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 /* Where a rank was when its trace ends (no times). */
 static void text_state(struct cd_out *o, const struct cd_rank_summary *s)
 {
+	if (s->end == CD_END_CLOSED) {
+		cd_out_str(o, "went on to the end of its trace (closed)");
+		return;
+	}
 	cd_out_str(o, "stopped in ");
 	if (!s->stack.n)
 		cd_out_str(o, "no module");
@@ -705,8 +709,8 @@ static void val_step(struct cd_out *o, int64_t v, bool json)
 	} else if (v < 0) {
 		cd_out_str(o, "not in their traces");
 	} else {
-		cd_out_printf(o, "%s, %" PRId64 " collectives", (v & 1) ? "finished" : "ended inside it",
-			      v / 2);
+		cd_out_printf(o, "%s, %" PRId64 " collective%s", (v & 1) ? "finished" : "ended inside it",
+			      v / 2, v / 2 == 1 ? "" : "s");
 	}
 }
 
@@ -739,7 +743,8 @@ static void text_steps(struct cd_out *o, const struct cd_pm *pm, struct rv *v)
 			text_region(o, pm->r[0], l->first);
 		}
 		if (l->uniform) {
-			cd_out_printf(o, ": every rank finished, %u collectives each\n", l->colls);
+			cd_out_printf(o, ": every rank finished, %u collective%s each\n", l->colls,
+				      l->colls == 1 ? "" : "s");
 			continue;
 		}
 		cd_out_str(o, ": ");
@@ -951,7 +956,7 @@ int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n
 				cd_out_printf(o, "... %u more findings (see --json)\n",
 					      pm.f.n - TEXT_MAX_FINDINGS);
 		}
-		if (!agree)
+		if (pm.f.n || pm.rows.n)
 			text_steps(o, &pm, v);
 		text_modules(o, &pm, v);
 		if (agree)
