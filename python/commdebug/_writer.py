@@ -46,7 +46,7 @@ __all__ = ["TraceWriter", "claim", "alt_path", "EXIT_TIMEOUT_S", "MAX_AGE_MS"]
 
 TICK_S = 0.02              # writer thread period
 MAX_AGE_MS = 50            # the documented bound on what a sudden death loses
-MAX_LINES = 1 << 18        # lines waiting beyond this are dropped when stalled
+MAX_LINES = 1 << 16        # lines waiting beyond this are dropped when stalled
 _STALL_NS = 50 * 1000000   # a write in progress longer than this: do not wait for it
 _DUE_NS = 250 * 1000000    # the recording thread checks the writer after this long
 
@@ -198,7 +198,7 @@ class TraceWriter:
             else:
                 raise
         self.buf.append(first_line)
-        if self._fd >= 0:
+        if self._fd >= 0 and self.regular:
             with self._io:
                 self._drain_locked()
                 self._meta_len = self.bytes_out
