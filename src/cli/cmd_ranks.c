@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../ranks.h"
@@ -27,6 +28,13 @@ struct pool {
 	struct cd_rank_summary *sums;
 	atomic_int next;
 };
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void *summarize_worker(void *arg)
 {
@@ -77,6 +85,7 @@ int cd_cli_run_ranks(struct cd_cli *cli, struct cd_out *out)
 		fprintf(stderr, "commdebug: out of memory\n");
 		return CD_EXIT_DATA;
 	}
+	double t_read = now();
 	atomic_init(&p.next, 0);
 	for (int i = 1; i < jobs && i < 256; i++)
 		if (pthread_create(&th[started], NULL, summarize_worker, &p) == 0)
@@ -84,6 +93,7 @@ int cd_cli_run_ranks(struct cd_cli *cli, struct cd_out *out)
 	summarize_worker(&p);
 	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
+	double t_merge = now();
 	uint64_t bytes = 0;
 	for (int i = 0; i < n; i++) {
 		ptrs[i] = &p.sums[i];
@@ -109,10 +119,13 @@ int cd_cli_run_ranks(struct cd_cli *cli, struct cd_out *out)
 		default: rc = CD_EXIT_DATA; break;
 		}
 	}
+	double t_end = now();
 	if (cli->stats)
 		fprintf(stderr, "commdebug: stats: ranks=%d summary_bytes=%" PRIu64
-				" summary_bytes_per_rank=%" PRIu64 " threads=%d\n",
-			n, bytes, n ? bytes / (uint64_t)n : 0, started + 1);
+				" summary_bytes_per_rank=%" PRIu64 " threads=%d read_s=%.3f"
+				" merge_s=%.3f\n",
+			n, bytes, n ? bytes / (uint64_t)n : 0, started + 1, t_merge - t_read,
+			t_end - t_merge);
 	for (int i = 0; i < n; i++)
 		cd_rank_summary_free(&p.sums[i]);
 	free(p.sums);
