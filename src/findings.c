@@ -135,6 +135,8 @@ struct matcher {
 	struct lane *ln;
 	uint32_t pg;
 	int64_t next;      /* positions below were matched */
+	int *act;          /* the ranks taking part in this group */
+	int nact;
 };
 
 static struct key key_of(const struct matcher *mt, int i, const struct cd_crec *c)
@@ -343,12 +345,13 @@ static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, in
 		     struct tr *scratch)
 {
 	struct cd_pm *pm = mt->pm;
-	int n = pm->n;
+	int n = mt->nact;
 
 	for (;;) {
 		/* the next position: the smallest any live rank has left */
 		int64_t pos = INT64_MAX;
-		for (int i = 0; i < n; i++) {
+		for (int k = 0; k < n; k++) {
+			int i = mt->act[k];
 			struct lane *l = &mt->ln[i];
 			if (l->dead)
 				continue;
@@ -361,7 +364,8 @@ static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, in
 		if (pos == INT64_MAX)
 			break;
 		int nhas = 0, nend = 0;
-		for (int i = 0; i < n; i++) {
+		for (int k = 0; k < n; k++) {
+			int i = mt->act[k];
 			struct lane *l = &mt->ln[i];
 			at[i] = NULL;
 			if (l->dead || l->resume > pos)
@@ -559,10 +563,12 @@ static bool group_members(struct cd_pm *pm)
 			uint32_t off = pm->pg_members.n, cnt = s->pg_ranks_n.v[k];
 			if (!cd_vec_reserve(&pm->pg_members, off + cnt))
 				return false;
-			memcpy(pm->pg_members.v + off, s->pg_ranks.v + s->pg_ranks_off.v[k],
-			       cnt * sizeof *pm->pg_members.v);
+			if (cnt) {
+				memcpy(pm->pg_members.v + off, s->pg_ranks.v + s->pg_ranks_off.v[k],
+				       cnt * sizeof *pm->pg_members.v);
+				qsort(pm->pg_members.v + off, cnt, sizeof *pm->pg_members.v, cmp_i64);
+			}
 			pm->pg_members.n = off + cnt;
-			qsort(pm->pg_members.v + off, cnt, sizeof *pm->pg_members.v, cmp_i64);
 			pm->pg_off.v[g] = off;
 			pm->pg_n.v[g] = cnt;
 		}
@@ -582,8 +588,9 @@ static bool find_findings(struct cd_pm *pm)
 	int *list = calloc((size_t)(n ? n : 1), sizeof *list);
 	struct tr *scratch = calloc((size_t)(n ? n : 1), sizeof *scratch);
 	mt.ln = calloc((size_t)(n ? n : 1), sizeof *mt.ln);
+	mt.act = calloc((size_t)(n ? n : 1), sizeof *mt.act);
 	mt.uneven = calloc(pm->g.count ? pm->g.count : 1, 1);
-	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven)
+	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act)
 		goto out;
 	for (uint32_t k = 0; k < pm->g.count; k++)
 		mt.uneven[k] = sizes_may_differ(cd_intern_str(&pm->g, k));
@@ -623,9 +630,10 @@ static bool find_findings(struct cd_pm *pm)
 		}
 		/* a rank that is a member but issued nothing in this group hangs at
 		 * its first collective; a rank that is not a member is left out */
+		mt.nact = 0;
 		for (int i = 0; i < n; i++)
-			if (mt.ln[i].n == 0 && !cd_pm_member(pm, pg, pm->r[i]->rank))
-				mt.ln[i].dead = true;
+			if (mt.ln[i].n > 0 || cd_pm_member(pm, pg, pm->r[i]->rank))
+				mt.act[mt.nact++] = i;
 		match_pg(&mt, at, has, list, scratch);
 	}
 	ok = true;
@@ -639,6 +647,7 @@ out:
 	free(list);
 	free(scratch);
 	free(mt.ln);
+	free(mt.act);
 	free(mt.uneven);
 	return ok;
 }
@@ -707,6 +716,24 @@ int64_t cd_pm_rank_region(const struct cd_pm *pm, int i, int64_t region, bool *d
 {
 	const struct cd_rank_summary *s = pm->r[i];
 	*done = false;
+	if (s->rgn_sorted) {
+		uint32_t lo = 0, hi = s->rgn.n;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (s->rgn.v[mid].region < region)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		/* the last of equal ids, as the search below finds it */
+		while (lo + 1 < s->rgn.n && s->rgn.v[lo + 1].region == region)
+			lo++;
+		if (lo < s->rgn.n && s->rgn.v[lo].region == region) {
+			*done = s->rgn.v[lo].done;
+			return s->rgn.v[lo].colls;
+		}
+		return -1;
+	}
 	for (uint32_t k = s->rgn.n; k-- > 0;)
 		if (s->rgn.v[k].region == region) {
 			*done = s->rgn.v[k].done;

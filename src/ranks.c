@@ -261,6 +261,10 @@ void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_sum
 		cd_replay_finish(&rp, &err);
 	s->events = rp.events;
 	s->regions = rp.regions;
+	s->rgn_sorted = true;
+	for (uint32_t k = 1; k < s->rgn.n; k++)
+		if (s->rgn.v[k].region < s->rgn.v[k - 1].region)
+			s->rgn_sorted = false;
 	cd_replay_free(&rp);
 	cd_vec_free(&b.pg_counter);
 	free(b.slots);

@@ -86,6 +86,7 @@ struct cd_rank_summary {
 	CD_VEC(struct cd_crec) colls;
 	CD_VEC(struct cd_modcount) mods;
 	CD_VEC(struct cd_rregion) rgn;   /* regions in trace order */
+	bool rgn_sorted;                 /* ... which is by increasing region id */
 	CD_VEC(struct cd_frame) stack;   /* open modules at the end, outermost first */
 	CD_VEC(uint32_t) pg_names;       /* pg events: names ... */
 	CD_VEC(uint32_t) pg_ranks_off;   /* ... their member lists in pg_ranks */

@@ -38,8 +38,10 @@ static void text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx,
 	int *v = malloc((n ? n : 1) * sizeof *v);
 	if (!v)
 		return;
-	memcpy(v, idx, n * sizeof *v);
-	qsort(v, n, sizeof *v, cmp_int);
+	if (n) {
+		memcpy(v, idx, n * sizeof *v);
+		qsort(v, n, sizeof *v, cmp_int);
+	}
 	cd_out_str(o, n == 1 ? "rank " : "ranks ");
 	for (uint32_t a = 0, b; a < n; a = b + 1) {
 		for (b = a; b + 1 < n && pm->r[v[b + 1]]->rank == pm->r[v[b]]->rank + 1; b++)
@@ -55,7 +57,7 @@ static void json_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx,
 {
 	int *v = malloc((n ? n : 1) * sizeof *v);
 	cd_pj_begin_arr(o);
-	if (v) {
+	if (v && n) {
 		memcpy(v, idx, n * sizeof *v);
 		qsort(v, n, sizeof *v, cmp_int);
 		for (uint32_t k = 0; k < n; k++)
@@ -636,6 +638,14 @@ static int cmp_rv(const void *a, const void *b)
 	return x->i - y->i;
 }
 
+static const struct rv *sort_rv;
+
+/* group starts by the lowest rank of the group (its first entry) */
+static int cmp_start(const void *a, const void *b)
+{
+	return sort_rv[*(const int *)a].i - sort_rv[*(const int *)b].i;
+}
+
 /* Ranks grouped by value: "ranks 0,2-3: V; rank 1: W" or JSON groups. */
 static void groups_by_value(struct cd_out *o, const struct cd_pm *pm, struct rv *v, bool json,
 			    void (*val)(struct cd_out *, int64_t, bool))
@@ -656,12 +666,10 @@ static void groups_by_value(struct cd_out *o, const struct cd_pm *pm, struct rv 
 		if (!a || v[a].v != v[a - 1].v)
 			start[ng++] = a;
 	start[ng] = n;
-	for (int x = 1; x < ng; x++)
-		for (int y = x; y > 0 && v[start[y]].i < v[start[y - 1]].i; y--) {
-			int t = start[y];
-			start[y] = start[y - 1];
-			start[y - 1] = t;
-		}
+	if (ng > 1) {
+		sort_rv = v;
+		qsort(start, (size_t)ng, sizeof *start, cmp_start);
+	}
 	if (json)
 		cd_pj_begin_arr(o);
 	for (int gi = 0; gi < ng; gi++) {
