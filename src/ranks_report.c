@@ -964,8 +964,7 @@ int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n
 				cd_out_printf(o, "... %u more findings (see --json)\n",
 					      pm.f.n - TEXT_MAX_FINDINGS);
 		}
-		if (pm.f.n || pm.rows.n)
-			text_steps(o, &pm, v);
+		text_steps(o, &pm, v);
 		text_modules(o, &pm, v);
 		if (agree)
 			cd_out_printf(o, "\nall ranks agree%s\n",
