@@ -161,14 +161,17 @@ if [ -x "$bin" ] && command -v awk >/dev/null; then
 		fi
 		m=$(merge_time "$d")
 		[ -n "$m" ] || { echo "ranks.sh: no merge_s from $bin ranks --stats $d" >&2; status=1; continue; }
-		printf '  %-34s %9s s merge (%s findings)\n' "commdebug ranks, $w ranks" "$m" \
+		printf '  %-34s %9s s merge, %s ns per collective (%s findings)\n' \
+			"commdebug ranks, $w ranks" "$m" \
+			"$(awk -v m="$m" -v w="$w" 'BEGIN { printf "%.0f", m * 1e9 / (w * 160) }')" \
 			"$("$bin" ranks --json "$d" 2>/dev/null | grep -c '"kind"')"
 		eval "merge_$w=\$m"
 	done
 	eval "m_small=\${merge_$((big / 4)):-}; m_big=\${merge_$big:-}"
 	if [ -n "$m_small" ] && [ -n "$m_big" ]; then
-		printf '  %-34s %s x for 4 x the ranks (linear: about 4)\n' "merge time ratio" \
-			"$(ratio "$m_big" "$m_small")"
+		printf '  %-34s %s x for 4 x the ranks (linear work: about 4; more when the\n' \
+			"merge time ratio" "$(ratio "$m_big" "$m_small")"
+		printf '  %-34s summaries outgrow the caches)\n' ""
 	fi
 fi
 exit $status
