@@ -219,8 +219,9 @@ static enum realign realign(const struct matcher *mt, int i, int ref, int64_t po
 static struct cd_finding *new_finding(struct cd_pm *pm, enum cd_fkind kind, uint32_t pg,
 				      int64_t seq)
 {
-	struct cd_finding f = {.kind = kind, .pg = pg, .seq = seq, .seq_end = seq, .ref = -1,
-			       .time = -1, .t_last = -1, .last_rank = -1, .delay = -1};
+	struct cd_finding f = {.kind = kind, .pg = pg, .pg_name = cd_pm_str(pm, pg), .seq = seq,
+			       .seq_end = seq, .ref = -1, .time = -1, .t_last = -1,
+			       .last_rank = -1, .delay = -1};
 	if (!cd_vec_push(&pm->f, f))
 		return NULL;
 	return &pm->f.v[pm->f.n - 1];
@@ -325,20 +326,20 @@ static void straggler(struct matcher *mt, int64_t pos, const int *has, int nhas,
 		cd_vec_push(&f->odd_rec, at[f->odd.v[k]]);
 }
 
-/* Sort helper state for qsort (no qsort_r in C11): records of one rank. */
-static const struct cd_rank_summary *sort_sum;
-static const uint32_t *sort_tr;
+/* A record's sort key: (group, seq, index). */
+struct pgseq {
+	uint32_t pg, idx;
+	int64_t seq;
+};
 
-static int cmp_pg_seq(const void *a, const void *b)
+static int cmp_pgseq(const void *a, const void *b)
 {
-	const struct cd_crec *x = &sort_sum->colls.v[*(const uint32_t *)a];
-	const struct cd_crec *y = &sort_sum->colls.v[*(const uint32_t *)b];
-	uint32_t px = sort_tr[x->pg], py = sort_tr[y->pg];
-	if (px != py)
-		return px < py ? -1 : 1;
+	const struct pgseq *x = a, *y = b;
+	if (x->pg != y->pg)
+		return x->pg < y->pg ? -1 : 1;
 	if (x->seq != y->seq)
 		return x->seq < y->seq ? -1 : 1;
-	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, int *list,
@@ -364,6 +365,7 @@ static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, in
 		if (pos == INT64_MAX)
 			break;
 		int nhas = 0, nend = 0;
+		pm->visits += (uint64_t)n;
 		for (int k = 0; k < n; k++) {
 			int i = mt->act[k];
 			struct lane *l = &mt->ln[i];
@@ -600,11 +602,15 @@ static bool find_findings(struct cd_pm *pm)
 		ord[i] = malloc((s->colls.n ? s->colls.n : 1) * sizeof **ord);
 		if (!ord[i])
 			goto out;
+		struct pgseq *ks = malloc((s->colls.n ? s->colls.n : 1) * sizeof *ks);
+		if (!ks)
+			goto out;
 		for (uint32_t k = 0; k < s->colls.n; k++)
-			ord[i][k] = k;
-		sort_sum = s;
-		sort_tr = pm->tr[i];
-		qsort(ord[i], s->colls.n, sizeof **ord, cmp_pg_seq);
+			ks[k] = (struct pgseq){pm->tr[i][s->colls.v[k].pg], k, s->colls.v[k].seq};
+		qsort(ks, s->colls.n, sizeof *ks, cmp_pgseq);
+		for (uint32_t k = 0; k < s->colls.n; k++)
+			ord[i][k] = ks[k].idx;
+		free(ks);
 	}
 	/* group by group, in the order of their global ids */
 	for (;;) {
@@ -674,8 +680,6 @@ static int finding_class(const struct cd_finding *f)
 	return f->time >= 0 ? 1 : 2;
 }
 
-static const struct cd_pm *order_pm;
-
 static int cmp_finding(const void *a, const void *b)
 {
 	const struct cd_finding *x = a, *y = b;
@@ -692,7 +696,7 @@ static int cmp_finding(const void *a, const void *b)
 	if (cx == 1 && x->time != y->time)
 		return x->time < y->time ? -1 : 1;
 	if (x->pg != y->pg) {
-		int c = strcmp(cd_pm_str(order_pm, x->pg), cd_pm_str(order_pm, y->pg));
+		int c = strcmp(x->pg_name, y->pg_name);
 		if (c)
 			return c;
 	}
@@ -705,7 +709,6 @@ static int cmp_finding(const void *a, const void *b)
 
 static void order_findings(struct cd_pm *pm)
 {
-	order_pm = pm;
 	if (pm->f.n > 1)
 		qsort(pm->f.v, pm->f.n, sizeof *pm->f.v, cmp_finding);
 }

@@ -49,6 +49,7 @@ extern const char *const cd_fkind_names[];
 struct cd_finding {
 	enum cd_fkind kind;
 	uint32_t pg;                  /* id in pm->g */
+	const char *pg_name;          /* its name (in pm->g) */
 	int64_t seq, seq_end;         /* positions [seq, seq_end] */
 	int ref;                      /* a rank of the other side (index in pm->r), -1: none */
 	const struct cd_crec *ref_rec;   /* its record at seq, or NULL */
@@ -100,6 +101,7 @@ struct cd_pm {
 	CD_VEC(struct cd_finding) f;  /* in report order: the first is the likeliest cause */
 	CD_VEC(struct cd_modrow) rows;
 	CD_VEC(struct cd_stepline) steps;
+	uint64_t visits;              /* rank records looked at while matching (work done) */
 };
 
 /* Build the post-mortem of n summaries (they must outlive pm).  Returns

@@ -120,13 +120,17 @@ struct cd_ranks_opts {
 	/* a rank that reaches a collective more than late_ns after the others
 	 * is a straggler (0: CD_LATE_DEFAULT_NS) */
 	int64_t late_ns;
+	/* out, for --stats: rank positions visited while matching (the work of
+	 * the merge: at most the sum of the ranks' collectives, plus one per
+	 * rank and position it is absent from) */
+	uint64_t visits;
 };
 #define CD_LATE_DEFAULT_NS 5000000000LL
 
 /* Merge n summaries (in any order) and write the report; returns one of
  * the CD_RANKS_* outcomes (the worst that applies). */
 int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n,
-		    const struct cd_ranks_opts *opts);
+		    struct cd_ranks_opts *opts);
 
 /* Every collective of every summary, one per line (or one JSON document
  * per line), by rank then in trace order. */

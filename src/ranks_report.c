@@ -638,12 +638,14 @@ static int cmp_rv(const void *a, const void *b)
 	return x->i - y->i;
 }
 
-static const struct rv *sort_rv;
+/* a group of equal values: where it starts in the sorted array, and its
+ * lowest rank (its first entry) */
+struct grpstart { int start, first; };
 
-/* group starts by the lowest rank of the group (its first entry) */
 static int cmp_start(const void *a, const void *b)
 {
-	return sort_rv[*(const int *)a].i - sort_rv[*(const int *)b].i;
+	const struct grpstart *x = a, *y = b;
+	return x->first - y->first;
 }
 
 /* Ranks grouped by value: "ranks 0,2-3: V; rank 1: W" or JSON groups. */
@@ -654,7 +656,7 @@ static void groups_by_value(struct cd_out *o, const struct cd_pm *pm, struct rv 
 	int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
 	if (!idx)
 		return;
-	int *start = malloc((size_t)(n + 1) * sizeof *start);
+	struct grpstart *start = malloc((size_t)(n + 1) * sizeof *start);
 	int ng = 0;
 	if (!start) {
 		free(idx);
@@ -664,16 +666,13 @@ static void groups_by_value(struct cd_out *o, const struct cd_pm *pm, struct rv 
 	/* groups in the order of their lowest rank */
 	for (int a = 0; a < n; a++)
 		if (!a || v[a].v != v[a - 1].v)
-			start[ng++] = a;
-	start[ng] = n;
-	if (ng > 1) {
-		sort_rv = v;
+			start[ng++] = (struct grpstart){a, v[a].i};
+	if (ng > 1)
 		qsort(start, (size_t)ng, sizeof *start, cmp_start);
-	}
 	if (json)
 		cd_pj_begin_arr(o);
 	for (int gi = 0; gi < ng; gi++) {
-		int a = start[gi], b;
+		int a = start[gi].start, b;
 		for (b = a; b < n && v[b].v == v[a].v; b++)
 			idx[b - a] = v[b].i;
 		if (json) {
@@ -933,7 +932,7 @@ static void json_report(struct cd_out *o, const struct cd_pm *pm, bool agree, st
 }
 
 int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n,
-		    const struct cd_ranks_opts *opts)
+		    struct cd_ranks_opts *opts)
 {
 	struct cd_pm pm;
 	int outcome;
@@ -971,6 +970,7 @@ int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n
 				      pm.cut ? " on what their traces hold (some are cut)" : "");
 	}
 	free(v);
+	opts->visits = pm.visits;
 	cd_pm_free(&pm);
 	return outcome;
 }

@@ -100,6 +100,7 @@ int cd_cli_run_ranks(struct cd_cli *cli, struct cd_out *out)
 		bytes += cd_rank_summary_bytes(&p.sums[i]);
 		warn_trace(&p.sums[i]);
 	}
+	struct cd_ranks_opts ro = {.json = cli->json, .late_ns = cli->late_ns};
 	if (cli->kind == CD_R_COLLS) {
 		cd_colls_report(out, ptrs, n, cli->json);
 		rc = CD_EXIT_OK;
@@ -111,7 +112,6 @@ int cd_cli_run_ranks(struct cd_cli *cli, struct cd_out *out)
 				rc = CD_EXIT_CUT;
 		}
 	} else {
-		struct cd_ranks_opts ro = {.json = cli->json, .late_ns = cli->late_ns};
 		switch (cd_ranks_report(out, ptrs, n, &ro)) {
 		case CD_RANKS_AGREE: rc = CD_EXIT_OK; break;
 		case CD_RANKS_CUT: rc = CD_EXIT_CUT; break;
@@ -123,9 +123,9 @@ int cd_cli_run_ranks(struct cd_cli *cli, struct cd_out *out)
 	if (cli->stats)
 		fprintf(stderr, "commdebug: stats: ranks=%d summary_bytes=%" PRIu64
 				" summary_bytes_per_rank=%" PRIu64 " threads=%d read_s=%.3f"
-				" merge_s=%.3f\n",
+				" merge_s=%.3f merge_visits=%" PRIu64 "\n",
 			n, bytes, n ? bytes / (uint64_t)n : 0, started + 1, t_merge - t_read,
-			t_end - t_merge);
+			t_end - t_merge, ro.visits);
 	for (int i = 0; i < n; i++)
 		cd_rank_summary_free(&p.sums[i]);
 	free(p.sums);
