@@ -1,14 +1,15 @@
 /* Post-mortem across ranks.
  *
  * cd_rank_summarize reads one rank's trace into a compact summary: its
- * collectives per process group (name, sequence, bytes, dtype, the module
- * and phase that issued it), the per-module collective counts, and where
- * the rank was when its trace ends (open modules, last collective, last op).
- * cd_ranks_report merges summaries: it matches collectives per process group
- * by sequence number and reports type, size and dtype mismatches, ranks that
- * never reached a collective others issued, missing and duplicate ranks, and
- * modules whose counts differ.  Summaries are independent of each other, so
- * they can be built in parallel (and, at scale, where the traces are). */
+ * collectives (process group, sequence number, name, bytes, dtype, the
+ * module and phase that issued it, its region and time), its regions with
+ * their labels and times, the per-module collective counts, and how and
+ * where the trace ended (closed, ended abruptly inside a region, cut, empty).
+ * Summaries are independent of each other, so they can be built in parallel.
+ *
+ * cd_ranks_report merges summaries into findings (see findings.h for the
+ * rules) and prints them; cd_colls_report lists every collective of every
+ * rank, one per line. */
 #ifndef CD_RANKS_H
 #define CD_RANKS_H
 
@@ -21,15 +22,26 @@
 #include "vec.h"
 
 enum cd_phase { CD_PH_FORWARD, CD_PH_BACKWARD, CD_PH_RECOMPUTE };
+extern const char *const cd_phase_names[];
 
 /* One collective as one rank issued it.  Strings are ids in the summary's
  * own table. */
 struct cd_crec {
-	uint32_t pg, coll, dtype, module;
+	uint32_t pg, coll, dtype, module;   /* dtype: CD_NOID when absent */
 	uint8_t phase;
 	bool has_bytes;
 	int64_t seq, bytes;
-	int64_t time;   /* t0 + t when both are known, else -1 */
+	int64_t region;  /* the region it was issued in */
+	int64_t time;    /* t0 + t (unix ns) when both are known, else -1 */
+};
+
+/* One region of a rank's trace. */
+struct cd_rregion {
+	int64_t region;
+	uint32_t label;            /* CD_NOID: none */
+	bool done;                 /* ended with region_exit */
+	uint32_t colls;            /* collectives issued in it */
+	int64_t t_enter, t_exit;   /* unix ns, -1 when unknown */
 };
 
 /* Collective count of a module in one region that ended with region_exit
@@ -46,19 +58,35 @@ struct cd_frame {
 	uint8_t phase;
 };
 
+/* How a trace ended. */
+enum cd_rank_end {
+	CD_END_CLOSED,   /* whole lines, the last region exited */
+	CD_END_ABRUPT,   /* whole lines, but inside a region: no region_exit */
+	CD_END_CUT,      /* a partial line or zstd frame at the end */
+	CD_END_EMPTY,    /* no event at all (an empty file, or cut before its first line) */
+	CD_END_ERROR,    /* unreadable (error) */
+};
+extern const char *const cd_end_names[];
+
 struct cd_rank_summary {
 	char *path;
 	char *error;            /* set when the trace could not be read whole */
 	bool cut;
+	bool cut_first;         /* cut before its first line was complete */
+	enum cd_rank_end end;
 	bool in_region;         /* the trace ends inside region open_region */
 	int64_t open_region;
 	bool has_rank, has_world;
+	bool rank_from_name;    /* no meta: rank taken from the file name (rankN...) */
 	int64_t rank, world_size;
+	int64_t t0;             /* meta t0 (unix ns), 0 when absent */
+	int64_t last_time;      /* unix ns of the last event with a time, -1: none */
 	uint64_t events, regions;
 	struct cd_intern s;     /* every string of this summary */
 	CD_VEC(struct cd_crec) colls;
 	CD_VEC(struct cd_modcount) mods;
-	CD_VEC(int64_t) done_regions;    /* regions that ended with region_exit */
+	CD_VEC(struct cd_rregion) rgn;   /* regions in trace order */
+	bool rgn_sorted;                 /* ... which is by increasing region id */
 	CD_VEC(struct cd_frame) stack;   /* open modules at the end, outermost first */
 	CD_VEC(uint32_t) pg_names;       /* pg events: names ... */
 	CD_VEC(uint32_t) pg_ranks_off;   /* ... their member lists in pg_ranks */
@@ -70,18 +98,42 @@ struct cd_rank_summary {
 
 /* Read the trace at path into *s (zeroed by the caller).  Never fails
  * outright: a read or format error is kept in s->error with what was read
- * before it.  general_parser: use the cJSON line parser. */
+ * before it.  general_parser: use the cJSON line parser.
+ * Ownership: s owns everything it points to; free with cd_rank_summary_free. */
 void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_summary *s);
 void cd_rank_summary_free(struct cd_rank_summary *s);
 
 /* Bytes held by a summary (for the scale estimate). */
 uint64_t cd_rank_summary_bytes(const struct cd_rank_summary *s);
 
+/* The string of id in s ("" for CD_NOID). */
+const char *cd_rank_str(const struct cd_rank_summary *s, uint32_t id);
+
+/* The label of region in s, or NULL. */
+const char *cd_rank_label(const struct cd_rank_summary *s, int64_t region);
+
 /* Outcome of the merge. */
 enum { CD_RANKS_AGREE = 0, CD_RANKS_CUT = 1, CD_RANKS_DIFFER = 2, CD_RANKS_BAD = 3 };
 
+struct cd_ranks_opts {
+	bool json;
+	/* a rank that reaches a collective more than late_ns after the others
+	 * is a straggler (0: CD_LATE_DEFAULT_NS) */
+	int64_t late_ns;
+	/* out, for --stats: rank positions visited while matching (the work of
+	 * the merge: at most the sum of the ranks' collectives, plus one per
+	 * rank and position it is absent from) */
+	uint64_t visits;
+};
+#define CD_LATE_DEFAULT_NS 5000000000LL
+
 /* Merge n summaries (in any order) and write the report; returns one of
  * the CD_RANKS_* outcomes (the worst that applies). */
-int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n, bool json);
+int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n,
+		    struct cd_ranks_opts *opts);
+
+/* Every collective of every summary, one per line (or one JSON document
+ * per line), by rank then in trace order. */
+void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n, bool json);
 
 #endif

@@ -264,7 +264,10 @@ def _fallback_multi_grad_hook(tensors, fn, mode, prepend=False):
                                if g is not None and torch._C._will_engine_execute_node(g))
                 buffers[tid] = ([None] * n, expected)
             buf, expected = buffers[tid]
-            buf[idx] = grad
+            # Only that it arrived: a gradient kept here until the others
+            # come would make AccumulateGrad copy it instead of stealing it
+            # (new ops the program does not run without the recorder).
+            buf[idx] = True
             count[tid] = c + 1
             if c + 1 == expected:
                 del count[tid]

@@ -1,34 +1,75 @@
-"""Buffered trace file: JSON Lines, written as a sequence of zstd frames.
+"""The trace file: JSON Lines written as a sequence of zstd frames.
 
-Events are appended to an in-memory list as ready-made text lines.  A flush
-takes what is buffered, compresses it into one complete zstd frame and
-appends the frame to the file with a single write.  Flushes happen
+The recording thread only appends ready-made lines to ``buf`` (a list;
+``list.append`` is atomic under the GIL).  Frames are made and written
 
-* on the writer's daemon thread, twice a second while there is something to
-  write (so a SIGKILLed process loses at most about half a second),
-* from the recording hot path when the last flush is more than a second old
-  (in case the thread did not get to run),
-* at every region exit, and at interpreter exit (atexit).
+* by the writer thread, every 20 ms while lines are waiting: an event is on
+  its way to the file at most 50 ms after it was recorded, so a process that
+  dies by SIGKILL, SIGABRT or SIGSEGV (whose written bytes the kernel keeps)
+  loses at most the last 50 ms of events;
+* by the recording thread itself, just before a collective is handed to the
+  backend and at every region exit (``sync``): the collective's own event is
+  in the file before the collective can hang or abort the process.  This
+  happens only for a regular file, only when the lock is free within 50 ms
+  and only while no write has been stuck for longer than that; otherwise
+  the lines go to the writer thread, and the recording thread never waits
+  on a stalled file system, a pipe nobody reads or a full disk;
+* at exit, by the writer thread, which the exit handler waits for at most
+  ``EXIT_TIMEOUT_S`` seconds (COMMDEBUG_EXIT_TIMEOUT).
 
-A file of concatenated frames is one valid zstd stream; a frame cut by a kill
-is the only part a reader cannot decode.  Without libzstd the same lines are
-written uncompressed.
+Memory is bounded: when the writer cannot keep up (a stalled write), lines
+beyond ``MAX_LINES`` are dropped and counted.  A write error (a full disk,
+/dev/full) prints one warning; from then on lines are dropped and counted.
+
+Every frame carries a zstd content checksum.  Without libzstd the same lines
+are written as plain JSON Lines, which have no checksum.
+
+A trace file is claimed before it is written: opened without O_TRUNC, locked
+with flock(LOCK_EX | LOCK_NB), and only then truncated.  A file another live
+recorder holds is never truncated; the second writer gets a name of its own
+(``rank0.zst`` -> ``rank0.<pid>.zst``) and a warning.  A forked child never
+writes into its parent's file.
 """
 
 import atexit
+import errno
+import fcntl
 import os
+import stat
 import sys
 import threading
 import time
-import weakref
 
 from . import _zstd
 
-__all__ = ["TraceWriter"]
+__all__ = ["TraceWriter", "claim", "alt_path", "EXIT_TIMEOUT_S", "MAX_AGE_MS"]
 
-_FLUSH_INTERVAL_S = 0.5
-_open_writers = weakref.WeakSet()
+TICK_S = 0.02              # writer thread period
+MAX_AGE_MS = 50            # the documented bound on what a sudden death loses
+MAX_LINES = 1 << 16        # lines waiting beyond this are dropped when stalled
+_STALL_NS = 50 * 1000000   # a write in progress longer than this: do not wait for it
+_DUE_NS = 250 * 1000000    # the recording thread checks the writer after this long
+
+
+def _exit_timeout():
+    try:
+        return max(0.0, float(os.environ.get("COMMDEBUG_EXIT_TIMEOUT", "2")))
+    except ValueError:
+        return 2.0
+
+
+EXIT_TIMEOUT_S = _exit_timeout()
+
+_open_writers = []
 _warned_plain = []
+
+
+def _warn(msg):
+    try:
+        sys.stderr.write("commdebug: %s\n" % msg)
+        sys.stderr.flush()
+    except Exception:
+        pass
 
 
 def _close_all():
@@ -40,9 +81,9 @@ def _close_all():
 
 
 def _after_fork_in_child():
-    # The child must not write into the parent's file: drop everything.
     for w in list(_open_writers):
         w._forked()
+    del _open_writers[:]
 
 
 atexit.register(_close_all)
@@ -50,43 +91,118 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class TraceWriter:
-    """Owns the file descriptor and the event buffer.
+class Busy(Exception):
+    """Another live process (or another recorder of this one) holds the file."""
 
-    ``buf`` is the list the recorder appends lines to (``buf.append`` is
-    atomic under the GIL; flushes only remove a prefix of it, so appends from
-    other threads are never lost).  ``last_flush`` is the monotonic time in
-    ns of the last flush; the hot path compares against it.
+
+def alt_path(path, n=1):
+    """rank0.zst -> rank0.<pid>.zst (n == 1) or rank0.<pid>-<n>.zst."""
+    d, base = os.path.split(path)
+    stem, dot, ext = base.partition(".")
+    tag = str(os.getpid()) if n == 1 else "%d-%d" % (os.getpid(), n)
+    return os.path.join(d, stem + "." + tag + (dot + ext if dot else ""))
+
+
+def claim(path):
+    """Open path for writing without truncating it, take an exclusive flock
+    (regular files), then truncate.  Returns (fd, regular).  Raises Busy
+    when another open file holds the lock; OSError otherwise.  A FIFO with
+    no reader raises OSError(ENXIO) instead of blocking."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o644)
+    try:
+        st = os.fstat(fd)
+        regular = stat.S_ISREG(st.st_mode)
+        if regular:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise Busy(path)
+            os.ftruncate(fd, 0)
+        fl = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fl & ~os.O_NONBLOCK)
+        return fd, regular
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _claim_free_name(path):
+    """claim(path), or the first free alt_path(path, n).  Returns
+    (fd, regular, path actually used)."""
+    try:
+        fd, reg = claim(path)
+        return fd, reg, path
+    except Busy:
+        pass
+    for n in range(1, 100):
+        p = alt_path(path, n)
+        try:
+            fd, reg = claim(p)
+        except Busy:
+            continue
+        _warn("%s is being written by another live recorder; this one (pid %d) writes %s"
+              % (path, os.getpid(), p))
+        return fd, reg, p
+    raise Busy(path)
+
+
+class TraceWriter:
+    """Owns the file descriptor, the line buffer and the writer thread.
+
+    ``buf``: the list the recorder appends lines to.  ``due``: monotonic ns
+    after which the recording thread calls ``poke`` (the writer thread keeps
+    pushing it forward; it only passes when the writer is stuck).
     """
 
-    def __init__(self, path, level=None):
-        self.path = path
+    def __init__(self, path, first_line, level=None):
         self._z = _zstd.load()
         if self._z is None and not _warned_plain:
             _warned_plain.append(True)
-            sys.stderr.write("commdebug: libzstd.so.1 not found; writing uncompressed "
-                             "JSON Lines to %s\n" % path)
+            _warn("libzstd.so.1 not found; writing uncompressed JSON Lines to %s "
+                  "(without checksums)" % path)
         if level is None:
             try:
                 level = int(os.environ.get("COMMDEBUG_ZSTD_LEVEL", "3"))
             except ValueError:
                 level = 3
-        self._level = level
-        d = os.path.dirname(path)
-        if d:
-            os.makedirs(d, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
-                           0o644)
+        self._comp = self._z.compressor(level) if self._z is not None else None
         self._pid = os.getpid()
         self.buf = []
-        self.last_flush = time.monotonic_ns()
         self.bytes_in = 0
         self.bytes_out = 0
         self.frames = 0
-        self._lock = threading.Lock()
+        self.dropped = 0
+        self.error = None
+        self._io = threading.Lock()       # the fd and the compressor; frame order
+        self._take = threading.Lock()     # taking lines out of buf (never held in I/O)
+        self._closing = False
         self._closed = False
+        self._dead = False                # nothing is written any more (error, fork)
+        self._writing = 0                 # monotonic ns a write started, 0 when none
+        self._meta_len = 0                # bytes of the first frame (the meta line)
+        self._warned_drop = False
+        self.due = time.monotonic_ns() + _DUE_NS
         self._wake = threading.Event()
-        _open_writers.add(self)
+        d = os.path.dirname(path)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        self._fd = -1
+        self.regular = True
+        self.path = path
+        try:
+            self._fd, self.regular, self.path = _claim_free_name(path)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                self.regular = False       # a FIFO without a reader: the thread opens it
+            else:
+                raise
+        self.buf.append(first_line)
+        if self._fd >= 0 and self.regular:
+            with self._io:
+                self._drain_locked()
+                self._meta_len = self.bytes_out
+        _open_writers.append(self)
         self._thread = threading.Thread(target=self._run, name="commdebug-writer", daemon=True)
         self._thread.start()
 
@@ -94,74 +210,259 @@ class TraceWriter:
     def compressed(self):
         return self._z is not None
 
-    def _run(self):
-        ref = weakref.ref(self)
-        wake = self._wake
-        del self
-        while True:
-            wake.wait(_FLUSH_INTERVAL_S)
-            w = ref()
-            if w is None or w._closed:
-                return
-            if w.buf:
-                try:
-                    w.flush(blocking=False)
-                except Exception as e:  # never let the thread die silently
-                    sys.stderr.write("commdebug: writing %s failed: %s\n" % (w.path, e))
-                    return
-            del w
+    # ------------------------------------------------------------ writing
+    def _encode(self, chunk):
+        data = "".join(chunk).encode("utf-8", "surrogatepass")
+        out = self._comp.frame(data) if self._comp is not None else data
+        return data, out
 
-    def flush(self, blocking=True):
-        """Write everything buffered so far as one frame.  Returns False when
-        another flush was in progress and ``blocking`` is False."""
-        if not self._lock.acquire(blocking):
-            return False
-        try:
-            if self._closed or os.getpid() != self._pid:
-                del self.buf[:]
-                return True
+    def _drain_locked(self):
+        """Write what buf holds as one frame; the caller holds _io."""
+        with self._take:
             n = len(self.buf)
-            self.last_flush = time.monotonic_ns()
             if n == 0:
-                return True
+                return
             chunk = self.buf[:n]
             del self.buf[:n]
-            data = "".join(chunk).encode("utf-8", "surrogatepass")
-            if self._z is not None:
-                out = self._z.compress_frame(data, self._level)
-            else:
-                out = data
-            view = memoryview(out)
+        if self._dead or self._fd < 0:
+            self.dropped += n
+            return
+        data, out = self._encode(chunk)
+        view = memoryview(out)
+        self._writing = time.monotonic_ns()
+        try:
             while view:
                 k = os.write(self._fd, view)
                 view = view[k:]
-            self.bytes_in += len(data)
-            self.bytes_out += len(out)
-            self.frames += 1
-            return True
+        except OSError as e:
+            self._fail(e, n)
+            return
         finally:
-            self._lock.release()
+            self._writing = 0
+        self.bytes_in += len(data)
+        self.bytes_out += len(out)
+        self.frames += 1
 
-    def close(self):
-        if self._closed:
+    def _fail(self, e, n):
+        self.error = e
+        self._dead = True
+        self.dropped += n
+        _warn("writing %s failed (%s); recording goes on without writing, events dropped "
+              "are counted (rec.dropped)" % (self.path, e.strerror or e))
+
+    def _run(self):
+        if self._fd < 0:
+            # A FIFO nobody reads yet: wait for a reader here, never in the
+            # recording thread.
+            try:
+                fd = os.open(self.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+            except OSError as e:
+                with self._io:
+                    self._fail(e, 0)
+                fd = -1
+            with self._io:
+                if self._closed:
+                    if fd >= 0:
+                        os.close(fd)
+                    return
+                self._fd = fd
+        wake = self._wake
+        while True:
+            wake.wait(TICK_S)
+            wake.clear()
+            closing = self._closing
+            if self.buf:
+                with self._io:
+                    self._drain_locked()
+            self.due = time.monotonic_ns() + _DUE_NS
+            if closing:
+                return
+
+    def sync(self):
+        """Called by the recording thread: get everything buffered into the
+        file now if that cannot block (see the module's doc), else leave it
+        to the writer thread."""
+        if not self.regular or self._dead:
+            return
+        w = self._writing
+        if w and time.monotonic_ns() - w > _STALL_NS:
+            self._wake.set()
+            return
+        if not self._io.acquire(timeout=0.05):
+            self._wake.set()
             return
         try:
-            self.flush()
+            if not self._closed:
+                self._drain_locked()
         finally:
-            with self._lock:
-                self._closed = True
-                if os.getpid() == self._pid:
-                    os.close(self._fd)
-            self._wake.set()
-            _open_writers.discard(self)
+            self._io.release()
+
+    def poke(self):
+        """The writer thread has not come round for a while: bound memory."""
+        self.due = time.monotonic_ns() + TICK_S * 1e9
+        if os.getpid() != self._pid:
+            del self.buf[:]
+            return
+        if len(self.buf) > MAX_LINES:
+            with self._take:
+                n = len(self.buf)
+                del self.buf[:n]
+                self.dropped += n
+            if not self._warned_drop:
+                self._warned_drop = True
+                _warn("writing %s is stalled; events are dropped and counted (rec.dropped)"
+                      % self.path)
+        self._wake.set()
+
+    def flush(self, timeout=None):
+        """Write what is buffered (the caller's thread waits for the lock at
+        most timeout seconds, default EXIT_TIMEOUT_S).  True when done."""
+        if not self._io.acquire(timeout=EXIT_TIMEOUT_S if timeout is None else timeout):
+            return False
+        try:
+            if not self._closed:
+                self._drain_locked()
+        finally:
+            self._io.release()
+        return True
+
+    # ------------------------------------------------------ renaming, closing
+    def relocate(self, newpath, first_line):
+        """Move the trace to newpath (claimed as in claim(); a busy name gets
+        an alt_path) with first_line as its new first frame, keeping every
+        frame written after the old first one.  Returns the path used, or
+        None when the trace stays where it is (not a regular file, a stuck
+        write, an error)."""
+        if not self.regular or self._fd < 0 or self._dead:
+            return None
+        if not self._io.acquire(timeout=1.0):
+            return None
+        try:
+            self._drain_locked()
+            if self._dead:
+                return None
+            old, oldfd = self.path, self._fd
+            with open(old, "rb") as f:
+                f.seek(self._meta_len)
+                rest = f.read()
+            data, head = self._encode([first_line])
+            d, base = os.path.split(newpath)
+            if d:
+                os.makedirs(d, exist_ok=True)
+            tmp = os.path.join(d, ".%s.tmp%d" % (base, os.getpid()))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
+                         0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                for part in (head, rest):
+                    view = memoryview(part)
+                    while view:
+                        view = view[os.write(fd, view):]
+                target = newpath
+                n = 0
+                while True:
+                    holder = self._hold(target) if target != old else None
+                    if holder != "busy":
+                        break
+                    n += 1
+                    if n >= 100:
+                        raise Busy(newpath)
+                    target = alt_path(newpath, n)
+                if target != newpath:
+                    _warn("%s is being written by another live recorder; this one (pid %d) "
+                          "writes %s" % (newpath, os.getpid(), target))
+                os.rename(tmp, target)
+                if holder is not None:
+                    os.close(holder)
+            except BaseException:
+                os.close(fd)
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+            if target != old:
+                try:
+                    os.unlink(old)
+                except OSError:
+                    pass
+            os.close(oldfd)
+            self._fd = fd
+            self.path = target
+            self.bytes_out += len(head) - self._meta_len
+            self._meta_len = len(head)
+            return target
+        except OSError as e:
+            _warn("could not move %s to %s (%s); the trace stays where it is"
+                  % (self.path, newpath, e.strerror or e))
+            return None
+        finally:
+            self._io.release()
+
+    @staticmethod
+    def _hold(path):
+        """Lock path if it exists and no one holds it: the fd (keep it until
+        the rename is done), None when it does not exist, "busy" when a live
+        writer holds it."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return "busy"
+        return fd
+
+    def close(self, discard=False):
+        """Write what is left (the writer thread does it; this waits at most
+        EXIT_TIMEOUT_S) and close.  discard: remove the file instead."""
+        if self._closed or os.getpid() != self._pid:
+            return
+        if discard:
+            self._dead = True
+        self._closing = True
+        self._wake.set()
+        self._thread.join(EXIT_TIMEOUT_S)
+        if self._thread.is_alive():
+            with self._take:
+                n = len(self.buf)
+                del self.buf[:n]
+                self.dropped += n
+            _warn("writing %s did not finish within %g s (COMMDEBUG_EXIT_TIMEOUT); "
+                  "%d events were not written" % (self.path, EXIT_TIMEOUT_S, self.dropped))
+            self._closed = True
+            return
+        with self._io:
+            self._closed = True
+            if self._fd >= 0:
+                if discard and self.regular:
+                    try:
+                        os.unlink(self.path)
+                    except OSError:
+                        pass
+                os.close(self._fd)
+                self._fd = -1
+        try:
+            _open_writers.remove(self)
+        except ValueError:
+            pass
+        if self.dropped and not discard and self.error is not None:
+            _warn("%s: %d events were not written" % (self.path, self.dropped))
 
     def _forked(self):
-        # Keep the same list object: the recorder holds its bound append.
-        self._lock = threading.Lock()
+        # The child keeps the list object (the recorder holds its bound
+        # append) but writes nothing: poke() empties it.
+        self._io = threading.Lock()
+        self._take = threading.Lock()
         self._closed = True
-        self._pid = -1
+        self._dead = True
+        self.due = 0
         del self.buf[:]
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = -1

@@ -6,9 +6,11 @@ plain JSON Lines.
 
 Compression makes one complete frame per call, so a file made of several
 calls is a valid multi-frame zstd stream and a reader can decode every frame
-that was written before a process died.  ctypes releases the GIL during the
-foreign call, so compressing on the writer's background thread does not stall
-the training loop.
+that was written before a process died.  Every frame carries zstd's content
+checksum (ZSTD_c_checksumFlag: the low 32 bits of the XXH64 of the frame's
+content), which libzstd verifies when it decodes the frame.  ctypes releases
+the GIL during the foreign call, so compressing on the writer's background
+thread does not stall the training loop.
 """
 
 import ctypes
@@ -16,6 +18,9 @@ import ctypes.util
 import os
 
 __all__ = ["load", "Zstd"]
+
+_C_COMPRESSION_LEVEL = 100
+_C_CHECKSUM_FLAG = 201
 
 _NAMES = ("libzstd.so.1", "libzstd.so", "libzstd.1.dylib", "libzstd.dylib")
 
@@ -67,6 +72,15 @@ class Zstd:
         lib.ZSTD_decompressStream.argtypes = [ctypes.c_void_p, ctypes.POINTER(_OutBuffer),
                                               ctypes.POINTER(_InBuffer)]
         lib.ZSTD_decompressStream.restype = ctypes.c_size_t
+        lib.ZSTD_createCCtx.argtypes = []
+        lib.ZSTD_createCCtx.restype = ctypes.c_void_p
+        lib.ZSTD_freeCCtx.argtypes = [ctypes.c_void_p]
+        lib.ZSTD_freeCCtx.restype = ctypes.c_size_t
+        lib.ZSTD_CCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        lib.ZSTD_CCtx_setParameter.restype = ctypes.c_size_t
+        lib.ZSTD_compress2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_char_p, ctypes.c_size_t]
+        lib.ZSTD_compress2.restype = ctypes.c_size_t
         self.version = lib.ZSTD_versionString().decode()
 
     def _check(self, rc, what):
@@ -75,12 +89,56 @@ class Zstd:
         return rc
 
     def compress_frame(self, data, level=3):
-        """One complete zstd frame holding ``data`` (bytes)."""
+        """One complete zstd frame holding ``data`` (bytes), without a
+        checksum (tests use it to make frames the way old recorders did)."""
         cap = self._lib.ZSTD_compressBound(len(data))
         dst = ctypes.create_string_buffer(cap)
         n = self._check(self._lib.ZSTD_compress(dst, cap, data, len(data), level),
                         "ZSTD_compress")
         return dst.raw[:n]
+
+    def compressor(self, level=3):
+        """A Compressor: frames with content checksums, one reused context."""
+        return Compressor(self, level)
+
+    def decompress_iter(self, f, chunk=1 << 20):
+        """Decode the zstd stream read from the binary file f, yielding the
+        decoded bytes piece by piece (memory stays bounded).  Raises
+        TruncatedError (data b"") when the input ends inside a frame,
+        ZstdError when it is corrupt (a checksum mismatch included)."""
+        lib = self._lib
+        ds = lib.ZSTD_createDStream()
+        if not ds:
+            raise ZstdError("ZSTD_createDStream failed")
+        try:
+            self._check(lib.ZSTD_initDStream(ds), "ZSTD_initDStream")
+            outsz = lib.ZSTD_DStreamOutSize()
+            outbuf = ctypes.create_string_buffer(outsz)
+            complete = True
+            while True:
+                data = f.read(chunk)
+                if not data:
+                    break
+                src = ctypes.create_string_buffer(data, len(data))
+                inb = _InBuffer(ctypes.cast(src, ctypes.c_void_p), len(data), 0)
+                while True:
+                    pos_before = inb.pos
+                    outb = _OutBuffer(ctypes.cast(outbuf, ctypes.c_void_p), outsz, 0)
+                    rc = self._check(lib.ZSTD_decompressStream(ds, ctypes.byref(outb),
+                                                               ctypes.byref(inb)),
+                                     "ZSTD_decompressStream")
+                    if outb.pos:
+                        yield outbuf.raw[:outb.pos]
+                    if rc == 0:
+                        complete = True
+                    elif outb.pos or inb.pos != pos_before:
+                        complete = False
+                    if inb.pos == inb.size and outb.pos < outsz:
+                        break
+            if not complete:
+                raise TruncatedError("input ends inside a zstd frame", b"")
+        finally:
+            lib.ZSTD_freeDStream(ds)
 
     def decompress(self, data):
         """Decode a stream of one or more concatenated frames.
@@ -120,6 +178,45 @@ class Zstd:
             return out
         finally:
             lib.ZSTD_freeDStream(ds)
+
+
+class Compressor:
+    """Makes complete frames with ZSTD_c_checksumFlag set, reusing one
+    compression context (ZSTD_compress would build one per call).  Not
+    thread-safe: the trace writer calls it under its I/O lock."""
+
+    def __init__(self, z, level):
+        lib = z._lib
+        self._z = z
+        self._lib = lib
+        self._cctx = lib.ZSTD_createCCtx()
+        if not self._cctx:
+            raise ZstdError("ZSTD_createCCtx failed")
+        self._free = lib.ZSTD_freeCCtx
+        z._check(lib.ZSTD_CCtx_setParameter(self._cctx, _C_COMPRESSION_LEVEL, level),
+                 "ZSTD_CCtx_setParameter(level)")
+        z._check(lib.ZSTD_CCtx_setParameter(self._cctx, _C_CHECKSUM_FLAG, 1),
+                 "ZSTD_CCtx_setParameter(checksumFlag)")
+        self._cap = 0
+        self._dst = None
+
+    def frame(self, data):
+        """One complete frame (bytes) holding data, with its checksum."""
+        cap = self._lib.ZSTD_compressBound(len(data))
+        if cap > self._cap:
+            self._cap = max(cap, 1 << 16)
+            self._dst = ctypes.create_string_buffer(self._cap)
+        n = self._z._check(self._lib.ZSTD_compress2(self._cctx, self._dst, self._cap, data,
+                                                    len(data)), "ZSTD_compress2")
+        return ctypes.string_at(self._dst, n)
+
+    def __del__(self):
+        try:
+            if self._cctx:
+                self._free(self._cctx)
+                self._cctx = None
+        except Exception:
+            pass
 
 
 _cached = []

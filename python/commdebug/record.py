@@ -1,30 +1,44 @@
-"""Record an unmodified training script.
+"""Record an unmodified training job.
 
     python -m commdebug.record --out DIR [--every-step] -- script.py ARGS...
-    python -m commdebug.record --out DIR -- -m package.module ARGS...
+    python -m commdebug.record --out DIR [--every-step] -- -m package.module ARGS...
+    python -m commdebug.record --out DIR [--every-step] -- LAUNCHER ARGS...
+        (torchrun ..., srun ..., mpirun ..., python launch.py ..., any command)
     torchrun --nproc-per-node 4 -m commdebug.record --out DIR -- train.py ARGS...
 
-The script runs as ``__main__`` (runpy) with recording on from its first line
-to its end, into DIR/rank<RANK>.zst (the rank comes from torch.distributed,
-or the RANK variable torchrun sets).  By default the whole run is one region.
-With ``--every-step`` a region ends after every optimizer step (any
-``torch.optim.Optimizer``), so region k holds step k's forward, backward and
-optimizer step; the last region holds whatever ran after the last step.
+A script (``.py`` or ``-m module``) runs in this process as ``__main__``
+(runpy) with recording on from its first line to its end.  Any other command
+runs as a child process.  Either way DIR/../commdebug/_autorec is put first
+on PYTHONPATH: its sitecustomize.py makes every Python process the job
+starts (torchrun's workers, srun's and mpirun's tasks, the workers of a
+launcher script or of torch.multiprocessing.spawn) record from the moment it
+imports torch to its end (commdebug._autostart).  Each trace is
+DIR/rank<R>.zst, R the launcher's rank variable or, when there is none, the
+rank the process gets from init_process_group (the trace waits under a
+hidden name until then).  A process that never learns a rank while other
+ranks write traces is a launcher: its trace is removed at exit.
+
+By default the whole run is one region.  With ``--every-step`` a region ends
+after every optimizer step (any ``torch.optim.Optimizer``), so region k holds
+step k's forward, backward and optimizer step; the last region holds
+whatever ran after the last step.
 """
 
 import argparse
 import os
 import runpy
+import signal
+import subprocess
 import sys
+import time
 
-import torch
+__all__ = ["main", "step_hook"]
 
-from .recorder import Recorder
+_AUTOREC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_autorec")
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-__all__ = ["main"]
 
-
-def _step_hook(rec):
+def step_hook(rec):
     """Call rec.next_region after every optimizer step; returns an undo
     function.  torch >= 2.0 has a global step post-hook; torch 1.13 calls
     Optimizer._optimizer_step_code (a no-op kept as the profiler's entry
@@ -37,6 +51,7 @@ def _step_hook(rec):
             rec.next_region(label="step %d" % (count[0] + 1))
 
     import importlib
+    import torch
     optim_mod = importlib.import_module("torch.optim.optimizer")
     reg = getattr(optim_mod, "register_optimizer_step_post_hook", None)
     if reg is not None:
@@ -60,12 +75,47 @@ def _step_hook(rec):
     return undo
 
 
+def _child_env(out, every_step, label):
+    """The environment every process of the job inherits."""
+    e = os.environ
+    e["COMMDEBUG_RECORD_OUT"] = os.path.abspath(out)
+    e["COMMDEBUG_RECORD_EVERY_STEP"] = "1" if every_step else "0"
+    e["COMMDEBUG_RECORD_LABEL"] = label
+    e.setdefault("COMMDEBUG_RECORD_T0", str(time.time_ns()))
+    parts = [p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for p in (_PKG_PARENT, _AUTOREC):
+        if p in parts:
+            parts.remove(p)
+        parts.insert(0, p)
+    e["PYTHONPATH"] = os.pathsep.join(parts)
+
+
+def _run_command(cmd):
+    """Run a launcher as a child; pass SIGINT / SIGTERM / SIGHUP on and
+    return its exit status (128 + N when it died of signal N)."""
+    try:
+        p = subprocess.Popen(cmd)
+    except OSError as e:
+        sys.stderr.write("commdebug.record: %s: %s\n" % (cmd[0], e.strerror or e))
+        return 127
+    def forward(sig, _frame):
+        try:
+            p.send_signal(sig)
+        except OSError:
+            pass
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    rc = p.wait()
+    return 128 - rc if rc < 0 else rc
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(
         prog="python -m commdebug.record",
-        description="Run a Python script with the commdebug recorder on.",
+        description="Run a Python script, or a launcher and the Python workers it starts, "
+                    "with the commdebug recorder on.",
         usage="python -m commdebug.record --out DIR [--every-step] "
-              "-- script.py [ARGS...] | -m module [ARGS...]")
+              "-- script.py [ARGS...] | -m module [ARGS...] | COMMAND [ARGS...]")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="directory for the traces (DIR/rank<RANK>.zst)")
     p.add_argument("--every-step", action="store_true",
@@ -82,19 +132,31 @@ def main(argv=None):
         if len(cmd) < 2:
             p.error("-m needs a module name")
         module = cmd[1]
-        sys.argv = [module] + cmd[2:]
         label = module
+    elif cmd[0].endswith(".py"):
+        if not os.path.exists(cmd[0]):
+            p.error("%s: no such file" % cmd[0])
+        label = os.path.basename(cmd[0])
     else:
-        script = cmd[0]
-        if not os.path.exists(script):
-            p.error("%s: no such file" % script)
-        sys.argv = cmd
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
-        label = os.path.basename(script)
+        # A launcher or any other command: every Python process it starts
+        # records (sitecustomize); this process records nothing.
+        label = os.path.basename(cmd[1]) if len(cmd) > 1 and cmd[1].endswith(".py") \
+            else os.path.basename(cmd[0])
+        _child_env(args.out, args.every_step, label)
+        return _run_command(cmd)
 
+    _child_env(args.out, args.every_step, label)
+    if module is not None:
+        sys.argv = [module] + cmd[2:]
+    else:
+        sys.argv = cmd
+        sys.path[0] = os.path.dirname(os.path.abspath(cmd[0]))
+    from . import _autostart
+    _autostart._started.append(True)   # this process records through rec below
+    from .recorder import Recorder
     rec = Recorder(os.path.join(args.out, "rank{rank}.zst"),
                    label="step 1" if args.every_step else label)
-    undo = _step_hook(rec) if args.every_step else (lambda: None)
+    undo = step_hook(rec) if args.every_step else (lambda: None)
     code = 0
     rec.__enter__()
     try:

@@ -28,7 +28,6 @@ and torch/distributed/tensor/debug/_comm_mode.py):
   collectives are recorded as well.
 """
 
-import collections
 import json
 import os
 import socket
@@ -41,11 +40,10 @@ import torch
 from . import _compat as C
 from . import _collectives as K
 from . import _nccl
+from ._version import __version__ as RECORDER_VERSION
 from ._writer import TraceWriter
 
 __all__ = ["Recorder", "RECORDER_VERSION"]
-
-RECORDER_VERSION = "0.1"
 
 _dumps = json.dumps
 _Tensor = torch.Tensor
@@ -61,6 +59,66 @@ except Exception:  # torch built without distributed
 _notes = set()
 
 _HOP = ("hop",)  # cache marker for higher-order operators: run, do not record
+
+
+# Recorders with an open trace (weak references).
+_LIVE = []
+
+
+def _live():
+    out = []
+    for r in list(_LIVE):
+        rec = r()
+        if rec is None:
+            _LIVE.remove(r)
+        else:
+            out.append(rec)
+    return out
+
+
+def _after_init_process_group():
+    for rec in _live():
+        if rec._forked_from is not None:
+            _note("process %d was forked from recording process %d; it is not recorded "
+                  "(the parent's trace is the parent's)" % (os.getpid(), rec._forked_from))
+            continue
+        try:
+            rec._learn_rank()
+        except Exception as e:  # never break the program's init
+            _note("could not rename the trace after init_process_group: %s" % e)
+
+
+def _wrap_init_process_group():
+    """Learn the rank as soon as init_process_group returns (the trace is
+    renamed then); DeviceMesh and the like call it through the module."""
+    dist = _dist()
+    if dist is None:
+        return
+    c = dist.distributed_c10d
+    orig = c.init_process_group
+    if getattr(orig, "_commdebug_orig", None) is not None:
+        return
+
+    def init_process_group(*args, **kwargs):
+        out = orig(*args, **kwargs)
+        _after_init_process_group()
+        return out
+    init_process_group.__name__ = orig.__name__
+    init_process_group.__doc__ = orig.__doc__
+    init_process_group.__wrapped__ = orig
+    init_process_group._commdebug_orig = orig
+    c.init_process_group = init_process_group
+    if getattr(dist, "init_process_group", None) is orig:
+        dist.init_process_group = init_process_group
+
+
+def _after_fork_in_child():
+    for rec in _live():
+        rec._forked_from = os.getppid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _note(msg):
@@ -85,21 +143,49 @@ def _dist():
     return None
 
 
-def _rank_world():
-    """(rank, world_size): torch.distributed's when initialized, else the
-    launcher's RANK / WORLD_SIZE environment (torchrun), else (0, 1)."""
+# Launchers' variables: torchrun / torch.distributed.launch, Slurm srun,
+# Open MPI mpirun, PMI and PMIx launchers (MPICH, Intel MPI).
+_RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+_WORLD_VARS = {"RANK": "WORLD_SIZE", "SLURM_PROCID": "SLURM_NTASKS",
+               "OMPI_COMM_WORLD_RANK": "OMPI_COMM_WORLD_SIZE", "PMI_RANK": "PMI_SIZE",
+               "PMIX_RANK": "PMIX_SIZE"}
+# Set by a recording process that named its trace by a launcher variable
+# ("VAR=value"): a child that inherits the same value (a worker it spawns, a
+# data loader worker) is not that rank.
+_ENV_MARK = "COMMDEBUG_ENV_RANK"
+
+
+def _int_env(name):
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _pg_rank_world():
+    """(rank, world_size) of torch.distributed's default group, or None."""
     dist = _dist()
-    if dist is not None and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
     try:
-        rank = int(os.environ.get("RANK", "0"))
-    except ValueError:
-        rank = 0
-    try:
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        world = 1
-    return rank, max(world, rank + 1)
+        if dist is not None and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    return None
+
+
+def _launcher_rank_world():
+    """(rank, world_size or None, "VAR=value") from the launcher's
+    variables, or None."""
+    inherited = os.environ.get(_ENV_MARK)
+    for var in _RANK_VARS:
+        rank = _int_env(var)
+        if rank is None or rank < 0:
+            continue
+        mark = "%s=%d" % (var, rank)
+        if mark == inherited:
+            return None
+        return rank, _int_env(_WORLD_VARS[var]), mark
+    return None
 
 
 def _flat_tensors_requiring_grad(x):
@@ -182,33 +268,61 @@ class Recorder:
         self._ddp_groups = set()     # names of the process groups of DDP modules seen
         self._bucket_task = None
         self._bucket_idx = 0
-        # Tensors of collectives issued from C++ (see _coll_events): the last
-        # ones, and the last of every DDP bucket.
-        self._held_order = collections.deque(maxlen=16)
-        self._held_buckets = {}
+        # DDP's tensors of collectives issued from C++ (see _coll_events).
+        self._held = {}
+        self._rank = 0
+        self._world = 1
+        self._rank_src = None        # "pg", "env" or None (not known yet)
+        self._forked_from = None
+        self.dropped_at_fork = False
         self._placements_json = {}
         self._mesh_json = {}
 
     # ------------------------------------------------------------------ file
-    def _open(self):
-        rank, world = _rank_world()
-        self.path = self.path_template.replace("{rank}", str(rank))
-        self._w = TraceWriter(self.path)
-        self._append = self._w.buf.append
-        # The NCCL-side recorder, if loaded, writes next to this trace unless
-        # told otherwise (it reads this when it opens its file, at the first
-        # NCCL call); the dispatch mode tags collectives for it.
-        os.environ.setdefault("COMMDEBUG_NCCL_TRACE", _nccl.sibling_trace(self.path))
-        self._nccl = _nccl.tagger()
-        self._t0 = time.time_ns()
-        self._mono0 = _clock()
+    def _meta_line(self):
         meta = {
             "ev": "meta", "format": "commdebug-trace", "version": 1,
-            "rank": rank, "world_size": world, "host": socket.gethostname(),
+            "rank": self._rank, "world_size": self._world, "host": socket.gethostname(),
             "pid": os.getpid(), "t0": self._t0, "torch": torch.__version__,
             "recorder": "commdebug-py " + RECORDER_VERSION,
         }
-        self._append(_dumps(meta, separators=(",", ":")) + "\n")
+        return _dumps(meta, separators=(",", ":")) + "\n"
+
+    def _pending_path(self):
+        """Where the trace waits for its rank: a hidden file (the analyzer
+        skips names starting with a dot) named after the process."""
+        d, base = os.path.split(self.path_template)
+        return os.path.join(d, "." + base.replace("{rank}", "-pending-%d" % os.getpid()))
+
+    def _open(self):
+        pg = _pg_rank_world()
+        env = None if pg is not None else _launcher_rank_world()
+        if pg is not None:
+            self._rank, self._world = pg
+            self._rank_src = "pg"
+        elif env is not None:
+            self._rank = env[0]
+            self._world = env[1] if env[1] is not None else env[0] + 1
+            self._rank_src = "env"
+            os.environ[_ENV_MARK] = env[2]
+        if "{rank}" not in self.path_template:
+            path = self.path_template
+        elif self._rank_src is None:
+            path = self._pending_path()
+        else:
+            path = self.path_template.replace("{rank}", str(self._rank))
+        self._t0 = time.time_ns()
+        self._mono0 = _clock()
+        self._w = TraceWriter(path, self._meta_line())
+        self.path = self._w.path
+        self._append = self._w.buf.append
+        # The NCCL-side recorder, if loaded, writes next to this trace (told
+        # again whenever the trace moves); the dispatch mode tags
+        # collectives for it.
+        self._nccl = _nccl.tagger()
+        _nccl.point_to(_nccl.sibling_trace(self.path))
+        _LIVE.append(weakref.ref(self))
+        _wrap_init_process_group()
         notes = list(C.degraded)
         missing = _install_python_api()
         if missing:
@@ -225,19 +339,89 @@ class Recorder:
         now = _clock()
         self._append(body + ',"t":' + str(now - self._mono0) + "}\n")
         w = self._w
-        if now - w.last_flush > 1000000000:
-            w.flush(False)
+        if now > w.due:
+            w.poke()
+
+    def _learn_rank(self):
+        """Rename the trace after torch.distributed's rank once the default
+        group exists (the meta event is rewritten with it)."""
+        if self._rank_src == "pg" or self._w is None or self._forked_from is not None:
+            return
+        pg = _pg_rank_world()
+        if pg is None:
+            return
+        if pg == (self._rank, self._world) and self._rank_src == "env":
+            self._rank_src = "pg"
+            return
+        self._rank, self._world = pg
+        self._rank_src = "pg"
+        self._move(self.path_template.replace("{rank}", str(self._rank)))
+
+    def _move(self, newpath):
+        p = self._w.relocate(newpath, self._meta_line())
+        if p is not None:
+            self.path = p
+            _nccl.point_to(_nccl.sibling_trace(p))
+
+    @property
+    def dropped(self):
+        """Events recorded but not written (a write error, a stalled file)."""
+        return self._w.dropped if self._w is not None else 0
 
     def flush(self):
+        """Write what is buffered now (waits for a stalled file at most
+        COMMDEBUG_EXIT_TIMEOUT seconds)."""
         if self._w is not None:
             self._w.flush()
 
+    def _other_traces_of_this_job(self):
+        """Traces of other processes in this recorder's directory, written
+        since the job started (COMMDEBUG_RECORD_T0, set by commdebug.record;
+        else since this recorder opened its file)."""
+        d, base = os.path.split(self.path_template)
+        pre, _, post = base.partition("{rank}")
+        try:
+            since = int(os.environ.get("COMMDEBUG_RECORD_T0", "0")) or self._t0
+        except ValueError:
+            since = self._t0
+        mine = os.path.basename(self.path)
+        try:
+            names = os.listdir(d or ".")
+        except OSError:
+            return False
+        for n in names:
+            if n == mine or n.startswith(".") or not (n.startswith(pre) and n.endswith(post)):
+                continue
+            if n.endswith(".nccl.zst"):
+                continue
+            try:
+                if os.stat(os.path.join(d, n)).st_mtime_ns >= since - 10 ** 9:
+                    return True
+            except OSError:
+                pass
+        return False
+
     def close(self):
-        """Flush and close the trace file (done at interpreter exit anyway)."""
+        """Flush and close the trace file (done at interpreter exit anyway).
+        A trace still waiting for its rank (no launcher variable, no
+        init_process_group) becomes rank 0's, unless other ranks of this job
+        wrote traces beside it: then this process was their launcher and its
+        trace is removed."""
         if self._in_region:
             raise RuntimeError("commdebug: close() inside a recording region")
-        if self._w is not None:
-            self._w.close()
+        w = self._w
+        if w is None or w._closed:
+            return
+        self._learn_rank()
+        discard = False
+        if self._rank_src is None and "{rank}" in self.path_template \
+                and self._forked_from is None:
+            if self._other_traces_of_this_job():
+                discard = True
+            else:
+                self._rank_src = "default"
+                self._move(self.path_template.replace("{rank}", "0"))
+        w.close(discard=discard)
 
     # --------------------------------------------------------------- regions
     def __call__(self, label=None):
@@ -290,7 +474,7 @@ class Recorder:
         del self._pg_ctx[:]
         self._in_region = False
         self._emit('{"ev":"region_exit","region":' + str(self.region))
-        self._w.flush()
+        self._w.sync()
         return False
 
     def next_region(self, label=None):
@@ -302,7 +486,7 @@ class Recorder:
             h.remove()
         self._done_handles.clear()
         self._emit('{"ev":"region_exit","region":' + str(self.region))
-        self._w.flush()
+        self._w.sync()
         self._scan_groups()
         self.region += 1
         body = '{"ev":"region_enter","region":' + str(self.region)
@@ -312,6 +496,8 @@ class Recorder:
 
     # -------------------------------------------------------- process groups
     def _scan_groups(self):
+        if self._rank_src != "pg":
+            self._learn_rank()
         live = K.group_names()
         self._pg_names = {id(pg): name for pg, name in live.items()}
         for pg, name in live.items():
@@ -373,14 +559,13 @@ class Recorder:
     def _params_json(self, mod):
         """fw_pre's params list for mod, cached per module while its
         parameters (identity, shape, dtype, requires_grad) stay the same.
-        Returns (json text, DTensor parameters)."""
+        Returns the json text."""
         key = tuple([(k, id(p), p.requires_grad, p.shape, p.dtype)
                      for k, p in mod._parameters.items() if p is not None])
         hit = self._param_cache.get(mod)
         if hit is not None and hit[0] == key:
-            return hit[1], hit[2]
+            return hit[1]
         parts = []
-        dts = []
         DT = C.DTensor
         for pname, p in mod.named_parameters(recurse=False):
             shape = _ints(p.shape)
@@ -391,16 +576,15 @@ class Recorder:
                  % (_dumps(pname), ",".join([str(d) for d in shape]), str(p.dtype),
                     n * p.element_size(), "true" if p.requires_grad else "false"))
             if DT is not None and isinstance(p, DT):
-                dts.append(p)
                 s += ',"placements":%s,"mesh":%s' % (self._plc_json(p.placements),
                                                       self._mesh_js(p.device_mesh))
             parts.append(s + "}")
         text = "[" + ",".join(parts) + "]"
         try:
-            self._param_cache[mod] = (key, text, dts)
+            self._param_cache[mod] = (key, text)
         except TypeError:
             pass
-        return text, dts
+        return text
 
     def _plc_json(self, placements):
         try:
@@ -425,9 +609,9 @@ class Recorder:
         tensors = _flat_tensors_requiring_grad(inputs)
         grad_in = (not bw) and bool(tensors)
         if bw:
-            params, dts = "[]", ()
+            params = "[]"
         else:
-            params, dts = self._params_json(mod)
+            params = self._params_json(mod)
         self._emit('{"ev":"fw_pre","mod":%s,"type":%s,"bw":%s,"params":%s,"grad_in":%s'
                    % (nj, self._type_of(mod), "true" if bw else "false", params,
                       "true" if grad_in else "false"))
@@ -435,10 +619,9 @@ class Recorder:
             C.multi_grad_hook(tensors, self._exit_fn(nj))
         if bw:
             return
-        for p in dts:
-            # CommDebugMode reads param.data here; for a DTensor that dispatches a
-            # detach, which the reference sees.  Do the same, in the same place.
-            p.data
+        # (CommDebugMode reads param.data here, which for a DTensor dispatches
+        # a detach; the recorder reads nothing that dispatches: the analyzer
+        # accounts for those detaches.)
         # The module-local forward hook that reports fw_done must run after the
         # module's other forward hooks: keep the one registered by an earlier
         # call only while it is still the last one (and for the same name).
@@ -575,8 +758,9 @@ class Recorder:
         """',"pg":..,"seq":..,"bytes":..,"dtype":..,"shape":[..]' for a collective,
         and its first payload tensor (or None)."""
         s = ""
+        self._last_seq = None
         if pg_name is not None:
-            seq = self._next_seq(pg_name)
+            seq = self._last_seq = self._next_seq(pg_name)
             s = ',"pg":' + _dumps(pg_name) + ',"seq":' + str(seq)
         ts = []
         if in_idx is not None and in_idx < len(args):
@@ -612,30 +796,41 @@ class Recorder:
             return None, True
         return self._group_name(pg), False
 
-    def _tag_key(self, coll, args):
-        """(group name as bytes, its next sequence number) of a collective
-        about to run, for the NCCL-side recorder; None if the group is not
-        known before the call (then _coll_events finds it, untagged)."""
-        name = self._arg_group(coll[2], coll[1], args)[0]
-        if name is None:
-            return None
-        return name.encode(), self._seq.get(name, 0) + 1
+    def _coll_call(self, func, coll, bw, fake, args, kwargs):
+        """Run a collective: its events go into the file first (the
+        collective may hang or abort the process), then the backend gets it,
+        tagged for the NCCL-side recorder with its group and seq."""
+        pg_name = self._coll_events(coll, bw, fake, args, _clock() - self._mono0)
+        self._w.sync()
+        nccl = self._nccl
+        if nccl is None or fake or pg_name is None:
+            return func(*args, **kwargs) if kwargs else func(*args)
+        nccl[0](pg_name.encode(), self._last_seq)
+        try:
+            return func(*args, **kwargs) if kwargs else func(*args)
+        finally:
+            nccl[1]()
 
     def _coll_events(self, coll, bw, fake, args, t):
-        """Append the op event of a collective (time t); for a gradient
-        all-reduce that the autograd engine's C++ hooks issued
-        (DistributedDataParallel's reducer), followed by its coll event."""
+        """Append the op event of a collective (time t: when it is issued);
+        for a gradient all-reduce that the autograd engine's C++ hooks issued
+        (DistributedDataParallel's reducer), followed by its coll event.
+        Returns the group's name (None when unknown)."""
         nj, pg_idx, pg_kind, in_idx, out_idx, allreduce = coll
         origin = _issuer()
         from_engine = allreduce and bw and (origin is None or origin in _ENGINE_ENTRIES)
-        if origin is None or not origin[0].startswith(_PY_COLLECTIVES):
-            # Tensors C++ created (DDP's buckets and broadcasts) got a Python
-            # object when they were handed to this mode.  Hold on to them, so
-            # that they are not freed last by a communication thread: that
-            # would need the GIL, which the main thread may hold while it waits
-            # for that thread in ProcessGroupGloo's destructor (a deadlock at
-            # the end of a DDP run, or an abort at interpreter exit, torch 1.13).
-            self._held_order.append(K.tensors_of(list(args[:3]), []))
+        held = None
+        if (origin is None or not origin[0].startswith(_PY_COLLECTIVES)) \
+                and (self._ddp_groups or self._pg_ctx):
+            # DDP's tensors made in C++ (its gradient buckets, the flat buffers
+            # of its construction-time broadcast) got a Python object when they
+            # were handed to this mode.  Keep them, so that a communication
+            # thread does not free that object last: it would need the GIL,
+            # which the main thread holds while ProcessGroupGloo's destructor
+            # waits for that thread (a hang at destroy_process_group, torch
+            # 1.13).  DDP keeps its buckets for its lifetime anyway, so this
+            # changes nothing the program does; nothing else is kept.
+            held = K.tensors_of(list(args[:3]), [])
         pg_name, no_obj = self._arg_group(pg_kind, pg_idx, args)
         if no_obj:
             if from_engine and len(self._ddp_groups) == 1:
@@ -651,8 +846,10 @@ class Recorder:
         ts = ',"t":%d}\n' % t
         self._append('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":%s%s%s'
                      % (nj, "true" if bw else "false", "true" if fake else "false", fields, ts))
+        if held is not None and not from_engine:
+            self._held[("ctx", pg_name, len(self._held) % 16)] = held
         if not from_engine or t0 is None or not (t0.is_floating_point() or t0.is_complex()):
-            return
+            return pg_name
         # A gradient bucket: numbered per backward pass.
         task = C.task_id()
         if self._bucket_task != task:
@@ -660,10 +857,12 @@ class Recorder:
             self._bucket_idx = 0
         else:
             self._bucket_idx += 1
-        self._held_buckets[(pg_name, self._bucket_idx)] = self._held_order[-1]
+        if held is not None:
+            self._held[(pg_name, self._bucket_idx)] = held
         self._append('{"ev":"coll","name":"c10d.allreduce_","src":"%s","bw":true%s,"bucket":%d%s'
                      % ("ddp_reducer" if self._ddp_groups else "autograd_hook", fields,
                         self._bucket_idx, ts))
+        return pg_name
 
     def _dtensor_line(self, func, bw, args):
         DT = C.DTensor
@@ -684,6 +883,7 @@ class Recorder:
         self._emit('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":false,"via":"python_api"%s'
                    % (_dumps("c10d.%s.default" % opname), "true" if _is_bw() else "false",
                       self._coll_fields(name, args, in_idx, out_idx)[0]))
+        self._w.sync()
 
 
 _EMULATE_BW_PRE = C.EMULATE_BW_PRE
@@ -724,14 +924,13 @@ def _make_mode(rec):
     op_info = rec._op_info
     w = rec._w
     append = w.buf.append
-    flush = w.flush
     mono0 = rec._mono0
     clock = _clock
     is_bw = _is_bw
     DT = C.DTensor
     Fake = C.FakeTensor
     fake_context = C.fake_context
-    coll_events = rec._coll_events
+    coll_call = rec._coll_call
     dtensor_line = rec._dtensor_line
     HOP = _HOP
 
@@ -753,28 +952,17 @@ def _make_mode(rec):
                 fake = (Fake is not None and Fake in types) or fake_context()
             else:
                 fake = fake_context()
-            coll = info[2]
-            key = None
-            if coll is not None and rec._nccl is not None and not fake:
-                key = rec._tag_key(coll, args)
-            if key is None:
-                out = func(*args, **kwargs) if kwargs else func(*args)
-            else:
-                rec._nccl[0](key[0], key[1])
-                try:
-                    out = func(*args, **kwargs) if kwargs else func(*args)
-                finally:
-                    rec._nccl[1]()
+            if info[2] is not None:
+                return coll_call(func, info[2], bw, fake, args, kwargs)
+            out = func(*args, **kwargs) if kwargs else func(*args)
             now = clock()
-            if coll is not None:
-                coll_events(coll, bw, fake, args, now - mono0)
-            elif fake:
+            if fake:
                 append(info[1 if bw else 0].replace('"fake":false', '"fake":true')
                        + str(now - mono0) + "}\n")
             else:
                 append(info[1 if bw else 0] + str(now - mono0) + "}\n")
-            if now - w.last_flush > 1000000000:
-                flush(False)
+            if now > w.due:
+                w.poke()
             return out
 
     return _RecorderMode()
@@ -854,11 +1042,10 @@ def _wrap_pg_method(orig, opname, dispatched):
                 ctx.pop()
     else:
         def method(self, *args, **kwargs):
-            work = orig(self, *args, **kwargs)
             rec = _active()
             if rec is not None:
                 rec._python_api_op(opname, self, args)
-            return work
+            return orig(self, *args, **kwargs)
     method.__name__ = getattr(orig, "__name__", opname)
     method.__doc__ = getattr(orig, "__doc__", None)
     method._commdebug_orig = orig

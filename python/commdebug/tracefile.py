@@ -1,5 +1,9 @@
 """Read a trace back into Python (for tests and quick looks; the C analyzer
-is the real reader).  Accepts zstd (one or more frames) and plain JSON Lines."""
+is the real reader).  Accepts zstd (one or more frames) and plain JSON Lines.
+
+``read_events`` streams: it decodes the file a megabyte at a time and yields
+one event at a time, so its memory does not grow with the trace (keep the
+events you need, not the whole list)."""
 
 import json
 
@@ -8,44 +12,71 @@ from . import _zstd
 __all__ = ["read_events", "read_text", "TraceCut"]
 
 _MAGIC = b"\x28\xb5\x2f\xfd"
+_CHUNK = 1 << 20
 
 
 class TraceCut(Exception):
-    """The trace ends inside a zstd frame or inside a line; ``events`` holds
-    every complete event before the cut."""
+    """The trace ends inside a zstd frame or inside a line.  Raised by
+    ``read_events`` after it has yielded every complete event before the
+    cut; ``count`` is how many that was."""
 
-    def __init__(self, msg, events):
+    def __init__(self, msg, count):
         super().__init__(msg)
-        self.events = events
+        self.count = count
+
+
+def _chunks(path):
+    """(decoded byte chunks iterator, state dict with "cut")."""
+    state = {"cut": False}
+
+    def gen():
+        with open(path, "rb") as f:
+            head = f.read(4)
+            f.seek(0)
+            if head != _MAGIC:
+                while True:
+                    data = f.read(_CHUNK)
+                    if not data:
+                        return
+                    yield data
+            z = _zstd.load()
+            if z is None:
+                raise RuntimeError("%s is zstd-compressed and libzstd is not available" % path)
+            try:
+                for data in z.decompress_iter(f, _CHUNK):
+                    yield data
+            except _zstd.TruncatedError:
+                state["cut"] = True
+    return gen(), state
 
 
 def read_text(path):
-    """(text, cut): the decoded text and whether the zstd stream was cut."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:4] != _MAGIC:
-        return data.decode("utf-8", "replace"), False
-    z = _zstd.load()
-    if z is None:
-        raise RuntimeError("%s is zstd-compressed and libzstd is not available" % path)
-    try:
-        return z.decompress(data).decode("utf-8", "replace"), False
-    except _zstd.TruncatedError as e:
-        return e.data.decode("utf-8", "replace"), True
+    """(text, cut): the whole decoded text and whether the zstd stream was
+    cut (loads everything: for small traces)."""
+    it, state = _chunks(path)
+    data = b"".join(it)
+    return data.decode("utf-8", "replace"), state["cut"]
 
 
 def read_events(path, allow_cut=False):
-    """The list of events (dicts) in a trace.  A cut trace raises TraceCut
-    unless allow_cut, in which case the complete events are returned."""
-    text, cut = read_text(path)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    elif lines:
-        cut = True
-        lines.pop()
-    events = [json.loads(line) for line in lines]
+    """Yield the events (dicts) of a trace, in order, streaming.  A cut
+    trace (inside a frame or a line) raises TraceCut after the last complete
+    event unless allow_cut, in which case the iteration just ends there."""
+    it, state = _chunks(path)
+    rest = b""
+    n = 0
+    for data in it:
+        if rest:
+            data = rest + data
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                break
+            yield json.loads(data[start:nl])
+            n += 1
+            start = nl + 1
+        rest = data[start:]
+    cut = state["cut"] or bool(rest)
     if cut and not allow_cut:
-        raise TraceCut("%s: trace was cut after %d complete events" % (path, len(events)),
-                       events)
-    return events
+        raise TraceCut("%s: trace was cut after %d complete events" % (path, n), n)

@@ -17,7 +17,7 @@ enum {
 	CD_EXIT_EXPECT = 5, /* check: an expectation does not hold */
 };
 
-enum cd_report_kind { CD_R_TABLE, CD_R_JSON, CD_R_COUNTS, CD_R_SHARDING, CD_R_RANKS };
+enum cd_report_kind { CD_R_TABLE, CD_R_JSON, CD_R_COUNTS, CD_R_SHARDING, CD_R_RANKS, CD_R_COLLS };
 
 struct cd_cli {
 	const char *prog;        /* "commdebug" */
@@ -32,6 +32,7 @@ struct cd_cli {
 	int64_t region;
 	bool each;               /* analyze with several traces: each rank's tree too */
 	int jobs;                /* threads reading traces (ranks); 0 = one per core */
+	int64_t late_ns;         /* --late: straggler threshold (ranks); 0 = default */
 	const char *nccl_path;   /* --nccl: the NCCL-side trace of the one trace */
 	bool no_nccl;            /* --no-nccl: CommDebugMode's output only */
 	const char *out_path;
@@ -49,10 +50,17 @@ int cd_cli_run(struct cd_cli *cli);
 
 void cd_cli_usage(FILE *f);
 
+struct cd_out;
+/* Summarize every trace of cli in parallel and print the cross-rank report
+ * (ranks, analyze with several traces) or the collective listing (colls)
+ * to out; returns the exit code (cmd_ranks.c). */
+int cd_cli_run_ranks(struct cd_cli *cli, struct cd_out *out);
+
 int cmd_analyze(int argc, char **argv);
 int cmd_counts(int argc, char **argv);
 int cmd_sharding(int argc, char **argv);
 int cmd_ranks(int argc, char **argv);
+int cmd_colls(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 
 #endif

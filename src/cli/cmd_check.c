@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "expect.h"
 #include "out.h"
+#include "paths.h"
 #include "ranks.h"
 #include "trace.h"
 
@@ -229,28 +229,30 @@ static int ranks_agree(const struct check_opts *o, bool *agree, char *finding, s
 	}
 	cd_out_init(&out, NULL);
 	out.hold = true;
-	int prc = cd_ranks_report(&out, ptrs, o->ntraces, false);
+	struct cd_ranks_opts ro = {.json = false};
+	int prc = cd_ranks_report(&out, ptrs, o->ntraces, &ro);
 	/* a cut trace is reported by its own replay (exit 3) */
 	*agree = prc == CD_RANKS_AGREE || prc == CD_RANKS_CUT;
 	if (prc == CD_RANKS_BAD)
 		rc = CD_EXIT_DATA;
 	finding[0] = '\0';
 	if (!*agree) {
-		/* the report's first finding line (after the per-rank list) */
-		const char *p = out.buf, *end = out.buf + out.len;
-		const char *pick = NULL;
-		while (p && p < end) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-			if (len > 2 && p[0] == ' ' && p[1] == ' ' && p[2] != ' ' &&
-			    strncmp(p, "  rank ", 7) != 0) {
-				pick = p;
-				snprintf(finding, n, "%.*s", (int)len - 2, p + 2);
-				break;
+		/* the report's first finding ("1. ..."), else its line on missing or
+		 * duplicate ranks */
+		for (int pass = 0; pass < 2 && !finding[0]; pass++) {
+			const char *p = out.buf, *end = out.buf + out.len;
+			while (p && p < end && !finding[0]) {
+				const char *nl = memchr(p, '\n', (size_t)(end - p));
+				int len = (int)(nl ? nl - p : end - p);
+				if (pass == 0 && len > 3 && strncmp(p, "1. ", 3) == 0)
+					snprintf(finding, n, "%.*s", len - 3, p + 3);
+				else if (pass == 1 && len > 9 && (strncmp(p, "missing ", 8) == 0 ||
+								  strncmp(p, "duplicate", 9) == 0))
+					snprintf(finding, n, "%.*s", len, p);
+				p = nl ? nl + 1 : NULL;
 			}
-			p = nl ? nl + 1 : NULL;
 		}
-		if (!pick)
+		if (!finding[0])
 			snprintf(finding, n, "the ranks disagree (see commdebug ranks)");
 	}
 	cd_out_free(&out);
@@ -528,12 +530,30 @@ static int save(const char *path, struct cd_out *o)
 	return rc;
 }
 
-/* The expectations file must not be one of the traces. */
-static bool same_file(const char *a, const char *b)
+static void skip_note(void *ud, const char *path, const char *why)
 {
-	struct stat sa, sb;
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
+	(void)ud;
+	fprintf(stderr, "commdebug: %s: warning: %s\n", path, why);
+}
+
+/* No file check writes may be one of the traces (nor the expectations
+ * file, with --write: that one it reads otherwise). */
+static int refuse_inputs(const struct check_opts *o)
+{
+	const char *outs[3] = {o->write ? o->expect_path : NULL, o->out_path, o->junit_path};
+	for (int i = 0; i < 3; i++) {
+		if (!outs[i] || strcmp(outs[i], "-") == 0)
+			continue;
+		const char *in = cd_paths_is_input(outs[i], o->traces, o->ntraces);
+		if (in) {
+			fprintf(stderr, "commdebug: %s: the output is the same file as the input %s; "
+					"refusing to overwrite it\n", outs[i], in);
+			return CD_EXIT_USAGE;
+		}
+	}
+	if (!o->write && cd_paths_is_input(o->expect_path, o->traces, o->ntraces))
+		return usage_error("the expectations file is also given as a trace", o->expect_path);
+	return CD_EXIT_OK;
 }
 
 int cmd_check(int argc, char **argv)
@@ -541,6 +561,7 @@ int cmd_check(int argc, char **argv)
 	struct check_opts o = {0};
 	struct cd_expect x = {0};
 	struct cd_check c = {0};
+	struct cd_paths paths = {0};
 	struct cd_out out;
 	struct cd_err err = {0};
 	bool loaded = false, inited = false;
@@ -550,13 +571,16 @@ int cmd_check(int argc, char **argv)
 	out.hold = true;
 	if (rc >= 0)
 		goto done;
-	rc = CD_EXIT_OK;
-	for (int i = 0; i < o.ntraces; i++)
-		if (same_file(o.expect_path, o.traces[i])) {
-			rc = usage_error("the expectations file is also given as a trace",
-					 o.traces[i]);
-			goto done;
-		}
+	const char *bad = NULL;
+	if (!cd_paths_expand(o.traces, o.ntraces, &paths, skip_note, NULL, &bad, &err)) {
+		fprintf(stderr, "commdebug: %s: %s\n", bad, err.msg);
+		rc = CD_EXIT_DATA;
+		goto done;
+	}
+	o.traces = paths.v;
+	o.ntraces = paths.n;
+	if ((rc = refuse_inputs(&o)) != CD_EXIT_OK)
+		goto done;
 	if (!o.write) {
 		if (cd_expect_load(o.expect_path, &x, &err)) {
 			print_error(o.expect_path, &err);
@@ -620,5 +644,6 @@ done:
 		cd_check_free(&c);
 	if (loaded)
 		cd_expect_free(&x);
+	cd_paths_free(&paths);
 	return rc;
 }

@@ -6,8 +6,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,7 +13,6 @@
 #include "../nccl.h"
 #include "../reader.h"
 #include "../replay.h"
-#include "../ranks.h"
 #include "../report.h"
 #include "../trace.h"
 #include "paths.h"
@@ -23,8 +20,8 @@
 
 /* ---- options ---- */
 
-enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_RANKS = 8, C_ALL = 15 };
-enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL, O_MAX_MEM };
+enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_RANKS = 8, C_COLLS = 16, C_ALL = 31 };
+enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL, O_MAX_MEM, O_LATE };
 
 struct opt {
 	struct option lo;
@@ -38,7 +35,8 @@ static const struct opt opts[] = {
 	{{"colour", required_argument, NULL, O_COLOR}, C_ANALYZE},
 	{{"region", required_argument, NULL, 'r'}, C_ANALYZE | C_COUNTS | C_SHARDING},
 	{{"each", no_argument, NULL, O_EACH}, C_ANALYZE},
-	{{"jobs", required_argument, NULL, O_JOBS}, C_ANALYZE | C_RANKS},
+	{{"jobs", required_argument, NULL, O_JOBS}, C_ANALYZE | C_RANKS | C_COLLS},
+	{{"late", required_argument, NULL, O_LATE}, C_ANALYZE | C_RANKS},
 	{{"nccl", required_argument, NULL, O_NCCL}, C_ANALYZE},
 	{{"no-nccl", no_argument, NULL, O_NO_NCCL}, C_ANALYZE},
 	{{"output", required_argument, NULL, 'o'}, C_ALL},
@@ -136,7 +134,8 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 	struct option lo[NOPTS + 1];
 	unsigned mask = strcmp(cli->cmd, "analyze") == 0 ? C_ANALYZE
 		      : strcmp(cli->cmd, "counts") == 0 ? C_COUNTS
-		      : strcmp(cli->cmd, "ranks") == 0 ? C_RANKS : C_SHARDING;
+		      : strcmp(cli->cmd, "ranks") == 0 ? C_RANKS
+		      : strcmp(cli->cmd, "colls") == 0 ? C_COLLS : C_SHARDING;
 	const char *color = "auto";
 	int c, idx;
 
@@ -214,6 +213,15 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 				return usage_error("--jobs takes a number from 1 to 256, not '%s'", optarg);
 			cli->jobs = (int)v;
 			break;
+		case O_LATE: {
+			char *end;
+			errno = 0;
+			double sec = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(sec > 0) || sec > 1e6)
+				return usage_error("--late takes seconds above 0, not '%s'", optarg);
+			cli->late_ns = (int64_t)(sec * 1e9);
+			break;
+		}
 		case 'h':
 			cd_cli_usage(stdout);
 			return CD_EXIT_OK;
@@ -349,6 +357,7 @@ static void render(struct run *run, struct cd_out *o, const struct cd_replay *r)
 		cd_report_sharding(o, r, run->cli->json);
 		break;
 	case CD_R_RANKS:
+	case CD_R_COLLS:
 		break;
 	}
 }
@@ -509,86 +518,6 @@ out:
 	return rc;
 }
 
-/* ---- several ranks ---- */
-
-struct pool {
-	struct cd_cli *cli;
-	struct cd_rank_summary *sums;
-	atomic_int next;
-};
-
-static void *summarize_worker(void *arg)
-{
-	struct pool *p = arg;
-	for (;;) {
-		int i = atomic_fetch_add(&p->next, 1);
-		if (i >= p->cli->ntraces)
-			return NULL;
-		cd_rank_summarize(p->cli->traces[i], p->cli->general_parser, &p->sums[i]);
-	}
-}
-
-/* Summarize every trace (in parallel; the report does not depend on which
- * thread read what) and print the cross-rank report. */
-static int run_ranks(struct cd_cli *cli, struct cd_out *out)
-{
-	int n = cli->ntraces, rc;
-	struct pool p = {.cli = cli};
-	struct cd_rank_summary **ptrs = NULL;
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	int jobs = cli->jobs ? cli->jobs : (int)(cores > 0 ? cores : 1);
-	pthread_t th[256];
-	int started = 0;
-
-	if (jobs > n)
-		jobs = n;
-	p.sums = calloc((size_t)n, sizeof *p.sums);
-	ptrs = calloc((size_t)n, sizeof *ptrs);
-	if (!p.sums || !ptrs) {
-		free(p.sums);
-		free(ptrs);
-		fprintf(stderr, "commdebug: out of memory\n");
-		return CD_EXIT_DATA;
-	}
-	atomic_init(&p.next, 0);
-	for (int i = 1; i < jobs && i < 256; i++)
-		if (pthread_create(&th[started], NULL, summarize_worker, &p) == 0)
-			started++;
-	summarize_worker(&p);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	uint64_t bytes = 0;
-	for (int i = 0; i < n; i++) {
-		ptrs[i] = &p.sums[i];
-		bytes += cd_rank_summary_bytes(&p.sums[i]);
-		if (p.sums[i].error) /* "LINE:COL: message" or a message without position */
-			fprintf(stderr, "commdebug: %s:%s%s\n", p.sums[i].path,
-				p.sums[i].error[0] >= '0' && p.sums[i].error[0] <= '9' ? "" : " ",
-				p.sums[i].error);
-		else if (p.sums[i].cut)
-			fprintf(stderr, "commdebug: %s: warning: the trace is cut; compared what it "
-					"holds\n", p.sums[i].path);
-		else if (!p.sums[i].has_rank)
-			fprintf(stderr, "commdebug: %s: warning: its meta event has no rank; left "
-					"out\n", p.sums[i].path);
-	}
-	switch (cd_ranks_report(out, ptrs, n, cli->json)) {
-	case CD_RANKS_AGREE: rc = CD_EXIT_OK; break;
-	case CD_RANKS_CUT: rc = CD_EXIT_CUT; break;
-	case CD_RANKS_DIFFER: rc = CD_EXIT_DIFFER; break;
-	default: rc = CD_EXIT_DATA; break;
-	}
-	if (cli->stats)
-		fprintf(stderr, "commdebug: stats: ranks=%d summary_bytes=%" PRIu64
-				" summary_bytes_per_rank=%" PRIu64 " threads=%d\n",
-			n, bytes, n ? bytes / (uint64_t)n : 0, started + 1);
-	for (int i = 0; i < n; i++)
-		cd_rank_summary_free(&p.sums[i]);
-	free(p.sums);
-	free(ptrs);
-	return rc;
-}
-
 /* Open -o's file, unless it is a file the command reads. */
 static int open_output(struct cd_cli *cli, FILE **f)
 {
@@ -625,9 +554,10 @@ int cd_cli_run(struct cd_cli *cli)
 	}
 	cd_out_init(&out, f);
 	bool analyze = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
-	bool compare = cli->kind == CD_R_RANKS || (analyze && cli->ntraces > 1);
+	bool several = cli->kind == CD_R_RANKS || cli->kind == CD_R_COLLS;
+	bool compare = several || (analyze && cli->ntraces > 1);
 	/* each trace on its own: counts and sharding always, analyze on request */
-	for (int i = 0; (!compare || cli->each) && cli->kind != CD_R_RANKS && i < cli->ntraces; i++) {
+	for (int i = 0; (!compare || cli->each) && !several && i < cli->ntraces; i++) {
 		if (cli->ntraces > 1 && !cli->json)
 			cd_out_printf(&out, "%s==> %s <==\n", i ? "\n" : "", cli->traces[i]);
 		int r = run_trace(cli, cli->traces[i], &out);
@@ -643,7 +573,7 @@ int cd_cli_run(struct cd_cli *cli)
 	if (compare) {
 		if (cli->each && !cli->json)
 			cd_out_str(&out, "\n==> all ranks <==\n");
-		int r = run_ranks(cli, &out);
+		int r = cd_cli_run_ranks(cli, &out);
 		if (r == CD_EXIT_DATA || rc == CD_EXIT_OK ||
 		    (r == CD_EXIT_DIFFER && rc != CD_EXIT_DATA))
 			rc = r;

@@ -18,7 +18,8 @@ static const struct command commands[] = {
 	{"analyze", cmd_analyze, "module tree with collective counts, as CommDebugMode prints it"},
 	{"counts", cmd_counts, "total and per-collective counts"},
 	{"sharding", cmd_sharding, "parameter and sharding info"},
-	{"ranks", cmd_ranks, "match collectives across ranks: the first divergence, hangs"},
+	{"ranks", cmd_ranks, "post-mortem across ranks: desyncs, stragglers, hangs, the culprit"},
+	{"colls", cmd_colls, "every collective of every rank, one per line"},
 	{"check", cmd_check, "check traces against expectations in YAML (a CI gate)"},
 };
 
@@ -39,7 +40,10 @@ void cd_cli_usage(FILE *f)
 		"      --color=WHEN     colour the table: auto, always or never (default auto)\n"
 		"  -r, --region=N       only the region numbered N (default: every region)\n"
 		"      --each           analyze with several traces: each rank's own tree too\n"
-		"      --jobs=N         threads reading traces (ranks, analyze; default: cores)\n"
+		"      --jobs=N         threads reading traces (ranks, colls, analyze; default:\n"
+		"                       cores)\n"
+		"      --late=SECONDS   ranks: a rank reaching a collective this much after\n"
+		"                       the others is a straggler (default 5)\n"
 		"      --nccl=FILE      analyze: the NCCL-side trace of TRACE (default: the\n"
 		"                       TRACE.nccl.zst next to it, if there is one)\n"
 		"      --no-nccl        analyze: leave out the NCCL calls\n"

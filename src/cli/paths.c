@@ -175,6 +175,14 @@ static const char *same_as_input(const struct stat *o, char *const *inputs, int 
 	return NULL;
 }
 
+const char *cd_paths_is_input(const char *path, char *const *inputs, int n)
+{
+	struct stat o;
+	if (stat(path, &o) != 0)
+		return NULL; /* not there yet: it cannot be an input */
+	return same_as_input(&o, inputs, n);
+}
+
 enum cd_open_out cd_paths_open_output(const char *path, char *const *inputs, int n, FILE **f,
 				      const char **which, struct cd_err *err)
 {

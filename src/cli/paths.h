@@ -36,6 +36,10 @@ bool cd_paths_expand(char *const *args, int nargs, struct cd_paths *out,
  * name.nccl.zst), malloc'd; NULL for "-" and NCCL-side traces. */
 char *cd_paths_nccl_name(const char *path);
 
+/* The input among the n inputs that the existing file at path is (same
+ * device and inode; "-" is standard input), or NULL. */
+const char *cd_paths_is_input(const char *path, char *const *inputs, int n);
+
 /* Outcome of cd_paths_open_output. */
 enum cd_open_out { CD_OUT_OPENED, CD_OUT_CANNOT, CD_OUT_IS_INPUT };
 

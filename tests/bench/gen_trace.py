@@ -28,12 +28,27 @@ collective is in group "0" and numbered by a per-group "seq" (1, 2, ...), so
 traces generated with the same --events, --layers and --ac agree collective
 for collective whatever their seed.  Without these options the output is
 that of rank 0 of 4.
+
+--fault KIND:STEP:INDEX[:ARG] (repeatable) makes this rank depart from the
+others at the INDEX-th collective (0-based) of step STEP, for post-mortem tests
+(tests/cli/cases/ranks-*, tests/bench/ranks.sh):
+  skip   the collective is not issued (the later ones take its seq)
+  gap    the collective's line is lost (its seq is missing from the trace)
+  type   an all-gather instead of the collective
+  size   twice the bytes
+  extra  the collective is issued twice
+  swap   blocks INDEX and INDEX+1 run in swapped order (the same collectives
+         and sizes, issued from each other's modules: a desync)
+  sleep  ARG seconds pass before it is issued (a straggler)
+  stop   the trace ends right after it (no region exit: an abrupt end; with
+         ARG "cut", half a line follows)
 """
 
 import argparse
 import json
 import queue
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -526,6 +541,76 @@ class Sink:
             self.f.close()
 
 
+def parse_fault(text):
+    parts = text.split(":")
+    kinds = ("skip", "gap", "type", "size", "extra", "swap", "sleep", "stop")
+    if len(parts) not in (3, 4) or parts[0] not in kinds:
+        raise argparse.ArgumentTypeError("--fault takes KIND:STEP:INDEX[:ARG], KIND one of "
+                                         + ", ".join(kinds))
+    try:
+        step, index = int(parts[1]), int(parts[2])
+    except ValueError:
+        raise argparse.ArgumentTypeError("--fault: STEP and INDEX are numbers: %r" % text)
+    return (parts[0], step, index, parts[3] if len(parts) == 4 else None)
+
+
+def faulty_step(tmpl, faults):
+    """The template of a step with this rank's faults: (template, extra ns
+    before each entry, index of the entry after which the trace stops or
+    None, cut, entries whose seq is lost)."""
+    tmpl = list(tmpl)
+    colls = [i for i, e in enumerate(tmpl) if e[0] == 1]
+    delay = {}
+    stop, cut, lost = None, False, set()
+    drop = set()
+    for kind, _, index, arg in faults:
+        if kind != "swap" and not 0 <= index < len(colls):
+            raise SystemExit("gen_trace.py: --fault %s: the step has %d collectives"
+                             % (kind, len(colls)))
+        i = colls[index]
+        if kind in ("skip",):
+            drop.update((i, i + 1))
+        elif kind == "gap":
+            lost.add(i)
+        elif kind == "type":
+            k, head, tail, d, b = tmpl[i]
+            name = head.split('"name":"')[1].split('"')[0]
+            tmpl[i] = (k, head.replace(name, "_c10d_functional.all_gather_into_tensor.default"),
+                       tail, d, b)
+        elif kind == "size":
+            k, head, tail, d, b = tmpl[i]
+            n = int(tail.split('"bytes":')[1].split(",")[0])
+            tmpl[i] = (k, head, tail.replace('"bytes":%d' % n, '"bytes":%d' % (2 * n)), d, b)
+        elif kind == "swap":
+            # blocks INDEX and INDEX+1 run in swapped order: the same collectives
+            # with the same sizes, issued from each other's modules
+            pat = re.compile(r'Transformer\.layers\.(%d|%d)(?=[."])' % (index, index + 1))
+            other = {str(index): str(index + 1), str(index + 1): str(index)}
+            sub = lambda m: "Transformer.layers." + other[m.group(1)]
+            tmpl = [(k, pat.sub(sub, x), y, d, b) for k, x, y, d, b in tmpl]
+        elif kind == "sleep":
+            delay[i] = delay.get(i, 0) + int(float(arg or "1") * 1e9)
+        elif kind == "stop":
+            stop, cut = i + 1, arg == "cut"
+    extra = [colls[index] for kind, _, index, _ in faults if kind == "extra"]
+    out, dl, stop_at, lost_at = [], [], None, set()
+    for i, e in enumerate(tmpl):
+        if i in drop:
+            continue
+        if stop is not None and i == stop:
+            stop_at = len(out)
+        out.append(e)
+        dl.append(delay.get(i, 0))
+        if i in lost:
+            lost_at.add(len(out) - 1)
+        if i in extra:
+            out.append(e)
+            dl.append(0)
+    if stop is not None and stop_at is None:
+        stop_at = len(out)
+    return out, dl, stop_at, cut, lost_at
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=2_000_000,
@@ -539,6 +624,10 @@ def main():
     ap.add_argument("--rank", type=int, default=0, help="meta rank (default 0)")
     ap.add_argument("--world", type=int, default=WORLD,
                     help="meta world_size and ranks of group 0 (default %d)" % WORLD)
+    ap.add_argument("--fault", type=parse_fault, action="append", default=[],
+                    help="KIND:STEP:INDEX[:ARG]: depart from the other ranks (see above)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="write exactly this many steps (overrides --events)")
     ap.add_argument("output", help='output file, "-" for standard output')
     a = ap.parse_args()
     if a.events < 0 or a.layers < 1:
@@ -565,23 +654,42 @@ def main():
     events = 2
     seq = 0
     step = 0
-    while events < a.events or step == 0:
+    stopped = False
+    while (step < a.steps if a.steps else (events < a.events or step == 0)) and not stopped:
         step += 1
         t += 200_000 + jitter(16)
         out = ['{"ev":"region_enter","region":%d,"label":"step %d","t":%d}\n'
                % (step, step, t)]
         app = out.append
-        for kind, text, text2, dur, bits in tmpl:
-            t += dur + jitter(bits)
-            if kind:
-                seq += 1
-                app("%s%d%s%d}\n" % (text, seq, text2, t))
-            else:
-                app("%s%d}\n" % (text, t))
-        t += 5000 + jitter(11)
-        app('{"ev":"region_exit","region":%d,"t":%d}\n' % (step, t))
+        faults = [f for f in a.fault if f[1] == step]
+        if not faults:
+            for kind, text, text2, dur, bits in tmpl:
+                t += dur + jitter(bits)
+                if kind:
+                    seq += 1
+                    app("%s%d%s%d}\n" % (text, seq, text2, t))
+                else:
+                    app("%s%d}\n" % (text, t))
+        else:
+            ftmpl, delays, stop_at, cut, lost = faulty_step(tmpl, faults)
+            for i, (kind, text, text2, dur, bits) in enumerate(ftmpl):
+                if i == stop_at:
+                    stopped = True
+                    if cut:
+                        app('{"ev":"op","name":"aten.add')
+                    break
+                t += dur + delays[i] + jitter(bits)
+                if kind:
+                    seq += 1
+                    if i not in lost:
+                        app("%s%d%s%d}\n" % (text, seq, text2, t))
+                else:
+                    app("%s%d}\n" % (text, t))
+        if not stopped:
+            t += 5000 + jitter(11)
+            app('{"ev":"region_exit","region":%d,"t":%d}\n' % (step, t))
         sink.write("".join(out))
-        sink.flush_frame()
+        sink.flush_frame(final=stopped)
         events += per_step
     sink.close()
     secs = time.monotonic() - started

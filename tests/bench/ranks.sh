@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark of `commdebug ranks` (multi-rank post-mortem) against `zstd -dc`.
 #
-# usage: tests/bench/ranks.sh [BUILD_DIR] [RANKS] [EVENTS]
-#        (defaults: build, 64 ranks, 200000 events per rank)
+# usage: tests/bench/ranks.sh [BUILD_DIR] [RANKS] [EVENTS] [BIG]
+#        (defaults: build, 64 ranks, 200000 events per rank, 1024)
 #
 # Generates RANKS traces of at least EVENTS events each with gen_trace.py
 # (--rank R --world RANKS --seed R: the same run on every rank, only the
@@ -11,7 +11,14 @@
 # and gen_trace.py is not newer.  Then measures, 3 times each (median wall time,
 # peak RSS), `zstd -dc` of all the files (one process, and one per core), and
 # `commdebug ranks DIR` with its default number of threads and with --jobs=1,
-# and prints the ratios.  Timings never fail the run: the exit status is 0
+# and prints the ratios.  Then the merge at scale: BIG (default 1024) and BIG/4
+# ranks of a small generated job with two faults (tests/cli/cases/ranks-1024/
+# gen.awk: 20 steps, 4 blocks, 160 collectives per rank) through `commdebug
+# ranks --stats`, its merge time (merge_s: matching, findings, report; not
+# reading) and the ratio of the two, and the ratio of the merge's work
+# (merge_visits: rank positions matched), which is 4 when the merge is linear
+# in the ranks (16 would be quadratic); the time ratio is above the work ratio
+# when the summaries outgrow the caches.  Timings never fail the run: the exit status is 0
 # unless a command fails (commdebug ranks may exit 0, 3 or 4) or the analyzer
 # is not built (1, after the zstd measurements).
 set -u
@@ -22,6 +29,7 @@ root=$(cd "$here/../.." && pwd)
 build=${1:-build}
 ranks=${2:-64}
 events=${3:-200000}
+big=${4:-1024}
 case $build in
 /*) ;;
 *) if [ -d "$orig/$build" ]; then build=$orig/$build; else build=$root/$build; fi ;;
@@ -33,8 +41,8 @@ die() {
 	exit 1
 }
 
-case $ranks$events in
-*[!0-9]*) die "RANKS and EVENTS must be numbers (usage: ranks.sh [BUILD_DIR] [RANKS] [EVENTS])" ;;
+case $ranks$events$big in
+*[!0-9]*) die "RANKS, EVENTS and BIG must be numbers (usage: ranks.sh [BUILD_DIR] [RANKS] [EVENTS] [BIG])" ;;
 esac
 [ "$ranks" -ge 1 ] || die "RANKS must be >= 1"
 
@@ -130,5 +138,49 @@ if [ -x "$bin" ]; then
 else
 	printf '\n  analyzer not built: %s missing; ranks measurements skipped\n' "$bin"
 	status=1
+fi
+
+# ------------------------------------------------------------------ merge at scale
+# median merge_s of 3 runs of `commdebug ranks --stats DIR`
+merge_time() {
+	local d=$1 k out
+	for k in 1 2 3; do
+		"$bin" ranks --stats "$d" 2>&1 >/dev/null | sed -n 's/.*merge_s=\([0-9.]*\).*/\1/p'
+	done | sort -n | sed -n 2p
+}
+if [ -x "$bin" ] && command -v awk >/dev/null; then
+	gen=$root/tests/cli/cases/ranks-1024/gen.awk
+	printf '\n  merge at scale (two faults; 160 collectives per rank)\n'
+	for w in $((big / 4)) "$big"; do
+		d=tests/bench/out/ranks-awk-$w
+		if [ ! -f "$d/.done" ] || [ "$gen" -nt "$d/.done" ]; then
+			rm -rf "$d"
+			mkdir -p "$d" || exit 1
+			(cd "$d" && awk -v W="$w" -v S=20 -v B=4 \
+				-v F="size:3:2:1 stop:$((w / 2 + 1)):20:2:bw end:0:20:2:bw:3" -f "$gen") ||
+				die "cannot generate $d"
+			: >"$d/.done"
+		fi
+		m=$(merge_time "$d")
+		[ -n "$m" ] || { echo "ranks.sh: no merge_s from $bin ranks --stats $d" >&2; status=1; continue; }
+		printf '  %-34s %9s s merge, %s ns per collective (%s findings)\n' \
+			"commdebug ranks, $w ranks" "$m" \
+			"$(awk -v m="$m" -v w="$w" 'BEGIN { printf "%.0f", m * 1e9 / (w * 160) }')" \
+			"$("$bin" ranks --json "$d" 2>/dev/null | grep -c '"kind"')"
+		eval "merge_$w=\$m"
+		eval "visits_$w=$("$bin" ranks --stats "$d" 2>&1 >/dev/null |
+			sed -n 's/.*merge_visits=\([0-9]*\).*/\1/p')"
+	done
+	eval "m_small=\${merge_$((big / 4)):-}; m_big=\${merge_$big:-}"
+	eval "v_small=\${visits_$((big / 4)):-}; v_big=\${visits_$big:-}"
+	if [ -n "$v_small" ] && [ -n "$v_big" ]; then
+		printf '  %-34s %s x for 4 x the ranks (%s and %s rank positions matched)\n' \
+			"merge work ratio" "$(ratio "$v_big" "$v_small")" "$v_small" "$v_big"
+	fi
+	if [ -n "$m_small" ] && [ -n "$m_big" ]; then
+		printf '  %-34s %s x for 4 x the ranks (linear work: about 4; more when the\n' \
+			"merge time ratio" "$(ratio "$m_big" "$m_small")"
+		printf '  %-34s summaries outgrow the caches)\n' ""
+	fi
 fi
 exit $status

@@ -124,8 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cd_out o;
 	cd_out_init(&o, NULL);
 	o.hold = true;
-	cd_ranks_report(&o, both, 2, false);
-	cd_ranks_report(&o, both, 2, true);
+	cd_ranks_report(&o, both, 2, &(struct cd_ranks_opts){.json = false});
+	cd_ranks_report(&o, both, 2, &(struct cd_ranks_opts){.json = true});
 	cd_out_free(&o);
 	cd_rank_summary_free(&a);
 	cd_rank_summary_free(&b);

@@ -84,7 +84,7 @@ def load_truth(out, rank):
 
 def events(path, allow_cut=False):
     from commdebug.tracefile import read_events
-    return read_events(path, allow_cut=allow_cut)
+    return list(read_events(path, allow_cut=allow_cut))
 
 
 def zstd_cli_text(path):

@@ -17,6 +17,14 @@ agree with the workers' ledgers up to there.  With an analyzer that has the
 the workers' truth and a small model of the report (first_divergence,
 module_rows).  Without it that part is skipped with a note (a failure with
 --require-analyzer).
+
+The test_job_* tests run faulty_jobs.py: 4-rank gloo jobs that fail the ways
+real jobs do (a skipped all-reduce, another collective, a size mismatch that
+gloo aborts, two blocks run in swapped order, a straggler past the timeout, a
+rank killed or aborted mid-step, two faults at once), each rank writing a ledger
+of what it did before doing it.  What `commdebug ranks` says (the culprit rank,
+its module, its step, the kind, the sequence number, the times) is checked
+against those ledgers.
 """
 
 import json
@@ -25,8 +33,13 @@ import shutil
 import subprocess
 import time
 
-from _util import check, eq, events, run_ranks, start_ranks
+from _util import Skip, check, eq, events, run_ranks, start_ranks
 import replay_ref
+
+try:
+    import faulty_jobs
+except ImportError:  # the job script is not on this branch
+    faulty_jobs = None
 
 WORLD = 3
 STEPS = 2
@@ -325,43 +338,70 @@ def module_rows(truths, evs_all):
     return rows, per_rank
 
 
+def finding_where(f, side):
+    """The record of side ("others" or "odd") in a finding, as where() keys."""
+    for m in f["modules"]:
+        if m["side"] == side:
+            return m
+    return None
+
+
 def check_report(ctx, out, world, how, odd, truths, evs_all, colls_all):
     doc, rc, err = ranks_json(ctx, os.path.join(out, "traces"), rc=(4,))
     check_trace_list(doc, out, world, evs_all, colls_all)
     eq(doc["agree"], False, "agree")
-    check(doc["divergences"], "no divergence reported")
-    ref = first_divergence([log_of(t) for t in truths])
-    d = doc["divergences"][0]
-    eq({k: d.get(k) for k in ("kind", "pg", "seq", "collective", "module", "phase", "ranks",
-                              "odd_ranks")},
-       {k: ref[k] for k in ("kind", "pg", "seq", "collective", "module", "phase", "ranks",
-                            "odd_ranks")}, "the first divergence")
-    eq([{k: got.get(k) for k in want} for got, want in zip(d["detail"], ref["detail"])]
-       + d["detail"][len(ref["detail"]):], ref["detail"], "what the odd ranks issued there")
-    # Every rank blocked at or soon after that seq: nothing disagrees earlier.
-    for later in doc["divergences"][1:]:
-        check(later["seq"] >= d["seq"] or later["pg"] != d["pg"],
-              "divergence %r is earlier than the first one", later)
+    check(doc["findings"], "no finding reported")
+    d = doc["findings"][0]
+    pos = {k: truths[0][k] for k in ("pg", "seq", "collective", "module", "phase")}
+    if how == "silent":
+        # The skipping rank's next all-reduces are the others' next ones
+        # shifted by one: a skip at the skipped seq, in the skipped module.
+        eq((d["kind"], d["pg"], d["seq"], d["ranks"], d["count"]),
+           ("skip", pos["pg"], pos["seq"], [odd], 1), "the first finding")
+        mine = finding_where(d, "others")
+        eq({k: mine[k] for k in ("collective", "module", "phase")},
+           {k: pos[k] for k in ("collective", "module", "phase")}, "what was skipped")
+    else:
+        ref = first_divergence([log_of(t) for t in truths])
+        eq({k: d.get(k) for k in ("kind", "pg", "seq", "ranks", "others")},
+           {"kind": ref["kind"], "pg": ref["pg"], "seq": ref["seq"], "ranks": ref["odd_ranks"],
+            "others": ref["ranks"]}, "the first finding")
+        theirs = finding_where(d, "others")
+        eq({k: theirs[k] for k in ("collective", "module", "phase")},
+           {k: ref[k] for k in ("collective", "module", "phase")}, "what the others issued")
+        for want in ref["detail"]:
+            got = [m for m in d["modules"] if m["side"] == "odd" and m["rank"] == want["rank"]]
+            check(got, "no record of odd rank %d in %r", want["rank"], d["modules"])
+            eq({k: got[0][k] for k in want if k != "rank"},
+               {k: v for k, v in want.items() if k != "rank"},
+               "what odd rank %d issued there" % want["rank"])
+    check("rank %d" % odd in d["text"] and pos["module"] in d["text"],
+          "the first finding's text does not name rank %d and %s: %r", odd, pos["module"],
+          d["text"])
+    # Nothing disagrees earlier in that group.
+    for later in doc["findings"][1:]:
+        check(later["kind"] == "empty_trace" or later["seq"] >= d["seq"]
+              or later["pg"] != d["pg"], "finding %r is earlier than the first one", later)
 
-    # lagging: each entry as the trace of that rank ends; the odd ranks among them.
-    lag_ranks = [lag["rank"] for lag in doc["lagging"]]
-    for r in ref["odd_ranks"]:
-        check(r in lag_ranks, "odd rank %d not in lagging: %r", r, lag_ranks)
-    for lag in doc["lagging"]:
-        r = lag["rank"]
-        check(0 <= r < world, "lagging rank %r", r)
-        last = log_of(truths[r])[-1]
-        lc = lag["last_collective"]
-        check(lc is not None, "rank %d: no last_collective although it issued %d", r,
-              last["seq"])
-        eq({k: lc.get(k) for k in ("pg", "seq", "collective", "module", "phase")},
-           {k: last[k] for k in ("pg", "seq", "collective", "module", "phase")},
-           "lagging rank %d: last collective" % r)
-        stack = lag["stack"]
-        check(stack and stack[0]["module"] == "Transformer",
-              "rank %d: open modules should start at Transformer: %r", r, stack)
-        eq((stack[-1]["module"], stack[-1]["phase"]), (last["module"], last["phase"]),
-           "rank %d: innermost open module" % r)
+    # states: each odd rank as its trace ends.
+    for f in doc["findings"]:
+        for st in f.get("states", []):
+            r = st["rank"]
+            check(0 <= r < world, "state of rank %r", r)
+            last = log_of(truths[r])[-1]
+            lc = st["last_collective"]
+            check(lc is not None, "rank %d: no last_collective although it issued %d", r,
+                  last["seq"])
+            eq({k: lc.get(k) for k in ("pg", "seq", "collective", "module", "phase")},
+               {k: last[k] for k in ("pg", "seq", "collective", "module", "phase")},
+               "rank %d: last collective" % r)
+            eq((lc["rank"], lc["region"]), (r, last["region"]), "rank %d: last collective's "
+               "rank and region" % r)
+            stack = st["stack"]
+            check(stack and stack[0]["module"] == "Transformer",
+                  "rank %d: open modules should start at Transformer: %r", r, stack)
+            eq((stack[-1]["module"], stack[-1]["phase"]), (last["module"], last["phase"]),
+               "rank %d: innermost open module" % r)
 
     # modules: where the workers' own counts differ over the regions every
     # rank finished, for the modules that issue collectives themselves
@@ -371,6 +411,11 @@ def check_report(ctx, out, world, how, odd, truths, evs_all, colls_all):
     for m in doc["modules"]:
         check(len(set(m["counts"].get(str(r), 0) for r in range(world))) > 1,
               "modules lists an entry where the ranks agree: %r", m)
+        eq(sorted(r for g in m["groups"] for r in g["ranks"]), list(range(world)),
+           "every rank in one group of %r" % m["module"])
+        for g in m["groups"]:
+            for r in g["ranks"]:
+                eq(m["counts"][str(r)], g["count"], "group count of rank %d" % r)
         listed[(m["module"], m["direction"], m["collective"])] = {
             int(k): v for k, v in m["counts"].items() if v}
     for k in sorted(set().union(*per_rank)):
@@ -419,8 +464,8 @@ def test_agree_missing_duplicate(ctx):
     tdir = os.path.join(out, "traces")
     doc, _, _ = ranks_json(ctx, tdir, rc=(0,))
     check_trace_list(doc, out, WORLD, evs_all, colls_all, cut=False)
-    eq((doc["agree"], doc["divergences"], doc["lagging"], doc["modules"]),
-       (True, [], [], []), "agree, divergences, lagging, modules")
+    eq((doc["agree"], doc["findings"], doc["modules"]),
+       (True, [], []), "agree, findings, modules")
     files = [os.path.join(out, "traces", "rank%d.zst" % r) for r in range(WORLD)]
     doc2, _, _ = ranks_json(ctx, *reversed(files), rc=(0,))
     eq(doc2, doc, "files given one by one (in another order)")
@@ -475,8 +520,9 @@ def test_silent_skip(ctx):
     input gradient); gloo pairs its next all-reduces with the others' (same
     size), so nothing fails until step 3, where rank 1 all-gathers the logits
     while the others are still at their last forward all-reduce.  The first
-    divergence is there; the per-module counts of the regions every rank
-    finished point back at layers.1.attn.qkv."""
+    finding is the skip itself (its later collectives are the others' shifted
+    by one), in layers.1.attn.qkv; the per-module counts of the regions every
+    rank finished point at it too."""
     res = diverge_case(ctx, "silent", 1, steps=3)
     if res is not None:
         _, _, rows = res
@@ -487,3 +533,187 @@ def test_silent_skip(ctx):
 def test_skip_4_ranks(ctx):
     """The skip again with 4 ranks, rank 2 the odd one."""
     diverge_case(ctx, "skip", 2, world=4)
+
+
+# ------------------------------------------------------------------ real failing jobs
+# What `ranks` may call each scenario's culprit (the first finding that names it).
+JOB_KINDS = {
+    "skip": {"skip", "desync", "type_mismatch", "size_mismatch", "hang"},
+    "coll": {"type_mismatch"},
+    "size": {"size_mismatch", "hang"},
+    "swap": {"desync"},
+    "straggler": {"straggler"},
+    "kill": {"hang"},
+    "abort": {"hang"},
+}
+
+
+def job_report(ctx, name):
+    """Run scenario NAME of faulty_jobs.py; returns (job, culprits, report
+    document, text report)."""
+    if faulty_jobs is None:
+        raise Skip("tests/recorder/faulty_jobs.py is not here")
+    out = os.path.join(ctx.tmp, "job-" + name)
+    t0 = time.time()
+    job = faulty_jobs.run_scenario(out, name)
+    culprits = faulty_jobs.SCENARIOS[name]["culprits"]
+    ctx.note("job %s: exits %r; %.1f s" % (name, job.rcs, time.time() - t0))
+    for r in range(job.world):
+        check(job.ledgers[r] and job.ledgers[r][0]["ev"] == "start",
+              "rank %d wrote no ledger:\n%s", r, job.log(r)[-2000:])
+    for r, (module, step) in culprits.items():
+        check(any(f["step"] == step for f in job.faults(r)),
+              "rank %d logged no fault in step %d: %r", r, step, job.faults(r))
+    if not ranks_supported(ctx):
+        return job, culprits, None, None
+    doc, code, _ = ranks_json(ctx, job.traces, rc=(4,))
+    _, text, _ = ctx.analyzer.run("ranks", job.traces, check_rc=(4,))
+    eq(code, 4, "exit status of ranks")
+    eq(doc["agree"], False, "agree")
+    return job, culprits, doc, text
+
+
+def culprit_seq(job, rank, module, step):
+    """The position of the culprit's fault: the seq the other ranks gave the
+    collective in MODULE's forward in STEP, and their process group."""
+    for r in range(job.world):
+        if r == rank:
+            continue
+        for c in job.colls(r):
+            if c["module"] == module and c["step"] == step and c["phase"] == "forward":
+                return c["pg"], c["seq"], r
+    return None, None, None
+
+
+def names_culprit(f, rank, module, step):
+    """Does finding f name rank, module and step (its label)?"""
+    text = f["text"]
+    ranks_named = rank in f["ranks"]
+    return (ranks_named and ("rank %d" % rank in text or "ranks " in text)
+            and module in text and '"step %d"' % step in text)
+
+
+def check_job(ctx, name):
+    job, culprits, doc, text = job_report(ctx, name)
+    if doc is None:
+        return
+    findings = doc["findings"]
+    check(findings, "no finding for %s", name)
+    first = findings[0]
+    rank, (module, step) = next(iter(culprits.items()))
+    # the first finding names the culprit, its module and its step
+    check(names_culprit(first, rank, module, step),
+          "%s: the first finding does not name rank %d, %s, step %d: %r", name, rank, module,
+          step, first["text"])
+    check(first["kind"] in JOB_KINDS[name], "%s: first finding of kind %r, not one of %r",
+          name, first["kind"], sorted(JOB_KINDS[name]))
+    eq(first["step"]["label"], "step %d" % step, "%s: step of the first finding" % name)
+    # at the position the others' ledgers give that collective
+    pg, seq, other = culprit_seq(job, rank, module, step)
+    check(seq is not None, "%s: no rank logged the collective of %s in step %d", name,
+          module, step)
+    eq((first["pg"], first["seq"]), (pg, seq), "%s: position of the first finding" % name)
+    theirs = finding_where(first, "others")
+    if theirs is not None and first["kind"] != "straggler":
+        eq((theirs["module"], theirs["phase"], theirs["label"]), (module, "forward",
+                                                                  "step %d" % step),
+           "%s: what the others issued there" % name)
+    # the text report says the same first
+    lines = [l for l in text.splitlines() if l.startswith("1. ")]
+    eq(lines, ["1. " + first["text"]], "%s: the text report's first finding" % name)
+    return job, doc, first, rank
+
+
+def test_job_skip(ctx):
+    """Rank 1 skips Net.blocks.1's forward all-reduce in step 2."""
+    check_job(ctx, "skip")
+
+
+def test_job_coll(ctx):
+    """Rank 1 all-gathers where the others all-reduce (Net.blocks.1, step 2)."""
+    res = check_job(ctx, "coll")
+    if res:
+        job, doc, first, rank = res
+        mine = [m for m in first["modules"] if m["side"] == "odd" and m["rank"] == rank]
+        check(mine, "no record of rank %d in %r", rank, first["modules"])
+        ledger = [c for c in job.colls(rank) if c["seq"] == first["seq"] and c["pg"] == first["pg"]]
+        eq([(m["collective"], m["module"], m["bytes"]) for m in mine],
+           [(c["collective"], c["module"], c["bytes"]) for c in ledger],
+           "what rank %d issued, against its ledger" % rank)
+
+
+def test_job_size(ctx):
+    """Rank 1 all-reduces twice the elements; gloo aborts a process."""
+    res = check_job(ctx, "size")
+    if res:
+        job, doc, first, rank = res
+        if first["kind"] == "size_mismatch":
+            mine = [m for m in first["modules"] if m["side"] == "odd"]
+            led = [c for c in job.colls(rank) if c["seq"] == first["seq"]]
+            eq([m["bytes"] for m in mine], [c["bytes"] for c in led], "the odd size")
+
+
+def test_job_swap(ctx):
+    """Rank 1 runs Net.blocks.1 and Net.blocks.2 in swapped order in step 2:
+    the job ends "successfully" (exit 0 everywhere, different parameter sums);
+    ranks finds the desync, and only one finding for the one fault."""
+    res = check_job(ctx, "swap")
+    if res:
+        job, doc, first, rank = res
+        eq(job.rcs, [0] * job.world, "the swapped job's exit statuses")
+        mine = [m for m in first["modules"] if m["side"] == "odd"]
+        eq([m["module"] for m in mine], ["Net.blocks.2"], "what rank 1 issued from")
+        eq([f["kind"] for f in doc["findings"]], ["desync"], "one finding for one swap")
+
+
+def test_job_straggler(ctx):
+    """Rank 3 sleeps 8 s inside Net.blocks.1 in step 3; the others time out
+    after 4 s.  The delay reported is the one in the ledgers."""
+    res = check_job(ctx, "straggler")
+    if res:
+        job, doc, first, rank = res
+        mine = [c["t_ns"] for c in job.colls(rank) if c["seq"] == first["seq"]
+                and c["pg"] == first["pg"]]
+        others = [c["t_ns"] for r in range(job.world) if r != rank for c in job.colls(r)
+                  if c["seq"] == first["seq"] and c["pg"] == first["pg"]]
+        check(mine and others, "ledgers lack seq %d", first["seq"])
+        want = (mine[0] - max(others)) / 1e9
+        check(abs(first["times"]["delay_s"] - want) < 0.5,
+              "straggler delay %.3f s, the ledgers say %.3f s", first["times"]["delay_s"], want)
+        eq(first["times"]["last_rank"], rank, "who arrived last")
+        check(want > 5, "the straggler was only %.1f s late", want)
+
+
+def test_job_kill(ctx):
+    """Rank 2 SIGKILLs itself inside Net.blocks.1 (step 2) before its
+    all-reduce: it never reached it; its trace ended abruptly."""
+    res = check_job(ctx, "kill")
+    if res:
+        job, doc, first, rank = res
+        st = [s for s in first["states"] if s["rank"] == rank]
+        check(st and st[0]["end"] in ("abrupt", "cut"), "rank %d's end: %r", rank, st)
+        eq(st[0]["label"], "step 2", "region the killed rank stopped in")
+        last = job.colls(rank)[-1]
+        eq((st[0]["last_collective"]["seq"], st[0]["last_collective"]["module"]),
+           (last["seq"], last["module"]), "the killed rank's last collective, from its ledger")
+
+
+def test_job_abort(ctx):
+    """Rank 2 calls os.abort() inside Net.blocks.1 (step 2)."""
+    check_job(ctx, "abort")
+
+
+def test_job_two_faults(ctx):
+    """Two faults at once (pairs as process groups): rank 1 all-reduces twice
+    the elements in Net.blocks.1, rank 3 is killed in Net.blocks.2, both in
+    step 2: both are named, each with its module and step."""
+    job, culprits, doc, text = job_report(ctx, "two")
+    if doc is None:
+        return
+    for rank, (module, step) in culprits.items():
+        check(any(names_culprit(f, rank, module, step) for f in doc["findings"]),
+              "two faults: no finding names rank %d, %s, step %d: %r", rank, module, step,
+              [f["text"] for f in doc["findings"]])
+    first = doc["findings"][0]
+    check(any(names_culprit(first, r, m, s) for r, (m, s) in culprits.items()),
+          "two faults: the first finding names neither culprit: %r", first["text"])

@@ -344,3 +344,60 @@ def test_record_cli_every_step(ctx):
     eq(r.returncode, 7, "exit status")
     evs = events(os.path.join(out, "rank0.zst"))
     eq([e.get("label") for e in evs if e["ev"] == "region_enter"], ["train.py"], "labels")
+
+
+def test_one_version(ctx):
+    """The recorder's version (meta "recorder", commdebug.__version__, the
+    package metadata) is meson.build's project version."""
+    import re
+    import commdebug
+    from _util import REPO
+    with open(os.path.join(REPO, "meson.build")) as f:
+        m = re.search(r"project\([^)]*?version\s*:\s*'([^']+)'", f.read(), re.S)
+    check(m, "no project version in meson.build")
+    eq(commdebug.__version__, m.group(1), "commdebug.__version__ vs meson.build")
+    with open(os.path.join(REPO, "python", "pyproject.toml")) as f:
+        toml = f.read()
+    check('dynamic = ["version"]' in toml and "commdebug._version.__version__" in toml,
+          "pyproject.toml does not take its version from commdebug._version")
+    evs = record(os.path.join(ctx.tmp, "v.zst"), lambda: torch.ones(1) + 1)
+    eq(evs[0]["recorder"], "commdebug-py " + m.group(1), "meta recorder")
+    if ctx.analyzer is not None:
+        _, out, err = ctx.analyzer.run("--version")
+        check(m.group(1) in out + err, "analyzer --version: %r", out + err)
+
+
+def test_read_events_streams(ctx):
+    """read_events yields events one by one, decoding the file in pieces:
+    the first event comes before the rest of a large trace is decoded, and
+    memory does not grow with the trace."""
+    import tracemalloc
+    from commdebug import read_events, _zstd
+    z = _zstd.load()
+    path = os.path.join(ctx.tmp, "big.zst")
+    line = '{"ev":"op","name":"aten.add.Tensor","bw":false,"dt":false,"args":[],"fake":false,"t":%d}\n'
+    with open(path, "wb") as f:
+        head = '{"ev":"meta","format":"commdebug-trace","version":1,"rank":0,"world_size":1}\n'
+        f.write(z.compressor().frame(head.encode()) if z else head.encode())
+        for k in range(20):
+            chunk = "".join(line % (k * 20000 + i) for i in range(20000)).encode()
+            f.write(z.compressor().frame(chunk) if z else chunk)
+    tracemalloc.start()
+    n = 0
+    last = -1
+    peak_at_first = None
+    for e in read_events(path):
+        if n == 1:
+            peak_at_first = tracemalloc.get_traced_memory()[1]
+        if e["ev"] == "op":
+            check(e["t"] == last + 1, "event order at %d", n)
+            last = e["t"]
+        n += 1
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    eq(n, 400001, "events")
+    # 400k events are about 40 MB of text and far more as dicts; streaming
+    # keeps a megabyte-sized window.
+    check(peak < 16 * 2**20, "peak traced memory %d bytes", peak)
+    ctx.note("peak %.1f MiB reading 400001 events (%.1f MiB at the first)"
+             % (peak / 2**20, peak_at_first / 2**20))

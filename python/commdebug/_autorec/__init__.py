@@ -1,0 +1,1 @@
+"""Holds the sitecustomize.py that ``commdebug.record`` puts on PYTHONPATH."""

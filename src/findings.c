@@ -1,0 +1,975 @@
+#include "findings.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const cd_fkind_names[] = {"empty_trace", "type_mismatch", "dtype_mismatch",
+				      "size_mismatch", "desync", "skip", "extra", "hang",
+				      "straggler", "gap"};
+
+#define REALIGN_WINDOW 8
+#define REALIGN_MAX_SHIFT 4
+#define REALIGN_MAX_TIMES 16
+
+/* ---- step 1: group ranks (sort, drop duplicates, find the missing) ---- */
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct cd_rank_summary *x = *(const struct cd_rank_summary *const *)a;
+	const struct cd_rank_summary *y = *(const struct cd_rank_summary *const *)b;
+	bool kx = x->has_rank || x->rank_from_name, ky = y->has_rank || y->rank_from_name;
+	int64_t rx = kx ? x->rank : INT64_MAX, ry = ky ? y->rank : INT64_MAX;
+	if (rx != ry)
+		return rx < ry ? -1 : 1;
+	return strcmp(x->path, y->path);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static bool group_ranks(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n)
+{
+	pm->all = malloc((size_t)(n ? n : 1) * sizeof *pm->all);
+	pm->r = malloc((size_t)(n ? n : 1) * sizeof *pm->r);
+	if (!pm->all || !pm->r)
+		return false;
+	memcpy(pm->all, sums, (size_t)n * sizeof *pm->all);
+	pm->nall = n;
+	qsort(pm->all, (size_t)n, sizeof *pm->all, by_rank);
+	for (int i = 0; i < n; i++) {
+		const struct cd_rank_summary *s = pm->all[i];
+		if (s->end == CD_END_EMPTY) {
+			if (s->cut_first)
+				pm->cut = true;
+			continue;
+		}
+		if (s->error)
+			pm->bad = true;
+		if (s->cut)
+			pm->cut = true;
+		if (s->has_world && s->world_size > pm->world)
+			pm->world = s->world_size;
+		if (s->t0 > 0 && (pm->start == 0 || s->t0 < pm->start))
+			pm->start = s->t0;
+		if (!s->has_rank) {
+			pm->bad = true;
+			continue;
+		}
+		if (pm->n && pm->r[pm->n - 1]->rank == s->rank) {
+			cd_vec_push(&pm->dups, i);
+			continue;
+		}
+		pm->r[pm->n++] = pm->all[i];
+	}
+	/* an empty trace named after a rank stands for that rank: not missing */
+	for (int64_t rk = 0, k = 0, e = 0; rk < pm->world; rk++) {
+		while (k < pm->n && pm->r[k]->rank < rk)
+			k++;
+		bool have = k < pm->n && pm->r[k]->rank == rk;
+		for (; !have && e < pm->nall; e++) {
+			const struct cd_rank_summary *s = pm->all[e];
+			if (s->end != CD_END_EMPTY || !s->rank_from_name || s->rank < rk)
+				continue;
+			if (s->rank == rk)
+				have = true;
+			break;
+		}
+		if (!have)
+			cd_vec_push(&pm->missing, rk);
+	}
+	/* one string table for all ranks */
+	pm->tr = calloc((size_t)(pm->n ? pm->n : 1), sizeof *pm->tr);
+	if (!pm->tr)
+		return false;
+	for (int i = 0; i < pm->n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		pm->tr[i] = malloc((s->s.count ? s->s.count : 1) * sizeof **pm->tr);
+		if (!pm->tr[i])
+			return false;
+		for (uint32_t k = 0; k < s->s.count; k++)
+			pm->tr[i][k] = cd_intern(&pm->g, cd_intern_str(&s->s, k),
+						 cd_intern_len(&s->s, k));
+	}
+	return true;
+}
+
+/* ---- step 2: find findings ---- */
+
+/* Collectives whose input payload may differ between ranks. */
+static bool sizes_may_differ(const char *coll)
+{
+	static const char *const v[] = {"c10d.alltoall_", "c10d.alltoall_base_", "c10d.gather_",
+					"c10d.scatter_", "c10d_functional.all_to_all_single"};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		if (strcmp(v[i], coll) == 0)
+			return true;
+	return false;
+}
+
+struct key {
+	uint32_t coll, dtype, module;
+	uint8_t phase;
+	int64_t bytes;   /* -1: not compared */
+	int64_t region;
+};
+
+/* Per rank state while matching one process group. */
+struct lane {
+	uint32_t *idx;     /* indexes into colls of this group, by seq */
+	uint32_t n, c;     /* records, the next one */
+	int64_t shift;     /* position = seq + shift */
+	int64_t resume;    /* not compared before this position */
+	bool dead;         /* left out of the rest of the group */
+	bool late;         /* reported as a straggler ... */
+	int64_t late_by;   /* ... by this much */
+	uint32_t realigned;
+	bool tainted;      /* odd in a finding of this group and realigned since */
+};
+
+struct matcher {
+	struct cd_pm *pm;
+	uint8_t *uneven;   /* per id in g: sizes may differ */
+	struct lane *ln;
+	uint32_t pg;
+	int64_t next;      /* positions below were matched */
+	int *act;          /* the ranks taking part in this group */
+	int nact;
+};
+
+static struct key key_of(const struct matcher *mt, int i, const struct cd_crec *c)
+{
+	struct key k = {cd_pm_gid(mt->pm, i, c->coll), cd_pm_gid(mt->pm, i, c->dtype),
+			cd_pm_gid(mt->pm, i, c->module), c->phase, c->has_bytes ? c->bytes : -1,
+			c->region};
+	if (k.coll != CD_NOID && mt->uneven[k.coll])
+		k.bytes = -1;
+	return k;
+}
+
+/* 0: same; else the finding kind of the first difference */
+static enum cd_fkind key_diff(const struct key *a, const struct key *b)
+{
+	if (a->coll != b->coll)
+		return CD_FK_TYPE;
+	if (a->dtype != b->dtype && a->dtype != CD_NOID && b->dtype != CD_NOID)
+		return CD_FK_DTYPE;
+	if (a->bytes != b->bytes && a->bytes >= 0 && b->bytes >= 0)
+		return CD_FK_SIZE;
+	if (a->module != b->module || a->phase != b->phase || a->region != b->region)
+		return CD_FK_DESYNC;
+	return CD_FK_EMPTY;
+}
+
+static const struct cd_crec *rec_of(const struct matcher *mt, int i, uint32_t k)
+{
+	return &mt->pm->r[i]->colls.v[mt->ln[i].idx[k]];
+}
+
+/* The record of rank i at position pos, or NULL. */
+static const struct cd_crec *rec_at(const struct matcher *mt, int i, int64_t pos)
+{
+	const struct lane *l = &mt->ln[i];
+	int64_t seq = pos - l->shift;
+	uint32_t lo = 0, hi = l->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (rec_of(mt, i, mid)->seq < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < l->n && rec_of(mt, i, lo)->seq == seq ? rec_of(mt, i, lo) : NULL;
+}
+
+/* Do rank i from position a and rank j from position b agree (at least one
+ * position compared, until either runs out or REALIGN_WINDOW)? */
+static bool agree_from(const struct matcher *mt, int i, int64_t a, int j, int64_t b)
+{
+	int compared = 0;
+	for (int x = 0; x < REALIGN_WINDOW; x++) {
+		const struct cd_crec *ci = rec_at(mt, i, a + x), *cj = rec_at(mt, j, b + x);
+		if (!ci || !cj)
+			break;
+		struct key ki = key_of(mt, i, ci), kj = key_of(mt, j, cj);
+		if (key_diff(&ki, &kj) != CD_FK_EMPTY)
+			return false;
+		compared++;
+	}
+	return compared > 0;
+}
+
+enum realign { RA_NONE, RA_AGAIN, RA_SKIP, RA_EXTRA };
+
+static enum realign realign(const struct matcher *mt, int i, int ref, int64_t pos, int64_t *k)
+{
+	for (*k = 1; *k <= REALIGN_MAX_SHIFT; (*k)++) {
+		if (agree_from(mt, i, pos + *k, ref, pos + *k))
+			return RA_AGAIN;
+		if (agree_from(mt, i, pos, ref, pos + *k))
+			return RA_SKIP;
+		if (agree_from(mt, i, pos + *k, ref, pos))
+			return RA_EXTRA;
+	}
+	return RA_NONE;
+}
+
+static struct cd_finding *new_finding(struct cd_pm *pm, enum cd_fkind kind, uint32_t pg,
+				      int64_t seq)
+{
+	struct cd_finding f = {.kind = kind, .pg = pg, .pg_name = cd_pm_str(pm, pg), .seq = seq,
+			       .seq_end = seq, .ref = -1, .time = -1, .t_last = -1,
+			       .last_rank = -1, .delay = -1};
+	if (!cd_vec_push(&pm->f, f))
+		return NULL;
+	return &pm->f.v[pm->f.n - 1];
+}
+
+/* Arrival times at pos among the ranks with a record there. */
+static void arrivals(const struct matcher *mt, const int *has, int nhas,
+		     const struct cd_crec *const *at, struct cd_finding *f)
+{
+	for (int h = 0; h < nhas; h++) {
+		int64_t t = at[has[h]]->time;
+		if (t < 0)
+			continue;
+		if (f->time < 0 || t < f->time)
+			f->time = t;
+		if (t >= f->t_last) {
+			f->t_last = t;
+			f->last_rank = has[h];
+		}
+	}
+	(void)mt;
+}
+
+struct tr { int64_t t; int i; };
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_tr(const void *a, const void *b)
+{
+	const struct tr *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return x->i - y->i;
+}
+
+static void straggler(struct matcher *mt, int64_t pos, const int *has, int nhas,
+		      const struct cd_crec *const *at, const struct cd_crec *ref_rec, int ref,
+		      struct tr *scratch)
+{
+	struct cd_pm *pm = mt->pm;
+	int64_t lo = -1, hi = -1;
+	int nt = 0;
+	for (int h = 0; h < nhas; h++) {
+		int64_t t = at[has[h]]->time;
+		if (t < 0)
+			continue;
+		if (lo < 0 || t < lo)
+			lo = t;
+		if (t > hi)
+			hi = t;
+		scratch[nt].t = t;
+		scratch[nt++].i = has[h];
+	}
+	if (nt < 2 || hi - lo <= pm->late_ns)
+		return;
+	qsort(scratch, (size_t)nt, sizeof *scratch, cmp_tr);
+	int cut = -1;
+	int64_t best = 0;
+	for (int k = 1; k < nt; k++)
+		if (scratch[k].t - scratch[k - 1].t > best) {
+			best = scratch[k].t - scratch[k - 1].t;
+			cut = k;
+		}
+	if (cut < 0 || best <= pm->late_ns)
+		return;
+	bool fresh = false;
+	for (int k = cut; k < nt; k++) {
+		struct lane *l = &mt->ln[scratch[k].i];
+		int64_t d = scratch[k].t - scratch[cut - 1].t;
+		if (!l->late || d - l->late_by > pm->late_ns || l->late_by - d > pm->late_ns)
+			fresh = true;
+	}
+	if (!fresh)
+		return;
+	struct cd_finding *f = new_finding(pm, CD_FK_STRAGGLER, mt->pg, pos);
+	if (!f)
+		return;
+	f->ref = ref;
+	f->ref_rec = ref_rec;
+	f->time = scratch[0].t;
+	f->t_last = scratch[nt - 1].t;
+	f->last_rank = scratch[nt - 1].i;
+	f->delay = best;
+	for (int k = 0; k < cut; k++)
+		cd_vec_push(&f->others, scratch[k].i);
+	for (int k = cut; k < nt; k++) {
+		struct lane *l = &mt->ln[scratch[k].i];
+		l->late = true;
+		l->late_by = scratch[k].t - scratch[cut - 1].t;
+		cd_vec_push(&f->odd, scratch[k].i);
+	}
+	/* by rank */
+	if (f->others.n)
+		qsort(f->others.v, f->others.n, sizeof *f->others.v, cmp_int);
+	if (f->odd.n)
+		qsort(f->odd.v, f->odd.n, sizeof *f->odd.v, cmp_int);
+	for (uint32_t k = 0; k < f->odd.n; k++)
+		cd_vec_push(&f->odd_rec, at[f->odd.v[k]]);
+}
+
+/* A record's sort key: (group, seq, index). */
+struct pgseq {
+	uint32_t pg, idx;
+	int64_t seq;
+};
+
+static int cmp_pgseq(const void *a, const void *b)
+{
+	const struct pgseq *x = a, *y = b;
+	if (x->pg != y->pg)
+		return x->pg < y->pg ? -1 : 1;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, int *list,
+		     struct tr *scratch)
+{
+	struct cd_pm *pm = mt->pm;
+	int n = mt->nact;
+
+	for (;;) {
+		/* the next position: the smallest any live rank has left */
+		int64_t pos = INT64_MAX;
+		for (int k = 0; k < n; k++) {
+			int i = mt->act[k];
+			struct lane *l = &mt->ln[i];
+			if (l->dead)
+				continue;
+			int64_t from = l->resume > mt->next ? l->resume : mt->next;
+			while (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift < from)
+				l->c++;
+			if (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift < pos)
+				pos = rec_of(mt, i, l->c)->seq + l->shift;
+		}
+		if (pos == INT64_MAX)
+			break;
+		int nhas = 0, nend = 0;
+		pm->visits += (uint64_t)n;
+		for (int k = 0; k < n; k++) {
+			int i = mt->act[k];
+			struct lane *l = &mt->ln[i];
+			at[i] = NULL;
+			if (l->dead || l->resume > pos)
+				continue;
+			if (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift == pos) {
+				at[i] = rec_of(mt, i, l->c);
+				has[nhas++] = i;
+			} else if (l->c < l->n) {
+				/* a gap: this rank's trace lacks pos but goes on */
+				int64_t next = rec_of(mt, i, l->c)->seq + l->shift;
+				struct cd_finding *f = NULL;
+				for (uint32_t k = pm->f.n; k-- > 0;) {
+					struct cd_finding *g = &pm->f.v[k];
+					if (g->pg != mt->pg || g->seq != pos)
+						break;
+					if (g->kind == CD_FK_GAP && g->seq_end == next - 1) {
+						f = g;
+						break;
+					}
+				}
+				if (!f && (f = new_finding(pm, CD_FK_GAP, mt->pg, pos))) {
+					f->seq_end = next - 1;
+					f->count = next - pos;
+				}
+				if (f) {
+					cd_vec_push(&f->odd, i);
+					cd_vec_push(&f->odd_rec, NULL);
+				}
+				l->resume = next;
+			} else {
+				list[nend++] = i;  /* its trace ended before pos */
+			}
+		}
+		if (!nhas) {
+			mt->next = pos + 1;
+			continue;
+		}
+		/* the majority's record (ties: the lowest rank); few distinct keys,
+		 * so count per distinct key, eight at most */
+		struct { struct key k; int votes, first; } cand[8];
+		int ncand = 0, best = 0;
+		for (int h = 0; h < nhas; h++) {
+			struct key k = key_of(mt, has[h], at[has[h]]);
+			int c;
+			for (c = 0; c < ncand; c++)
+				if (key_diff(&cand[c].k, &k) == CD_FK_EMPTY)
+					break;
+			if (c == ncand) {
+				if (ncand == 8)
+					continue;
+				cand[c].k = k;
+				cand[c].votes = 0;
+				cand[c].first = has[h];
+				ncand++;
+			}
+			cand[c].votes++;
+		}
+		for (int c = 1; c < ncand; c++)
+			if (cand[c].votes > cand[best].votes)
+				best = c;
+		int ref = cand[best].first;
+		const struct cd_crec *ref_rec = at[ref];
+		uint32_t first_f = pm->f.n;
+		int nodd = 0;
+		int nsame = 0;
+		/* odd ranks: one finding per kind and what they issued */
+		for (int h = 0; h < nhas; h++) {
+			int i = has[h];
+			struct key k = key_of(mt, i, at[i]);
+			enum cd_fkind kind = key_diff(&cand[best].k, &k);
+			if (kind == CD_FK_EMPTY) {
+				list[n - 1 - nsame++] = i;   /* the majority, from the end of list */
+				continue;
+			}
+			nodd++;
+			struct lane *l = &mt->ln[i];
+			int64_t by = 0;
+			enum realign ra = l->realigned < REALIGN_MAX_TIMES
+						  ? realign(mt, i, ref, pos, &by) : RA_NONE;
+			if (ra == RA_SKIP)
+				kind = CD_FK_SKIP;
+			else if (ra == RA_EXTRA)
+				kind = CD_FK_EXTRA;
+			struct cd_finding *f = NULL;
+			for (uint32_t g = first_f; g < pm->f.n; g++) {
+				struct cd_finding *x = &pm->f.v[g];
+				struct key xk = key_of(mt, x->odd.v[0], x->odd_rec.v[0]);
+				if (x->kind == kind && x->count == (ra == RA_NONE ? 0 : by) &&
+				    key_diff(&xk, &k) == CD_FK_EMPTY) {
+					f = x;
+					break;
+				}
+			}
+			if (!f && (f = new_finding(pm, kind, mt->pg, pos))) {
+				f->ref = ref;
+				f->ref_rec = ref_rec;
+				f->count = ra == RA_NONE ? 0 : by;
+				if (ra == RA_AGAIN)
+					f->seq_end = pos + by - 1;
+				if (ra == RA_SKIP)
+					f->seq_end = pos + by - 1;
+				if (ra == RA_EXTRA)
+					f->count = by;
+			}
+			if (f) {
+				cd_vec_push(&f->odd, i);
+				cd_vec_push(&f->odd_rec, at[i]);
+			}
+			l->c++;
+			l->realigned++;
+			l->tainted = true;
+			switch (ra) {
+			case RA_NONE:
+				l->dead = true;
+				break;
+			case RA_AGAIN:
+				l->resume = pos + by;
+				break;
+			case RA_SKIP:
+				l->shift += by;
+				l->c--;               /* its record is the others' pos + by */
+				l->resume = pos + by;
+				break;
+			case RA_EXTRA:
+				l->shift -= by;
+				l->resume = pos + 1;
+				break;
+			}
+		}
+		for (uint32_t g = first_f; g < pm->f.n; g++) {
+			struct cd_finding *f = &pm->f.v[g];
+			for (int s = 0; s < nsame; s++)
+				cd_vec_push(&f->others, list[n - 1 - s]);
+			arrivals(mt, has, nhas, at, f);
+		}
+		/* ranks whose traces end before pos; not when only ranks that already
+		 * departed from the others reached it (they ran on alone) */
+		bool clean = false;
+		for (int h = 0; h < nhas && !clean; h++)
+			clean = !mt->ln[has[h]].tainted;
+		for (int e = 0; nend && !clean && e < nend; e++)
+			mt->ln[list[e]].dead = true;
+		if (nend && clean) {
+			struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
+			if (f) {
+				f->ref = ref;
+				f->ref_rec = ref_rec;
+				for (int e = 0; e < nend; e++) {
+					cd_vec_push(&f->odd, list[e]);
+					cd_vec_push(&f->odd_rec, NULL);
+					mt->ln[list[e]].dead = true;
+				}
+				for (int h = 0; h < nhas; h++) {
+					int i = has[h];
+					cd_vec_push(&f->others, i);
+					int64_t w = pm->r[i]->last_time - at[i]->time;
+					if (at[i]->time >= 0 && pm->r[i]->last_time >= 0 && w > f->delay)
+						f->delay = w;
+				}
+				arrivals(mt, has, nhas, at, f);
+			}
+		}
+		if (!nodd)
+			straggler(mt, pos, has, nhas, at, ref_rec, ref, scratch);
+		for (int s = 0; s < nsame; s++)
+			mt->ln[list[n - 1 - s]].c++;
+		mt->next = pos + 1;
+	}
+}
+
+/* Is rank a member of group pg?  Unknown groups (no trace declares them)
+ * count only the ranks that issued collectives in them. */
+static bool cd_pm_member(const struct cd_pm *pm, uint32_t pg, int64_t rank)
+{
+	if (pg >= pm->pg_n.n || pm->pg_n.v[pg] == UINT32_MAX)
+		return false;
+	const int64_t *v = pm->pg_members.v + pm->pg_off.v[pg];
+	return bsearch(&rank, v, pm->pg_n.v[pg], sizeof *v, cmp_i64) != NULL;
+}
+
+/* The members of every group, from the first trace that declares it. */
+static bool group_members(struct cd_pm *pm)
+{
+	if (!cd_vec_reserve(&pm->pg_n, pm->g.count) || !cd_vec_reserve(&pm->pg_off, pm->g.count))
+		return false;
+	pm->pg_n.n = pm->pg_off.n = pm->g.count;
+	for (uint32_t k = 0; k < pm->g.count; k++)
+		pm->pg_n.v[k] = UINT32_MAX;
+	for (int i = 0; i < pm->n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		for (uint32_t k = 0; k < s->pg_names.n; k++) {
+			uint32_t g = cd_pm_gid(pm, i, s->pg_names.v[k]);
+			if (g == CD_NOID || pm->pg_n.v[g] != UINT32_MAX)
+				continue;
+			uint32_t off = pm->pg_members.n, cnt = s->pg_ranks_n.v[k];
+			if (!cd_vec_reserve(&pm->pg_members, off + cnt))
+				return false;
+			if (cnt) {
+				memcpy(pm->pg_members.v + off, s->pg_ranks.v + s->pg_ranks_off.v[k],
+				       cnt * sizeof *pm->pg_members.v);
+				qsort(pm->pg_members.v + off, cnt, sizeof *pm->pg_members.v, cmp_i64);
+			}
+			pm->pg_members.n = off + cnt;
+			pm->pg_off.v[g] = off;
+			pm->pg_n.v[g] = cnt;
+		}
+	}
+	return true;
+}
+
+static bool find_findings(struct cd_pm *pm)
+{
+	int n = pm->n;
+	bool ok = false;
+	struct matcher mt = {.pm = pm};
+	uint32_t **ord = calloc((size_t)(n ? n : 1), sizeof *ord);
+	uint32_t *pos = calloc((size_t)(n ? n : 1), sizeof *pos);
+	const struct cd_crec **at = calloc((size_t)(n ? n : 1), sizeof *at);
+	int *has = calloc((size_t)(n ? n : 1), sizeof *has);
+	int *list = calloc((size_t)(n ? n : 1), sizeof *list);
+	struct tr *scratch = calloc((size_t)(n ? n : 1), sizeof *scratch);
+	mt.ln = calloc((size_t)(n ? n : 1), sizeof *mt.ln);
+	mt.act = calloc((size_t)(n ? n : 1), sizeof *mt.act);
+	mt.uneven = calloc(pm->g.count ? pm->g.count : 1, 1);
+	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act)
+		goto out;
+	for (uint32_t k = 0; k < pm->g.count; k++)
+		mt.uneven[k] = sizes_may_differ(cd_intern_str(&pm->g, k));
+	/* each rank's collectives by (group, seq) */
+	for (int i = 0; i < n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		ord[i] = malloc((s->colls.n ? s->colls.n : 1) * sizeof **ord);
+		if (!ord[i])
+			goto out;
+		struct pgseq *ks = malloc((s->colls.n ? s->colls.n : 1) * sizeof *ks);
+		if (!ks)
+			goto out;
+		for (uint32_t k = 0; k < s->colls.n; k++)
+			ks[k] = (struct pgseq){pm->tr[i][s->colls.v[k].pg], k, s->colls.v[k].seq};
+		qsort(ks, s->colls.n, sizeof *ks, cmp_pgseq);
+		for (uint32_t k = 0; k < s->colls.n; k++)
+			ord[i][k] = ks[k].idx;
+		free(ks);
+	}
+	/* group by group, in the order of their global ids */
+	for (;;) {
+		uint32_t pg = CD_NOID;
+		for (int i = 0; i < n; i++)
+			if (pos[i] < pm->r[i]->colls.n) {
+				uint32_t p = pm->tr[i][pm->r[i]->colls.v[ord[i][pos[i]]].pg];
+				if (pg == CD_NOID || p < pg)
+					pg = p;
+			}
+		if (pg == CD_NOID)
+			break;
+		mt.pg = pg;
+		mt.next = INT64_MIN;
+		for (int i = 0; i < n; i++) {
+			const struct cd_rank_summary *s = pm->r[i];
+			uint32_t e = pos[i];
+			while (e < s->colls.n && pm->tr[i][s->colls.v[ord[i][e]].pg] == pg)
+				e++;
+			mt.ln[i] = (struct lane){.idx = ord[i] + pos[i], .n = e - pos[i],
+						 .resume = INT64_MIN};
+			pos[i] = e;
+		}
+		/* a rank that is a member but issued nothing in this group hangs at
+		 * its first collective; a rank that is not a member is left out */
+		mt.nact = 0;
+		for (int i = 0; i < n; i++)
+			if (mt.ln[i].n > 0 || cd_pm_member(pm, pg, pm->r[i]->rank))
+				mt.act[mt.nact++] = i;
+		match_pg(&mt, at, has, list, scratch);
+	}
+	ok = true;
+out:
+	for (int i = 0; ord && i < n; i++)
+		free(ord[i]);
+	free(ord);
+	free(pos);
+	free(at);
+	free(has);
+	free(list);
+	free(scratch);
+	free(mt.ln);
+	free(mt.act);
+	free(mt.uneven);
+	return ok;
+}
+
+/* An empty trace is a finding about its rank. */
+static void empty_findings(struct cd_pm *pm)
+{
+	for (int i = 0; i < pm->nall; i++)
+		if (pm->all[i]->end == CD_END_EMPTY) {
+			struct cd_finding *f = new_finding(pm, CD_FK_EMPTY, CD_NOID, -1);
+			if (f)
+				f->trace = pm->all[i];
+		}
+}
+
+/* ---- step 3: order them ---- */
+
+static int finding_class(const struct cd_finding *f)
+{
+	if (f->kind == CD_FK_EMPTY)
+		return 0;          /* a rank that left nothing: the clearest evidence */
+	if (f->kind == CD_FK_GAP)
+		return 3;          /* lost events, not a fault of the job */
+	return f->time >= 0 ? 1 : 2;
+}
+
+static int cmp_finding(const void *a, const void *b)
+{
+	const struct cd_finding *x = a, *y = b;
+	int cx = finding_class(x), cy = finding_class(y);
+	if (cx != cy)
+		return cx < cy ? -1 : 1;
+	if (cx == 0) {
+		int64_t rx = x->trace->rank_from_name ? x->trace->rank : INT64_MAX;
+		int64_t ry = y->trace->rank_from_name ? y->trace->rank : INT64_MAX;
+		if (rx != ry)
+			return rx < ry ? -1 : 1;
+		return strcmp(x->trace->path, y->trace->path);
+	}
+	if (cx == 1 && x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	if (x->pg != y->pg) {
+		int c = strcmp(x->pg_name, y->pg_name);
+		if (c)
+			return c;
+	}
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	return x->odd.n && y->odd.n ? x->odd.v[0] - y->odd.v[0] : 0;
+}
+
+static void order_findings(struct cd_pm *pm)
+{
+	if (pm->f.n > 1)
+		qsort(pm->f.v, pm->f.n, sizeof *pm->f.v, cmp_finding);
+}
+
+/* ---- the per-module count table ---- */
+
+int64_t cd_pm_rank_region(const struct cd_pm *pm, int i, int64_t region, bool *done)
+{
+	const struct cd_rank_summary *s = pm->r[i];
+	*done = false;
+	if (s->rgn_sorted) {
+		uint32_t lo = 0, hi = s->rgn.n;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (s->rgn.v[mid].region < region)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		/* the last of equal ids, as the search below finds it */
+		while (lo + 1 < s->rgn.n && s->rgn.v[lo + 1].region == region)
+			lo++;
+		if (lo < s->rgn.n && s->rgn.v[lo].region == region) {
+			*done = s->rgn.v[lo].done;
+			return s->rgn.v[lo].colls;
+		}
+		return -1;
+	}
+	for (uint32_t k = s->rgn.n; k-- > 0;)
+		if (s->rgn.v[k].region == region) {
+			*done = s->rgn.v[k].done;
+			return s->rgn.v[k].colls;
+		}
+	return -1;
+}
+
+typedef CD_VEC(int64_t) i64vec;
+
+/* The regions every rank finished, sorted. */
+static bool common_regions(const struct cd_pm *pm, i64vec *common)
+{
+	for (int i = 0; i < pm->n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		int64_t *d = malloc((s->rgn.n ? s->rgn.n : 1) * sizeof *d);
+		uint32_t nd = 0;
+		if (!d)
+			return false;
+		for (uint32_t k = 0; k < s->rgn.n; k++)
+			if (s->rgn.v[k].done)
+				d[nd++] = s->rgn.v[k].region;
+		qsort(d, nd, sizeof *d, cmp_i64);
+		if (i == 0) {
+			for (uint32_t k = 0; k < nd; k++)
+				if (!k || d[k] != d[k - 1])
+					cd_vec_push(common, d[k]);
+		} else {
+			uint32_t w = 0;
+			for (uint32_t k = 0; k < common->n; k++)
+				if (bsearch(&common->v[k], d, nd, sizeof *d, cmp_i64))
+					common->v[w++] = common->v[k];
+			common->n = w;
+		}
+		free(d);
+	}
+	return true;
+}
+
+struct rowhit { uint32_t row; int64_t region; int rank; uint64_t n; };
+
+static int cmp_rowhit(const void *a, const void *b)
+{
+	const struct rowhit *x = a, *y = b;
+	if (x->row != y->row)
+		return x->row < y->row ? -1 : 1;
+	if (x->region != y->region)
+		return x->region < y->region ? -1 : 1;
+	return x->rank - y->rank;
+}
+
+static void module_rows(struct cd_pm *pm)
+{
+	struct cd_intern keys = {0};
+	i64vec common = {0};
+	CD_VEC(struct rowhit) hits = {0};
+	CD_VEC(uint32_t) keep = {0};   /* per key: row index + 1 when differing */
+	char buf[64];
+
+	if (!common_regions(pm, &common) || !common.n)
+		goto out;
+	for (int i = 0; i < pm->n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		for (uint32_t k = 0; k < s->mods.n; k++) {
+			const struct cd_modcount *mc = &s->mods.v[k];
+			if (!bsearch(&mc->region, common.v, common.n, sizeof *common.v, cmp_i64))
+				continue;
+			uint32_t key[3] = {cd_pm_gid(pm, i, mc->module), cd_pm_gid(pm, i, mc->coll),
+					   mc->bw};
+			memcpy(buf, key, sizeof key);
+			uint32_t before = keys.count;
+			uint32_t id = cd_intern(&keys, buf, sizeof key);
+			if (id == CD_NOID)
+				continue;
+			if (id >= before) {
+				struct cd_modrow row = {key[0], key[1], mc->bw != 0,
+							calloc((size_t)pm->n, sizeof(uint64_t)), -1};
+				if (!row.counts || !cd_vec_push(&pm->rows, row)) {
+					free(row.counts);
+					continue;
+				}
+			}
+			if (id < pm->rows.n)
+				pm->rows.v[id].counts[i] += mc->n;
+		}
+	}
+	/* keep the rows where ranks differ */
+	if (!cd_vec_reserve(&keep, pm->rows.n + 1))
+		goto out;
+	uint32_t w = 0;
+	for (uint32_t i = 0; i < pm->rows.n; i++) {
+		bool differ = false;
+		for (int k = 1; k < pm->n && !differ; k++)
+			differ = pm->rows.v[i].counts[k] != pm->rows.v[i].counts[0];
+		keep.v[i] = differ ? w + 1 : 0;
+		if (differ)
+			pm->rows.v[w++] = pm->rows.v[i];
+		else
+			free(pm->rows.v[i].counts);
+	}
+	uint32_t nkeys = pm->rows.n;
+	pm->rows.n = w;
+	if (!w)
+		goto out;
+	/* the first region where each kept row differs */
+	for (int i = 0; i < pm->n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		for (uint32_t k = 0; k < s->mods.n; k++) {
+			const struct cd_modcount *mc = &s->mods.v[k];
+			uint32_t key[3] = {cd_pm_gid(pm, i, mc->module), cd_pm_gid(pm, i, mc->coll),
+					   mc->bw};
+			uint32_t id = cd_intern_find(&keys, (const char *)key, sizeof key);
+			if (id == CD_NOID || id >= nkeys || !keep.v[id])
+				continue;
+			if (!bsearch(&mc->region, common.v, common.n, sizeof *common.v, cmp_i64))
+				continue;
+			struct rowhit h = {keep.v[id] - 1, mc->region, i, mc->n};
+			cd_vec_push(&hits, h);
+		}
+	}
+	if (hits.n)
+		qsort(hits.v, hits.n, sizeof *hits.v, cmp_rowhit);
+	for (uint32_t a = 0, b; a < hits.n; a = b) {
+		for (b = a; b < hits.n && hits.v[b].row == hits.v[a].row &&
+			    hits.v[b].region == hits.v[a].region; b++)
+			;
+		struct cd_modrow *row = &pm->rows.v[hits.v[a].row];
+		if (row->region >= 0)
+			continue;
+		bool differ = (int)(b - a) != pm->n;
+		for (uint32_t k = a + 1; k < b && !differ; k++)
+			differ = hits.v[k].n != hits.v[a].n;
+		if (differ)
+			row->region = hits.v[a].region;
+	}
+out:
+	cd_vec_free(&common);
+	cd_vec_free(&hits);
+	cd_vec_free(&keep);
+	cd_intern_free(&keys);
+}
+
+/* ---- the step summary: runs of regions where every rank finished with
+ * the same count, and each region where the ranks differ ---- */
+
+static void step_lines(struct cd_pm *pm)
+{
+	CD_VEC(int64_t) ids = {0};
+	uint32_t *cur = calloc((size_t)(pm->n ? pm->n : 1), sizeof *cur);
+	if (!cur)
+		return;
+	for (int i = 0; i < pm->n; i++)
+		for (uint32_t k = 0; k < pm->r[i]->rgn.n; k++)
+			if (!cd_vec_push(&ids, pm->r[i]->rgn.v[k].region))
+				goto out;
+	if (!ids.n)
+		goto out;
+	qsort(ids.v, ids.n, sizeof *ids.v, cmp_i64);
+	for (uint32_t a = 0; a < ids.n;) {
+		int64_t region = ids.v[a];
+		while (a < ids.n && ids.v[a] == region)
+			a++;
+		bool uniform = true;
+		int64_t colls = -1;
+		for (int i = 0; i < pm->n && uniform; i++) {
+			/* regions come in trace order: a cursor per rank, a search
+			 * only when a trace numbers them out of order */
+			const struct cd_rank_summary *s = pm->r[i];
+			while (cur[i] < s->rgn.n && s->rgn.v[cur[i]].region < region)
+				cur[i]++;
+			bool done = false;
+			int64_t c = -1;
+			if (cur[i] < s->rgn.n && s->rgn.v[cur[i]].region == region) {
+				done = s->rgn.v[cur[i]].done;
+				c = s->rgn.v[cur[i]].colls;
+			} else if (cur[i] < s->rgn.n) {
+				c = cd_pm_rank_region(pm, i, region, &done);
+			}
+			if (c < 0 || !done || (colls >= 0 && c != colls))
+				uniform = false;
+			colls = c;
+		}
+		struct cd_stepline *last = pm->steps.n ? &pm->steps.v[pm->steps.n - 1] : NULL;
+		if (uniform && last && last->uniform && last->colls == (uint32_t)colls) {
+			last->last = region;
+			last->nregions++;
+			continue;
+		}
+		struct cd_stepline l = {region, region, 1, uniform, uniform ? (uint32_t)colls : 0};
+		cd_vec_push(&pm->steps, l);
+	}
+out:
+	free(cur);
+	cd_vec_free(&ids);
+}
+
+bool cd_pm_build(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n, int64_t late_ns)
+{
+	memset(pm, 0, sizeof *pm);
+	pm->late_ns = late_ns > 0 ? late_ns : CD_LATE_DEFAULT_NS;
+	if (!group_ranks(pm, sums, n) || !group_members(pm))
+		return false;
+	empty_findings(pm);
+	if (!find_findings(pm))
+		return false;
+	order_findings(pm);
+	module_rows(pm);
+	step_lines(pm);
+	return true;
+}
+
+void cd_pm_free(struct cd_pm *pm)
+{
+	for (uint32_t k = 0; k < pm->f.n; k++) {
+		cd_vec_free(&pm->f.v[k].odd);
+		cd_vec_free(&pm->f.v[k].odd_rec);
+		cd_vec_free(&pm->f.v[k].others);
+	}
+	cd_vec_free(&pm->f);
+	for (uint32_t k = 0; k < pm->rows.n; k++)
+		free(pm->rows.v[k].counts);
+	cd_vec_free(&pm->rows);
+	cd_vec_free(&pm->steps);
+	for (int i = 0; pm->tr && i < pm->n; i++)
+		free(pm->tr[i]);
+	free(pm->tr);
+	cd_intern_free(&pm->g);
+	cd_vec_free(&pm->dups);
+	cd_vec_free(&pm->missing);
+	cd_vec_free(&pm->pg_n);
+	cd_vec_free(&pm->pg_off);
+	cd_vec_free(&pm->pg_members);
+	free(pm->all);
+	free(pm->r);
+	memset(pm, 0, sizeof *pm);
+}

@@ -1,0 +1,126 @@
+/* Findings of a post-mortem across ranks (the analysis behind `ranks`).
+ *
+ * Matching.  Collectives are matched per process group by sequence number.
+ * At each position the ranks' records are compared on collective, dtype,
+ * bytes (not for collectives whose payload may differ between ranks),
+ * issuing module, phase (forward, backward, recompute) and region; the
+ * majority (ties: the lowest rank) is the reference, the others are odd.
+ *
+ * Propagation: one fault, one finding.  A rank found odd at a position is
+ * realigned against a reference rank over the next 8 positions, trying, for
+ * k = 1..4 in turn: it agrees again from position +k on (a swap or a
+ * one-off: positions up to +k-1 belong to the finding, nothing shifts); it
+ * skipped k collectives (its later ones are the others' +k: a `skip`
+ * finding, and the rank is compared shifted from then on); it issued k
+ * extra collectives (`extra`).  A rank that realigns no way is left out of
+ * the rest of that group: everything after its fault is a consequence.
+ * A rank whose trace lacks seq N but holds a later one has a `gap`; a rank
+ * whose trace ends before a position the others reached `hang`s there.
+ *
+ * Time.  Event times are t0 (the host's wall clock at the recorder's start,
+ * unix ns) + t, so hosts are aligned by their clocks: a skew below late_ns
+ * is tolerated.  A rank reaching a collective more than late_ns after every
+ * other member is a `straggler` (reported once while its delay stays within
+ * late_ns of the reported one).
+ *
+ * Layering: reads summaries only (ranks.h), prints nothing. */
+#ifndef CD_FINDINGS_H
+#define CD_FINDINGS_H
+
+#include "intern.h"
+#include "ranks.h"
+#include "vec.h"
+
+enum cd_fkind {
+	CD_FK_EMPTY,       /* a rank's trace holds no event */
+	CD_FK_TYPE,        /* another collective at the same position */
+	CD_FK_DTYPE,
+	CD_FK_SIZE,
+	CD_FK_DESYNC,      /* same collective and payload, another module, phase or region */
+	CD_FK_SKIP,        /* the rank skipped collectives: its later ones are shifted */
+	CD_FK_EXTRA,       /* the rank issued collectives the others did not */
+	CD_FK_HANG,        /* the rank's trace ends before a collective the others reached */
+	CD_FK_STRAGGLER,   /* the rank reached a collective late */
+	CD_FK_GAP,         /* the rank's trace lacks sequence numbers */
+	CD_FK__COUNT,
+};
+extern const char *const cd_fkind_names[];
+
+struct cd_finding {
+	enum cd_fkind kind;
+	uint32_t pg;                  /* id in pm->g */
+	const char *pg_name;          /* its name (in pm->g) */
+	int64_t seq, seq_end;         /* positions [seq, seq_end] */
+	int ref;                      /* a rank of the other side (index in pm->r), -1: none */
+	const struct cd_crec *ref_rec;   /* its record at seq, or NULL */
+	CD_VEC(int) odd;              /* the ranks the finding is about (indexes in pm->r) */
+	CD_VEC(const struct cd_crec *) odd_rec;   /* what each issued at seq (NULL: nothing) */
+	CD_VEC(int) others;           /* the ranks of the other side */
+	int64_t time;                 /* earliest arrival at seq (unix ns), -1: unknown */
+	int64_t t_last;               /* latest arrival, -1: unknown */
+	int last_rank;                /* who arrived last (index in pm->r), -1 */
+	int64_t delay;                /* straggler: how late; hang: longest wait; -1 */
+	int64_t count;                /* skip, extra, gap: how many positions */
+	const struct cd_rank_summary *trace;   /* empty: the trace */
+};
+
+/* A row of the per-module count table: a (module, direction, collective)
+ * whose count differs between ranks over the regions every rank finished. */
+struct cd_modrow {
+	uint32_t module, coll;        /* ids in pm->g */
+	bool bw;
+	uint64_t *counts;             /* per rank (index in pm->r) */
+	int64_t region;               /* the first region where counts differ, -1 */
+};
+
+/* One line of the step summary: regions [first, last] in which the ranks
+ * are in the same state, or one region where they differ. */
+struct cd_stepline {
+	int64_t first, last;
+	uint32_t nregions;
+	bool uniform;                 /* every rank finished each with the same count */
+	uint32_t colls;               /* uniform: collectives per region and rank */
+};
+
+struct cd_pm {
+	struct cd_rank_summary **all; /* every summary, by rank then path */
+	int nall;
+	struct cd_rank_summary **r;   /* the ranks compared (a rank each) */
+	int n;
+	CD_VEC(int) dups;             /* indexes in all of traces left out as duplicates */
+	CD_VEC(int64_t) missing;      /* ranks below world_size without any trace */
+	int64_t world;
+	int64_t start;                /* job start: the earliest t0 (unix ns), 0 unknown */
+	int64_t late_ns;
+	bool bad, cut;
+	CD_VEC(uint32_t) pg_n;        /* per id in g: members of that group, UINT32_MAX: unknown */
+	CD_VEC(uint32_t) pg_off;      /* ... their offset in pg_members */
+	CD_VEC(int64_t) pg_members;
+	struct cd_intern g;           /* strings of every rank */
+	uint32_t **tr;                /* per rank: summary string id -> id in g */
+	CD_VEC(struct cd_finding) f;  /* in report order: the first is the likeliest cause */
+	CD_VEC(struct cd_modrow) rows;
+	CD_VEC(struct cd_stepline) steps;
+	uint64_t visits;              /* rank records looked at while matching (work done) */
+};
+
+/* Build the post-mortem of n summaries (they must outlive pm).  Returns
+ * false when out of memory (pm is then still safe to free). */
+bool cd_pm_build(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n, int64_t late_ns);
+void cd_pm_free(struct cd_pm *pm);
+
+/* Global id of summary string id of rank i. */
+static inline uint32_t cd_pm_gid(const struct cd_pm *pm, int i, uint32_t id)
+{
+	return id == CD_NOID || id >= pm->r[i]->s.count ? CD_NOID : pm->tr[i][id];
+}
+static inline const char *cd_pm_str(const struct cd_pm *pm, uint32_t gid)
+{
+	return gid == CD_NOID ? "" : cd_intern_str(&pm->g, gid);
+}
+
+/* Ranks per step state of region `region` for rank i: -1 absent, else the
+ * collectives it issued there; *done: it finished the region. */
+int64_t cd_pm_rank_region(const struct cd_pm *pm, int i, int64_t region, bool *done);
+
+#endif

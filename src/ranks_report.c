@@ -1,0 +1,1055 @@
+/* The post-mortem report of `ranks` (text and JSON) and the flat listing
+ * of `colls`.  The analysis is in findings.c; this file only prints. */
+#include "ranks.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "findings.h"
+
+/* Text output lists this many findings and unequal steps at most (JSON all). */
+#define TEXT_MAX_FINDINGS 20
+#define TEXT_MAX_STEPS 12
+
+/* ---- small pieces ---- */
+
+static double secs(const struct cd_pm *pm, int64_t t)
+{
+	return (double)(t - pm->start) / 1e9;
+}
+
+static bool timed(const struct cd_pm *pm, int64_t t)
+{
+	return pm->start > 0 && t >= 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* "rank 3" or "ranks 0-2,4-7" from indexes into pm->r (sorted by rank). */
+static void text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n)
+{
+	int *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		return;
+	if (n) {
+		memcpy(v, idx, n * sizeof *v);
+		qsort(v, n, sizeof *v, cmp_int);
+	}
+	cd_out_str(o, n == 1 ? "rank " : "ranks ");
+	for (uint32_t a = 0, b; a < n; a = b + 1) {
+		for (b = a; b + 1 < n && pm->r[v[b + 1]]->rank == pm->r[v[b]]->rank + 1; b++)
+			;
+		cd_out_printf(o, "%s%" PRId64, a ? "," : "", pm->r[v[a]]->rank);
+		if (b > a)
+			cd_out_printf(o, "-%" PRId64, pm->r[v[b]]->rank);
+	}
+	free(v);
+}
+
+static void json_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n)
+{
+	int *v = malloc((n ? n : 1) * sizeof *v);
+	cd_pj_begin_arr(o);
+	if (v && n) {
+		memcpy(v, idx, n * sizeof *v);
+		qsort(v, n, sizeof *v, cmp_int);
+		for (uint32_t k = 0; k < n; k++)
+			cd_pj_int(o, pm->r[v[k]]->rank);
+	}
+	cd_pj_end(o);
+	free(v);
+}
+
+static void json_secs(struct cd_out *o, const struct cd_pm *pm, int64_t t)
+{
+	char buf[48];
+	if (!timed(pm, t)) {
+		cd_pj_raw(o, "null", 4);
+		return;
+	}
+	int len = snprintf(buf, sizeof buf, "%.6f", secs(pm, t));
+	cd_pj_raw(o, buf, (size_t)len);
+}
+
+static void json_dur(struct cd_out *o, int64_t ns)
+{
+	char buf[48];
+	if (ns < 0) {
+		cd_pj_raw(o, "null", 4);
+		return;
+	}
+	int len = snprintf(buf, sizeof buf, "%.6f", (double)ns / 1e9);
+	cd_pj_raw(o, buf, (size_t)len);
+}
+
+/* region 3 "step 3" */
+static void text_region(struct cd_out *o, const struct cd_rank_summary *s, int64_t region)
+{
+	const char *l = cd_rank_label(s, region);
+	if (region < 0) {
+		cd_out_str(o, "outside any region");
+		return;
+	}
+	cd_out_printf(o, "region %" PRId64, region);
+	if (l)
+		cd_out_printf(o, " \"%s\"", l);
+}
+
+static void json_region(struct cd_out *o, const struct cd_rank_summary *s, int64_t region)
+{
+	const char *l = region >= 0 ? cd_rank_label(s, region) : NULL;
+	cd_pj_key(o, "region");
+	if (region >= 0)
+		cd_pj_int(o, region);
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, "label");
+	if (l)
+		cd_pj_cstr(o, l);
+	else
+		cd_pj_raw(o, "null", 4);
+}
+
+/* c10d.allreduce_ of 4096 bytes torch.float32 */
+static void text_payload(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c)
+{
+	cd_out_str(o, cd_rank_str(s, c->coll));
+	if (c->has_bytes)
+		cd_out_printf(o, " of %" PRId64 " bytes", c->bytes);
+	if (c->dtype != CD_NOID)
+		cd_out_printf(o, " %s", cd_rank_str(s, c->dtype));
+}
+
+/* from Net.blocks.1 (forward, region 3 "step 3") */
+static void text_where(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c)
+{
+	cd_out_printf(o, "from %s (%s, ", cd_rank_str(s, c->module), cd_phase_names[c->phase]);
+	text_region(o, s, c->region);
+	cd_out_str(o, ")");
+}
+
+/* The fields of a collective record, with its rank, region and label. */
+static void json_crec_fields(struct cd_out *o, const struct cd_rank_summary *s,
+			     const struct cd_crec *c, const struct cd_pm *pm)
+{
+	cd_pj_key(o, "rank");
+	cd_pj_int(o, s->rank);
+	cd_pj_key(o, "pg");
+	cd_pj_cstr(o, cd_rank_str(s, c->pg));
+	cd_pj_key(o, "seq");
+	cd_pj_int(o, c->seq);
+	cd_pj_key(o, "collective");
+	cd_pj_cstr(o, cd_rank_str(s, c->coll));
+	cd_pj_key(o, "bytes");
+	if (c->has_bytes)
+		cd_pj_int(o, c->bytes);
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, "dtype");
+	if (c->dtype != CD_NOID)
+		cd_pj_cstr(o, cd_rank_str(s, c->dtype));
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, "module");
+	cd_pj_cstr(o, cd_rank_str(s, c->module));
+	cd_pj_key(o, "phase");
+	cd_pj_cstr(o, cd_phase_names[c->phase]);
+	json_region(o, s, c->region);
+	cd_pj_key(o, "time_s");
+	if (pm)
+		json_secs(o, pm, c->time);
+	else
+		cd_pj_raw(o, "null", 4);
+}
+
+static const struct cd_crec *last_coll(const struct cd_rank_summary *s)
+{
+	return s->colls.n ? &s->colls.v[s->colls.n - 1] : NULL;
+}
+
+/* How a trace ended, in words (no times: those are shown per group). */
+static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	switch (s->end) {
+	case CD_END_CLOSED:
+		cd_out_str(o, "closed");
+		break;
+	case CD_END_ABRUPT:
+		cd_out_str(o, "ended abruptly inside ");
+		text_region(o, s, s->open_region);
+		break;
+	case CD_END_CUT:
+		cd_out_str(o, "cut (a partial line or frame at its end)");
+		if (s->in_region) {
+			cd_out_str(o, " inside ");
+			text_region(o, s, s->open_region);
+		}
+		break;
+	case CD_END_EMPTY:
+		cd_out_str(o, s->cut_first ? "empty: cut before its first line" : "empty");
+		break;
+	case CD_END_ERROR:
+		cd_out_printf(o, "error: %s", s->error ? s->error : "unreadable");
+		break;
+	}
+}
+
+/* Where a rank was when its trace ends (no times). */
+static void text_state(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	if (s->end == CD_END_CLOSED) {
+		cd_out_str(o, "went on to the end of its trace (closed)");
+		return;
+	}
+	cd_out_str(o, "stopped in ");
+	if (!s->stack.n)
+		cd_out_str(o, "no module");
+	for (uint32_t k = 0; k < s->stack.n; k++)
+		cd_out_printf(o, "%s%s (%s)", k ? " > " : "", cd_rank_str(s, s->stack.v[k].module),
+			      cd_phase_names[s->stack.v[k].phase]);
+	const struct cd_crec *lc = last_coll(s);
+	if (lc) {
+		cd_out_printf(o, "; last collective pg %s seq %" PRId64 " %s ",
+			      cd_rank_str(s, lc->pg), lc->seq, cd_rank_str(s, lc->coll));
+		text_where(o, s, lc);
+	} else {
+		cd_out_str(o, "; no collective");
+	}
+	if (s->has_last_op)
+		cd_out_printf(o, "; last op %s in %s", cd_rank_str(s, s->last_op),
+			      cd_rank_str(s, s->last_op_module));
+	cd_out_str(o, "; trace ");
+	text_end(o, s);
+}
+
+/* Print ranks grouped by the text fn gives each; times: the range of
+ * their last events.  prefix goes before each group line. */
+static void text_groups(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n,
+			void (*fn)(struct cd_out *, const struct cd_rank_summary *),
+			const char *prefix)
+{
+	struct cd_intern keys = {0};
+	struct grp { CD_VEC(int) r; int64_t lo, hi; } *g = calloc(n ? n : 1, sizeof *g);
+	uint32_t ng = 0;
+	struct cd_out tmp;
+
+	cd_out_init(&tmp, NULL);
+	tmp.hold = true;
+	if (!g)
+		goto out;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct cd_rank_summary *s = pm->r[idx[k]];
+		tmp.len = 0;
+		fn(&tmp, s);
+		uint32_t id = cd_intern(&keys, tmp.buf ? tmp.buf : "", (uint32_t)tmp.len);
+		if (id == CD_NOID)
+			continue;
+		if (id >= ng) {
+			ng = id + 1;
+			g[id].lo = g[id].hi = -1;
+		}
+		cd_vec_push(&g[id].r, idx[k]);
+		if (s->last_time >= 0) {
+			if (g[id].lo < 0 || s->last_time < g[id].lo)
+				g[id].lo = s->last_time;
+			if (s->last_time > g[id].hi)
+				g[id].hi = s->last_time;
+		}
+	}
+	for (uint32_t id = 0; id < ng; id++) {
+		cd_out_str(o, prefix);
+		text_ranks(o, pm, g[id].r.v, g[id].r.n);
+		if (g[id].r.n == 1 && pm->n > 8)
+			cd_out_printf(o, " (%s)", pm->r[g[id].r.v[0]]->path);
+		cd_out_str(o, ": ");
+		cd_out_write(o, cd_intern_str(&keys, id), cd_intern_len(&keys, id));
+		if (timed(pm, g[id].lo)) {
+			if (g[id].lo == g[id].hi)
+				cd_out_printf(o, " at %.3f s", secs(pm, g[id].lo));
+			else
+				cd_out_printf(o, " at %.3f-%.3f s", secs(pm, g[id].lo), secs(pm, g[id].hi));
+		}
+		cd_out_str(o, "\n");
+		cd_vec_free(&g[id].r);
+	}
+out:
+	free(g);
+	cd_out_free(&tmp);
+	cd_intern_free(&keys);
+}
+
+/* ---- the trace list ---- */
+
+static void text_traces(struct cd_out *o, const struct cd_pm *pm)
+{
+	cd_out_printf(o, "%d trace%s, world size %" PRId64, pm->nall, pm->nall == 1 ? "" : "s",
+		      pm->world);
+	if (pm->start > 0) {
+		time_t t = (time_t)(pm->start / 1000000000);
+		struct tm tm;
+		char buf[64];
+		if (gmtime_r(&t, &tm) && strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm))
+			cd_out_printf(o, "; times are seconds from the job's start, %s", buf);
+	}
+	cd_out_str(o, "\n");
+	if (pm->nall <= 8) {
+		/* a few: one line each */
+		for (int i = 0; i < pm->nall; i++) {
+			const struct cd_rank_summary *s = pm->all[i];
+			if (s->has_rank)
+				cd_out_printf(o, "  rank %-4" PRId64, s->rank);
+			else
+				cd_out_str(o, "  rank ?   ");
+			cd_out_printf(o, " %s: %" PRIu64 " events, %" PRIu64 " regions, %u collectives; ",
+				      s->path, s->events, s->regions, s->colls.n);
+			text_end(o, s);
+			if (!s->has_rank && s->end != CD_END_EMPTY && s->end != CD_END_ERROR)
+				cd_out_str(o, "; no rank in its meta event: left out");
+			if (s->end != CD_END_CLOSED && timed(pm, s->last_time))
+				cd_out_printf(o, "; last event at %.3f s", secs(pm, s->last_time));
+			cd_out_str(o, "\n");
+		}
+	} else {
+		int *idx = malloc((size_t)(pm->n ? pm->n : 1) * sizeof *idx);
+		if (idx) {
+			for (int i = 0; i < pm->n; i++)
+				idx[i] = i;
+			text_groups(o, pm, idx, (uint32_t)pm->n, text_end, "  ");
+			free(idx);
+		}
+		for (int i = 0; i < pm->nall; i++) {
+			const struct cd_rank_summary *s = pm->all[i];
+			if (s->has_rank)
+				continue;
+			cd_out_str(o, "  rank ?    ");
+			cd_out_printf(o, "%s: ", s->path);
+			text_end(o, s);
+			cd_out_str(o, "\n");
+		}
+	}
+	if (pm->missing.n) {
+		cd_out_str(o, "missing ranks: ");
+		for (uint32_t i = 0; i < pm->missing.n; i++)
+			cd_out_printf(o, "%s%" PRId64, i ? "," : "", pm->missing.v[i]);
+		cd_out_str(o, "\n");
+	}
+	for (uint32_t i = 0; i < pm->dups.n; i++)
+		cd_out_printf(o, "duplicate rank %" PRId64 ": %s (left out)\n",
+			      pm->all[pm->dups.v[i]]->rank, pm->all[pm->dups.v[i]]->path);
+}
+
+/* ---- findings, in words ---- */
+
+static const struct cd_rank_summary *fsum(const struct cd_pm *pm, int i)
+{
+	return pm->r[i];
+}
+
+static void text_pos(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
+{
+	cd_out_printf(o, "pg %s seq %" PRId64, cd_pm_str(pm, f->pg), f->seq);
+	if (f->seq_end > f->seq)
+		cd_out_printf(o, "-%" PRId64, f->seq_end);
+}
+
+/* The sentence that names the culprit: its rank(s), module and step. */
+static void text_headline(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
+{
+	const struct cd_rank_summary *rs = f->ref >= 0 ? fsum(pm, f->ref) : NULL;
+	const struct cd_crec *rc = f->ref_rec;
+	const struct cd_rank_summary *os = f->odd.n ? fsum(pm, f->odd.v[0]) : NULL;
+	const struct cd_crec *oc = f->odd_rec.n ? f->odd_rec.v[0] : NULL;
+
+	cd_out_printf(o, "%s: ", cd_fkind_names[f->kind]);
+	switch (f->kind) {
+	case CD_FK_EMPTY:
+		if (f->trace->rank_from_name)
+			cd_out_printf(o, "rank %" PRId64 " (by its file name)", f->trace->rank);
+		else
+			cd_out_str(o, "a rank");
+		cd_out_printf(o, " left no event: its trace %s is %s", f->trace->path,
+			      f->trace->cut_first ? "cut before its first line"
+						  : "empty");
+		break;
+	case CD_FK_TYPE:
+	case CD_FK_DTYPE:
+	case CD_FK_SIZE:
+	case CD_FK_DESYNC:
+		text_ranks(o, pm, f->odd.v, f->odd.n);
+		cd_out_str(o, " issued ");
+		text_payload(o, os, oc);
+		cd_out_str(o, " ");
+		text_where(o, os, oc);
+		cd_out_str(o, " at ");
+		text_pos(o, pm, f);
+		if (f->seq_end > f->seq)
+			cd_out_str(o, " (first of them)");
+		cd_out_str(o, ", where ");
+		text_ranks(o, pm, f->others.v, f->others.n);
+		cd_out_str(o, " issued ");
+		text_payload(o, rs, rc);
+		cd_out_str(o, " ");
+		text_where(o, rs, rc);
+		break;
+	case CD_FK_SKIP:
+		text_ranks(o, pm, f->odd.v, f->odd.n);
+		cd_out_printf(o, " skipped %" PRId64 " collective%s at ", f->count,
+			      f->count == 1 ? "" : "s");
+		text_pos(o, pm, f);
+		cd_out_str(o, ": ");
+		text_payload(o, rs, rc);
+		cd_out_str(o, " ");
+		text_where(o, rs, rc);
+		cd_out_str(o, ", which ");
+		text_ranks(o, pm, f->others.v, f->others.n);
+		cd_out_printf(o, " issued; its later collectives are shifted by %" PRId64, f->count);
+		break;
+	case CD_FK_EXTRA:
+		text_ranks(o, pm, f->odd.v, f->odd.n);
+		cd_out_printf(o, " issued %" PRId64 " collective%s the others did not at ", f->count,
+			      f->count == 1 ? "" : "s");
+		text_pos(o, pm, f);
+		cd_out_str(o, ": ");
+		text_payload(o, os, oc);
+		cd_out_str(o, " ");
+		text_where(o, os, oc);
+		cd_out_str(o, ", before what ");
+		text_ranks(o, pm, f->others.v, f->others.n);
+		cd_out_str(o, " issued there");
+		break;
+	case CD_FK_HANG:
+		text_ranks(o, pm, f->odd.v, f->odd.n);
+		cd_out_str(o, " never reached ");
+		text_pos(o, pm, f);
+		cd_out_str(o, " ");
+		text_payload(o, rs, rc);
+		cd_out_str(o, " ");
+		text_where(o, rs, rc);
+		cd_out_str(o, ", which ");
+		text_ranks(o, pm, f->others.v, f->others.n);
+		cd_out_str(o, f->others.n == 1 ? " was" : " were");
+		cd_out_str(o, " waiting in");
+		break;
+	case CD_FK_STRAGGLER:
+		text_ranks(o, pm, f->odd.v, f->odd.n);
+		cd_out_str(o, " reached ");
+		text_pos(o, pm, f);
+		cd_out_str(o, " ");
+		text_payload(o, rs, rc);
+		cd_out_str(o, " ");
+		text_where(o, rs, rc);
+		cd_out_printf(o, " %.1f s after ", (double)f->delay / 1e9);
+		text_ranks(o, pm, f->others.v, f->others.n);
+		break;
+	case CD_FK_GAP:
+		cd_out_str(o, "the trace of ");
+		text_ranks(o, pm, f->odd.v, f->odd.n);
+		cd_out_str(o, " lacks ");
+		text_pos(o, pm, f);
+		cd_out_str(o, " but holds later ones (events lost; compared without them)");
+		break;
+	case CD_FK__COUNT:
+		break;
+	}
+	cd_out_str(o, "\n");
+}
+
+static void text_finding(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f,
+			 uint32_t num)
+{
+	cd_out_printf(o, "%u. ", num);
+	text_headline(o, pm, f);
+	if (f->kind == CD_FK_EMPTY || f->kind == CD_FK_GAP)
+		return;
+	if (f->others.n && timed(pm, f->time)) {
+		cd_out_str(o, "     ");
+		text_ranks(o, pm, f->others.v, f->others.n);
+		if (f->kind == CD_FK_HANG && f->delay >= 0)
+			cd_out_printf(o, ": reached it from %.3f s and waited up to %.3f s, until "
+					 "their traces end\n", secs(pm, f->time), (double)f->delay / 1e9);
+		else
+			cd_out_printf(o, ": reached it from %.3f s\n", secs(pm, f->time));
+	}
+	if (f->last_rank >= 0 && f->kind != CD_FK_HANG && timed(pm, f->t_last))
+		cd_out_printf(o, "     arrived last: rank %" PRId64 " at %.3f s\n",
+			      pm->r[f->last_rank]->rank, secs(pm, f->t_last));
+	text_groups(o, pm, f->odd.v, f->odd.n, text_state, "     ");
+}
+
+/* ---- findings, as JSON ---- */
+
+static void json_state(struct cd_out *o, const struct cd_pm *pm, const struct cd_rank_summary *s)
+{
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "rank");
+	cd_pj_int(o, s->rank);
+	cd_pj_key(o, "end");
+	cd_pj_cstr(o, cd_end_names[s->end]);
+	cd_pj_key(o, "last_event_s");
+	json_secs(o, pm, s->last_time);
+	json_region(o, s, s->in_region ? s->open_region : -1);
+	cd_pj_key(o, "stack");
+	cd_pj_begin_arr(o);
+	for (uint32_t k = 0; k < s->stack.n; k++) {
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "module");
+		cd_pj_cstr(o, cd_rank_str(s, s->stack.v[k].module));
+		cd_pj_key(o, "phase");
+		cd_pj_cstr(o, cd_phase_names[s->stack.v[k].phase]);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+	cd_pj_key(o, "last_collective");
+	const struct cd_crec *lc = last_coll(s);
+	if (lc) {
+		cd_pj_begin_obj(o);
+		json_crec_fields(o, s, lc, pm);
+		cd_pj_end(o);
+	} else {
+		cd_pj_raw(o, "null", 4);
+	}
+	cd_pj_key(o, "last_op");
+	if (s->has_last_op) {
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "name");
+		cd_pj_cstr(o, cd_rank_str(s, s->last_op));
+		cd_pj_key(o, "module");
+		cd_pj_cstr(o, cd_rank_str(s, s->last_op_module));
+		cd_pj_end(o);
+	} else {
+		cd_pj_raw(o, "null", 4);
+	}
+	cd_pj_end(o);
+}
+
+static void json_finding(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
+{
+	struct cd_out tmp;
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "kind");
+	cd_pj_cstr(o, cd_fkind_names[f->kind]);
+	cd_pj_key(o, "text");
+	cd_out_init(&tmp, NULL);
+	tmp.hold = true;
+	text_headline(&tmp, pm, f);
+	cd_pj_str(o, tmp.buf ? tmp.buf : "", tmp.len ? tmp.len - 1 : 0);
+	cd_out_free(&tmp);
+	cd_pj_key(o, "ranks");
+	if (f->kind == CD_FK_EMPTY) {
+		cd_pj_begin_arr(o);
+		if (f->trace->rank_from_name)
+			cd_pj_int(o, f->trace->rank);
+		cd_pj_end(o);
+		cd_pj_key(o, "path");
+		cd_pj_cstr(o, f->trace->path);
+		cd_pj_key(o, "cut");
+		cd_pj_bool(o, f->trace->cut_first);
+		cd_pj_end(o);
+		return;
+	}
+	json_ranks(o, pm, f->odd.v, f->odd.n);
+	cd_pj_key(o, "others");
+	json_ranks(o, pm, f->others.v, f->others.n);
+	cd_pj_key(o, "pg");
+	cd_pj_cstr(o, cd_pm_str(pm, f->pg));
+	cd_pj_key(o, "seq");
+	cd_pj_int(o, f->seq);
+	cd_pj_key(o, "seq_end");
+	cd_pj_int(o, f->seq_end);
+	if (f->kind == CD_FK_SKIP || f->kind == CD_FK_EXTRA || f->kind == CD_FK_GAP) {
+		cd_pj_key(o, "count");
+		cd_pj_int(o, f->count);
+	}
+	/* the step: where the other side issued it (or the odd rank, alone) */
+	const struct cd_rank_summary *ss = NULL;
+	const struct cd_crec *sc = NULL;
+	if (f->ref >= 0 && f->ref_rec) {
+		ss = fsum(pm, f->ref);
+		sc = f->ref_rec;
+	} else if (f->odd.n && f->odd_rec.v[0]) {
+		ss = fsum(pm, f->odd.v[0]);
+		sc = f->odd_rec.v[0];
+	}
+	cd_pj_key(o, "step");
+	if (sc) {
+		cd_pj_begin_obj(o);
+		json_region(o, ss, sc->region);
+		cd_pj_end(o);
+	} else {
+		cd_pj_raw(o, "null", 4);
+	}
+	/* what each side issued there */
+	cd_pj_key(o, "modules");
+	cd_pj_begin_arr(o);
+	if (f->kind != CD_FK_GAP && f->ref >= 0 && f->ref_rec) {
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "side");
+		cd_pj_cstr(o, "others");
+		json_crec_fields(o, fsum(pm, f->ref), f->ref_rec, pm);
+		cd_pj_end(o);
+	}
+	for (uint32_t k = 0; k < f->odd.n; k++)
+		if (f->odd_rec.v[k]) {
+			cd_pj_begin_obj(o);
+			cd_pj_key(o, "side");
+			cd_pj_cstr(o, "odd");
+			json_crec_fields(o, fsum(pm, f->odd.v[k]), f->odd_rec.v[k], pm);
+			cd_pj_end(o);
+		}
+	cd_pj_end(o);
+	cd_pj_key(o, "times");
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "first_arrival_s");
+	json_secs(o, pm, f->time);
+	cd_pj_key(o, "last_arrival_s");
+	json_secs(o, pm, f->t_last);
+	cd_pj_key(o, "last_rank");
+	if (f->last_rank >= 0)
+		cd_pj_int(o, pm->r[f->last_rank]->rank);
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, f->kind == CD_FK_HANG ? "waited_s" : "delay_s");
+	json_dur(o, f->kind == CD_FK_HANG || f->kind == CD_FK_STRAGGLER ? f->delay : -1);
+	cd_pj_end(o);
+	cd_pj_key(o, "states");
+	cd_pj_begin_arr(o);
+	for (uint32_t k = 0; k < f->odd.n; k++)
+		json_state(o, pm, fsum(pm, f->odd.v[k]));
+	cd_pj_end(o);
+	cd_pj_end(o);
+}
+
+/* ---- steps and modules ---- */
+
+struct rv { int64_t v; int i; };
+
+static int cmp_rv(const void *a, const void *b)
+{
+	const struct rv *x = a, *y = b;
+	if (x->v != y->v)
+		return x->v < y->v ? -1 : 1;
+	return x->i - y->i;
+}
+
+/* a group of equal values: where it starts in the sorted array, and its
+ * lowest rank (its first entry) */
+struct grpstart { int start, first; };
+
+static int cmp_start(const void *a, const void *b)
+{
+	const struct grpstart *x = a, *y = b;
+	return x->first - y->first;
+}
+
+/* Ranks grouped by value: "ranks 0,2-3: V; rank 1: W" or JSON groups. */
+static void groups_by_value(struct cd_out *o, const struct cd_pm *pm, struct rv *v, bool json,
+			    void (*val)(struct cd_out *, int64_t, bool))
+{
+	int n = pm->n;
+	int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+	if (!idx)
+		return;
+	struct grpstart *start = malloc((size_t)(n + 1) * sizeof *start);
+	int ng = 0;
+	if (!start) {
+		free(idx);
+		return;
+	}
+	qsort(v, (size_t)n, sizeof *v, cmp_rv);
+	/* groups in the order of their lowest rank */
+	for (int a = 0; a < n; a++)
+		if (!a || v[a].v != v[a - 1].v)
+			start[ng++] = (struct grpstart){a, v[a].i};
+	if (ng > 1)
+		qsort(start, (size_t)ng, sizeof *start, cmp_start);
+	if (json)
+		cd_pj_begin_arr(o);
+	for (int gi = 0; gi < ng; gi++) {
+		int a = start[gi].start, b;
+		for (b = a; b < n && v[b].v == v[a].v; b++)
+			idx[b - a] = v[b].i;
+		if (json) {
+			cd_pj_begin_obj(o);
+			cd_pj_key(o, "ranks");
+			json_ranks(o, pm, idx, (uint32_t)(b - a));
+			val(o, v[a].v, true);
+			cd_pj_end(o);
+		} else {
+			cd_out_str(o, gi ? "; " : "");
+			text_ranks(o, pm, idx, (uint32_t)(b - a));
+			cd_out_str(o, ": ");
+			val(o, v[a].v, false);
+		}
+	}
+	if (json)
+		cd_pj_end(o);
+	free(idx);
+	free(start);
+}
+
+static void val_count(struct cd_out *o, int64_t v, bool json)
+{
+	if (json) {
+		cd_pj_key(o, "count");
+		cd_pj_int(o, v);
+	} else {
+		cd_out_printf(o, "%" PRId64, v);
+	}
+}
+
+/* value: -1 absent, else collectives * 2 + done */
+static void val_step(struct cd_out *o, int64_t v, bool json)
+{
+	const char *state = v < 0 ? "absent" : (v & 1) ? "finished" : "open";
+	if (json) {
+		cd_pj_key(o, "state");
+		cd_pj_cstr(o, state);
+		cd_pj_key(o, "collectives");
+		cd_pj_int(o, v < 0 ? 0 : v / 2);
+	} else if (v < 0) {
+		cd_out_str(o, "not in their traces");
+	} else {
+		cd_out_printf(o, "%s, %" PRId64 " collective%s", (v & 1) ? "finished" : "ended inside it",
+			      v / 2, v / 2 == 1 ? "" : "s");
+	}
+}
+
+static void step_values(const struct cd_pm *pm, int64_t region, struct rv *v)
+{
+	for (int i = 0; i < pm->n; i++) {
+		bool done;
+		int64_t c = cd_pm_rank_region(pm, i, region, &done);
+		v[i].i = i;
+		v[i].v = c < 0 ? -1 : c * 2 + done;
+	}
+}
+
+static void text_steps(struct cd_out *o, const struct cd_pm *pm, struct rv *v)
+{
+	uint32_t shown = 0, odd = 0;
+	if (!pm->steps.n || !pm->n)
+		return;
+	cd_out_str(o, "\nSTEPS\n");
+	for (uint32_t k = 0; k < pm->steps.n; k++) {
+		const struct cd_stepline *l = &pm->steps.v[k];
+		if (!l->uniform && ++odd > TEXT_MAX_STEPS)
+			continue;
+		shown++;
+		cd_out_str(o, "  ");
+		if (l->nregions > 1) {
+			cd_out_printf(o, "regions %" PRId64 "-%" PRId64 " (%u)", l->first, l->last,
+				      l->nregions);
+		} else {
+			text_region(o, pm->r[0], l->first);
+		}
+		if (l->uniform) {
+			cd_out_printf(o, ": every rank finished, %u collective%s each\n", l->colls,
+				      l->colls == 1 ? "" : "s");
+			continue;
+		}
+		cd_out_str(o, ": ");
+		step_values(pm, l->first, v);
+		groups_by_value(o, pm, v, false, val_step);
+		cd_out_str(o, "\n");
+	}
+	if (odd > TEXT_MAX_STEPS)
+		cd_out_printf(o, "  ... %u more regions where ranks differ (see --json)\n",
+			      odd - TEXT_MAX_STEPS);
+}
+
+static void text_modules(struct cd_out *o, const struct cd_pm *pm, struct rv *v)
+{
+	if (!pm->rows.n)
+		return;
+	cd_out_str(o, "\nMODULES WHERE RANKS DIFFER (collective counts over the regions every rank "
+		      "finished)\n");
+	for (uint32_t r = 0; r < pm->rows.n; r++) {
+		const struct cd_modrow *row = &pm->rows.v[r];
+		cd_out_printf(o, "  %s %s %s", cd_pm_str(pm, row->module),
+			      row->bw ? "backward" : "forward", cd_pm_str(pm, row->coll));
+		if (row->region >= 0) {
+			cd_out_str(o, " (first differs in ");
+			text_region(o, pm->r[0], row->region);
+			cd_out_str(o, ")");
+		}
+		cd_out_str(o, ": ");
+		for (int i = 0; i < pm->n; i++) {
+			v[i].i = i;
+			v[i].v = (int64_t)row->counts[i];
+		}
+		groups_by_value(o, pm, v, false, val_count);
+		cd_out_str(o, "\n");
+	}
+}
+
+static void json_report(struct cd_out *o, const struct cd_pm *pm, bool agree, struct rv *v)
+{
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "world_size");
+	cd_pj_int(o, pm->world);
+	cd_pj_key(o, "job_start_ns");
+	cd_pj_int(o, pm->start);
+	cd_pj_key(o, "late_s");
+	json_dur(o, pm->late_ns);
+	cd_pj_key(o, "traces");
+	cd_pj_begin_arr(o);
+	for (int i = 0; i < pm->nall; i++) {
+		const struct cd_rank_summary *s = pm->all[i];
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "rank");
+		if (s->has_rank || s->rank_from_name)
+			cd_pj_int(o, s->rank);
+		else
+			cd_pj_raw(o, "null", 4);
+		cd_pj_key(o, "path");
+		cd_pj_cstr(o, s->path);
+		cd_pj_key(o, "end");
+		cd_pj_cstr(o, cd_end_names[s->end]);
+		cd_pj_key(o, "last_event_s");
+		json_secs(o, pm, s->last_time);
+		cd_pj_key(o, "cut");
+		cd_pj_bool(o, s->cut);
+		if (s->error) {
+			cd_pj_key(o, "error");
+			cd_pj_cstr(o, s->error);
+		}
+		cd_pj_key(o, "events");
+		cd_pj_int(o, (int64_t)s->events);
+		cd_pj_key(o, "regions");
+		cd_pj_int(o, (int64_t)s->regions);
+		cd_pj_key(o, "collectives");
+		cd_pj_int(o, s->colls.n);
+		json_region(o, s, s->in_region ? s->open_region : -1);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+	cd_pj_key(o, "missing_ranks");
+	cd_pj_begin_arr(o);
+	for (uint32_t i = 0; i < pm->missing.n; i++)
+		cd_pj_int(o, pm->missing.v[i]);
+	cd_pj_end(o);
+	cd_pj_key(o, "duplicate_ranks");
+	cd_pj_begin_arr(o);
+	for (uint32_t i = 0; i < pm->dups.n; i++) {
+		const struct cd_rank_summary *s = pm->all[pm->dups.v[i]];
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "rank");
+		cd_pj_int(o, s->rank);
+		cd_pj_key(o, "paths");
+		cd_pj_begin_arr(o);
+		for (int k = 0; k < pm->n; k++)
+			if (pm->r[k]->rank == s->rank)
+				cd_pj_cstr(o, pm->r[k]->path);   /* the one used */
+		cd_pj_cstr(o, s->path);                          /* the one left out */
+		cd_pj_end(o);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+	cd_pj_key(o, "agree");
+	cd_pj_bool(o, agree);
+	cd_pj_key(o, "findings");
+	cd_pj_begin_arr(o);
+	for (uint32_t k = 0; k < pm->f.n; k++)
+		json_finding(o, pm, &pm->f.v[k]);
+	cd_pj_end(o);
+	cd_pj_key(o, "steps");
+	cd_pj_begin_arr(o);
+	for (uint32_t k = 0; k < pm->steps.n; k++) {
+		const struct cd_stepline *l = &pm->steps.v[k];
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "first_region");
+		cd_pj_int(o, l->first);
+		cd_pj_key(o, "last_region");
+		cd_pj_int(o, l->last);
+		cd_pj_key(o, "regions");
+		cd_pj_int(o, l->nregions);
+		cd_pj_key(o, "label");
+		const char *lb = pm->n && l->nregions == 1 ? cd_rank_label(pm->r[0], l->first) : NULL;
+		if (lb)
+			cd_pj_cstr(o, lb);
+		else
+			cd_pj_raw(o, "null", 4);
+		cd_pj_key(o, "uniform");
+		cd_pj_bool(o, l->uniform);
+		cd_pj_key(o, "groups");
+		if (l->uniform) {
+			cd_pj_begin_arr(o);
+			cd_pj_begin_obj(o);
+			cd_pj_key(o, "ranks");
+			cd_pj_begin_arr(o);
+			for (int i = 0; i < pm->n; i++)
+				cd_pj_int(o, pm->r[i]->rank);
+			cd_pj_end(o);
+			val_step(o, (int64_t)l->colls * 2 + 1, true);
+			cd_pj_end(o);
+			cd_pj_end(o);
+		} else {
+			step_values(pm, l->first, v);
+			groups_by_value(o, pm, v, true, val_step);
+		}
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+	cd_pj_key(o, "modules");
+	cd_pj_begin_arr(o);
+	for (uint32_t r = 0; r < pm->rows.n; r++) {
+		const struct cd_modrow *row = &pm->rows.v[r];
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "module");
+		cd_pj_cstr(o, cd_pm_str(pm, row->module));
+		cd_pj_key(o, "direction");
+		cd_pj_cstr(o, row->bw ? "backward" : "forward");
+		cd_pj_key(o, "collective");
+		cd_pj_cstr(o, cd_pm_str(pm, row->coll));
+		json_region(o, pm->r[0], row->region);
+		cd_pj_key(o, "counts");
+		cd_pj_begin_obj(o);
+		for (int k = 0; k < pm->n; k++) {
+			char key[24];
+			snprintf(key, sizeof key, "%" PRId64, pm->r[k]->rank);
+			cd_pj_key(o, key);
+			cd_pj_int(o, (int64_t)row->counts[k]);
+		}
+		cd_pj_end(o);
+		cd_pj_key(o, "groups");
+		for (int i = 0; i < pm->n; i++) {
+			v[i].i = i;
+			v[i].v = (int64_t)row->counts[i];
+		}
+		groups_by_value(o, pm, v, true, val_count);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+	cd_pj_end(o);
+	cd_out_write(o, "\n", 1);
+}
+
+int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n,
+		    struct cd_ranks_opts *opts)
+{
+	struct cd_pm pm;
+	int outcome;
+	struct rv *v = NULL;
+
+	if (!cd_pm_build(&pm, sums, n, opts->late_ns) ||
+	    !(v = malloc((size_t)(pm.n ? pm.n : 1) * sizeof *v))) {
+		cd_pm_free(&pm);
+		return CD_RANKS_BAD;
+	}
+	bool differ = pm.f.n || pm.dups.n || pm.missing.n || pm.rows.n;
+	/* empty traces alone: nothing to compare */
+	if (pm.n == 0 && !pm.bad)
+		outcome = pm.cut ? CD_RANKS_CUT : CD_RANKS_BAD;
+	else
+		outcome = pm.bad ? CD_RANKS_BAD : differ ? CD_RANKS_DIFFER
+				  : pm.cut ? CD_RANKS_CUT : CD_RANKS_AGREE;
+	bool agree = !differ && !pm.bad;
+	if (opts->json) {
+		json_report(o, &pm, agree, v);
+	} else {
+		text_traces(o, &pm);
+		if (pm.f.n) {
+			cd_out_printf(o, "\nFINDINGS: %u (the first is the likeliest cause)\n", pm.f.n);
+			for (uint32_t k = 0; k < pm.f.n && k < TEXT_MAX_FINDINGS; k++)
+				text_finding(o, &pm, &pm.f.v[k], k + 1);
+			if (pm.f.n > TEXT_MAX_FINDINGS)
+				cd_out_printf(o, "... %u more findings (see --json)\n",
+					      pm.f.n - TEXT_MAX_FINDINGS);
+		}
+		text_steps(o, &pm, v);
+		text_modules(o, &pm, v);
+		if (agree)
+			cd_out_printf(o, "\nall ranks agree%s\n",
+				      pm.cut ? " on what their traces hold (some are cut)" : "");
+	}
+	free(v);
+	opts->visits = pm.visits;
+	cd_pm_free(&pm);
+	return outcome;
+}
+
+/* ---- colls: every collective, one per line ---- */
+
+void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n, bool json)
+{
+	struct cd_pm pm;
+	if (!cd_pm_build(&pm, sums, n, 0)) {
+		cd_pm_free(&pm);
+		return;
+	}
+	if (!json)
+		cd_out_str(o, "rank pg seq collective bytes dtype module phase region label time_s\n");
+	for (int i = 0; i < pm.n; i++) {
+		const struct cd_rank_summary *s = pm.r[i];
+		for (uint32_t k = 0; k < s->colls.n; k++) {
+			const struct cd_crec *c = &s->colls.v[k];
+			if (json) {
+				/* one compact document per line, for jq */
+				cd_out_printf(o, "{\"rank\":%" PRId64 ",\"pg\":", s->rank);
+				cd_pj_escape(o, cd_rank_str(s, c->pg), strlen(cd_rank_str(s, c->pg)));
+				cd_out_printf(o, ",\"seq\":%" PRId64 ",\"collective\":", c->seq);
+				cd_pj_escape(o, cd_rank_str(s, c->coll), strlen(cd_rank_str(s, c->coll)));
+				if (c->has_bytes)
+					cd_out_printf(o, ",\"bytes\":%" PRId64, c->bytes);
+				else
+					cd_out_str(o, ",\"bytes\":null");
+				cd_out_str(o, ",\"dtype\":");
+				if (c->dtype != CD_NOID)
+					cd_pj_escape(o, cd_rank_str(s, c->dtype),
+						     strlen(cd_rank_str(s, c->dtype)));
+				else
+					cd_out_str(o, "null");
+				cd_out_str(o, ",\"module\":");
+				cd_pj_escape(o, cd_rank_str(s, c->module),
+					     strlen(cd_rank_str(s, c->module)));
+				cd_out_printf(o, ",\"phase\":\"%s\",\"region\":", cd_phase_names[c->phase]);
+				const char *l = c->region >= 0 ? cd_rank_label(s, c->region) : NULL;
+				if (c->region >= 0)
+					cd_out_printf(o, "%" PRId64, c->region);
+				else
+					cd_out_str(o, "null");
+				cd_out_str(o, ",\"label\":");
+				if (l)
+					cd_pj_escape(o, l, strlen(l));
+				else
+					cd_out_str(o, "null");
+				if (timed(&pm, c->time))
+					cd_out_printf(o, ",\"time_s\":%.6f}\n", secs(&pm, c->time));
+				else
+					cd_out_str(o, ",\"time_s\":null}\n");
+				continue;
+			}
+			const char *l = c->region >= 0 ? cd_rank_label(s, c->region) : NULL;
+			cd_out_printf(o, "%" PRId64 " %s %" PRId64 " %s ", s->rank, cd_rank_str(s, c->pg),
+				      c->seq, cd_rank_str(s, c->coll));
+			if (c->has_bytes)
+				cd_out_printf(o, "%" PRId64, c->bytes);
+			else
+				cd_out_str(o, "-");
+			cd_out_printf(o, " %s %s %s ", c->dtype != CD_NOID ? cd_rank_str(s, c->dtype) : "-",
+				      cd_rank_str(s, c->module), cd_phase_names[c->phase]);
+			if (c->region >= 0)
+				cd_out_printf(o, "%" PRId64, c->region);
+			else
+				cd_out_str(o, "-");
+			if (l) {
+				cd_out_str(o, " ");
+				cd_pj_escape(o, l, strlen(l));
+			} else {
+				cd_out_str(o, " -");
+			}
+			if (timed(&pm, c->time))
+				cd_out_printf(o, " %.6f\n", secs(&pm, c->time));
+			else
+				cd_out_str(o, " -\n");
+		}
+	}
+	cd_pm_free(&pm);
+}

@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""Real failing jobs for post-mortem tests: a 4-rank gloo job through the recorder
+in which chosen ranks do something wrong, the way real training jobs fail.
+
+As a worker (one rank; RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
+
+    faulty_jobs.py --out DIR [--steps N] [--groups] [--timeout S]
+                   [--fault KIND:RANK[:STEP[:MODULE[:ARG]]]]...
+
+As a harness (from a test):
+
+    job = run_job(out, ["swap:1"], world=4)     or run_scenario(out, "swap")
+    job.rcs            exit status of each rank (negative: killed by that signal)
+    job.ledgers[r]     what rank r did, in its own words (see below)
+    job.traces         the directory of the recorder's traces (rank<R>.zst)
+
+The model, ``Net``: ``Net.blocks.0`` .. ``Net.blocks.3``, each a Linear followed by
+an all-reduce of its output (forward, in the block's process group) whose
+backward all-reduces the gradient (backward, same group), so every block issues one
+collective forward and one backward with the same size (16 float32 per row); after
+the backward, a gradient all-reduce of all parameters, flattened, from outside any
+module (``Global``, world group).  One recorded region per step, labelled
+``step N``.  With ``--groups`` the blocks use tensor-parallel pairs ({0,1}, {2,3},
+...) and only the gradient all-reduce uses the world group; otherwise every
+collective is in the world group.
+
+Faults (STEP defaults to 2, MODULE to Net.blocks.1; all at the block's forward
+all-reduce unless said):
+
+    skip      the rank does not issue that all-reduce (its next collective takes
+              that seq: every later one is shifted by one)
+    coll      the rank all-gathers the same tensor instead of all-reducing it
+    size      the rank all-reduces twice the elements (gloo aborts a process on
+              the longer message)
+    swap      the rank runs MODULE and the next block in swapped order in STEP:
+              the same collectives with the same sizes, issued from swapped
+              modules; gloo pairs them and the job "succeeds" with wrong numbers
+    sleep     the rank sleeps ARG seconds (default 20) inside MODULE before its
+              all-reduce: a straggler (STEP defaults to 3); the others time out
+    kill      the rank SIGKILLs itself inside MODULE before its all-reduce
+    abort     the rank calls os.abort() inside MODULE before its all-reduce
+
+The ledger, DIR/ledger<R>.jsonl, is written by the worker with one unbuffered
+os.write per line (O_APPEND), so it survives any death, and each collective's line
+is written *before* the collective is handed to gloo:
+
+    {"ev": "start", "rank", "world_size", "pid", "faults",
+     "groups": {pg name: [ranks]}}          the world group and the rank's own pair
+    {"ev": "coll", "pg", "seq", "collective", "module", "phase", "step", "bytes",
+     "dtype", "t_ns"}                       every collective issued; seq counted by
+                                            the worker per process group, 1-based
+    {"ev": "fault", "kind", "step", "module", "t_ns", ...}   right when the fault
+                                            happens (before the odd call or sleep)
+    {"ev": "error", "msg", "t_ns"}          a collective raised (timeout, peer gone)
+    {"ev": "done", "t_ns", "sum"}           the job ended normally; sum: a checksum
+                                            of the parameters (a silent desync
+                                            shows as different sums)
+
+``pg`` is the process group name the recorder uses (c10d's name for the group:
+"0" for the world group, "1", "2", ... for new groups in creation order), and
+``t_ns`` is time.time_ns(), the clock of the trace's meta t0.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+PYDIR = os.path.join(REPO, "python")
+
+BLOCKS = 4
+DIM = 16
+BATCH = 4
+KINDS = ("skip", "coll", "size", "swap", "sleep", "kill", "abort")
+
+
+# ------------------------------------------------------------------------ faults
+class Fault:
+    def __init__(self, spec):
+        parts = spec.split(":")
+        if len(parts) < 2 or parts[0] not in KINDS:
+            raise ValueError("bad fault %r: KIND:RANK[:STEP[:MODULE[:ARG]]], KIND one of %s"
+                             % (spec, ", ".join(KINDS)))
+        self.kind = parts[0]
+        self.rank = int(parts[1])
+        self.step = int(parts[2]) if len(parts) > 2 and parts[2] else (
+            3 if self.kind == "sleep" else 2)
+        self.module = parts[3] if len(parts) > 3 and parts[3] else "Net.blocks.1"
+        self.arg = float(parts[4]) if len(parts) > 4 and parts[4] else 20.0
+
+    def spec(self):
+        return "%s:%d:%d:%s:%g" % (self.kind, self.rank, self.step, self.module, self.arg)
+
+
+# The failures a post-mortem must explain, as run_job arguments, with who is to
+# blame: the rank that did something wrong, in which step and module.  (Which
+# rank dies is often another one: gloo aborts the receiver of a longer message.)
+SCENARIOS = {
+    "skip": dict(faults=["skip:1"], culprits={1: ("Net.blocks.1", 2)}),
+    "coll": dict(faults=["coll:1"], culprits={1: ("Net.blocks.1", 2)}),
+    "size": dict(faults=["size:1"], culprits={1: ("Net.blocks.1", 2)}),
+    "swap": dict(faults=["swap:1"], culprits={1: ("Net.blocks.1", 2)}),
+    "straggler": dict(faults=["sleep:3:3:Net.blocks.1:8"], culprits={3: ("Net.blocks.1", 3)}),
+    "kill": dict(faults=["kill:2"], culprits={2: ("Net.blocks.1", 2)}),
+    "abort": dict(faults=["abort:2"], culprits={2: ("Net.blocks.1", 2)}),
+    "two": dict(faults=["size:1", "kill:3:2:Net.blocks.2"], groups=True,
+                culprits={1: ("Net.blocks.1", 2), 3: ("Net.blocks.2", 2)}),
+}
+
+
+def run_scenario(out, name, **kw):
+    """run_job for SCENARIOS[name] (keyword arguments override)."""
+    sc = dict(SCENARIOS[name])
+    sc.pop("culprits")
+    sc.update(kw)
+    return run_job(out, **sc)
+
+
+# ------------------------------------------------------------------------ worker
+class Ledger:
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
+
+    def write(self, **fields):
+        fields.setdefault("t_ns", time.time_ns())
+        os.write(self.fd, (json.dumps(fields, sort_keys=True) + "\n").encode())
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+
+    sys.path.insert(0, PYDIR)
+    from commdebug import Recorder
+
+    rank = int(os.environ["RANK"])
+    faults = [f for f in (Fault(s) for s in args.fault) if f.rank == rank]
+    ledger = Ledger(os.path.join(args.out, "ledger%d.jsonl" % rank))
+    timeout = datetime.timedelta(seconds=args.timeout)
+    dist.init_process_group("gloo", init_method="env://", timeout=timeout)
+    world = dist.get_world_size()
+
+    def give_up():  # a hung rank that gloo never times out still ends
+        time.sleep(args.max_seconds)
+        ledger.write(ev="error", msg="watchdog: still running after %d s" % args.max_seconds)
+        os._exit(5)
+
+    threading.Thread(target=give_up, daemon=True).start()
+
+    c10d = dist.distributed_c10d
+    names = getattr(getattr(c10d, "_world", None), "pg_names", None) or c10d._pg_names
+
+    def pg_name(group):
+        return str(names[group if group is not None else c10d._get_default_group()])
+
+    groups = {pg_name(None): list(range(world))}  # the world and this rank's pair
+    block_group = [None] * world
+    if args.groups:
+        for lo in range(0, world, 2):
+            members = list(range(lo, min(lo + 2, world)))
+            # Group creation waits for every rank (a store barrier under this
+            # timeout): generous, as ranks start seconds apart on a busy host.
+            # The pairs' collectives keep it: group faults here end in aborts
+            # and closed connections, not timeouts.
+            g = dist.new_group(members, timeout=max(timeout, datetime.timedelta(seconds=60)))
+            if rank in members:  # others get a placeholder without a name
+                groups[pg_name(g)] = members
+                block_group[rank] = g
+    my_group = block_group[rank]
+    ledger.write(ev="start", rank=rank, world_size=world, pid=os.getpid(), groups=groups,
+                 faults=[f.spec() for f in faults])
+
+    seqs = {}
+    state = {"step": 0}
+
+    def issue(collective, group, t, module, phase, call):
+        pg = pg_name(group)
+        seqs[pg] = seqs.get(pg, 0) + 1
+        ledger.write(ev="coll", pg=pg, seq=seqs[pg], collective=collective, module=module,
+                     phase=phase, step=state["step"], bytes=t.numel() * t.element_size(),
+                     dtype=str(t.dtype))
+        try:
+            return call()
+        except Exception as e:
+            ledger.write(ev="error", msg=str(e).splitlines()[0] if str(e) else type(e).__name__)
+            raise
+
+    def fault_at(module, phase):
+        if phase != "forward":
+            return None
+        for f in faults:
+            if f.step == state["step"] and f.module == module and f.kind not in ("swap",):
+                return f
+        return None
+
+    def all_reduce(x, module, phase):
+        f = fault_at(module, phase)
+        if f is not None:
+            ledger.write(ev="fault", kind=f.kind, step=f.step, module=module, phase=phase)
+            if f.kind == "skip":
+                return x
+            if f.kind == "coll":
+                parts = [torch.empty_like(x) for _ in range(dist.get_world_size(my_group))]
+                issue("c10d.allgather_", my_group, x, module, phase,
+                      lambda: dist.all_gather(parts, x.contiguous(), group=my_group))
+                return x
+            if f.kind == "size":
+                big = torch.cat([x, x], dim=-1).contiguous()
+                issue("c10d.allreduce_", my_group, big, module, phase,
+                      lambda: dist.all_reduce(big, group=my_group))
+                return x
+            if f.kind == "sleep":
+                time.sleep(f.arg)
+            elif f.kind == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif f.kind == "abort":
+                os.abort()
+        issue("c10d.allreduce_", my_group, x, module, phase,
+              lambda: dist.all_reduce(x, group=my_group))
+        return x
+
+    class AllReduce(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, module):
+            ctx.module = module
+            return all_reduce(x.clone(), module, "forward")
+
+        @staticmethod
+        def backward(ctx, g):
+            return all_reduce(g.clone(), ctx.module, "backward"), None
+
+    class Block(nn.Module):
+        def __init__(self, name):
+            super().__init__()
+            self.fc = nn.Linear(DIM, DIM)
+            self.name = name
+
+        def forward(self, x):
+            return torch.tanh(AllReduce.apply(self.fc(x), self.name))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(Block("Net.blocks.%d" % i) for i in range(BLOCKS))
+
+        def forward(self, x):
+            order = list(range(BLOCKS))
+            for f in faults:
+                if f.kind == "swap" and f.step == state["step"]:
+                    i = int(f.module.rsplit(".", 1)[1])
+                    order[i], order[i + 1] = order[i + 1], order[i]
+                    ledger.write(ev="fault", kind="swap", step=f.step, module=f.module,
+                                 swapped_with="Net.blocks.%d" % (i + 1))
+            for i in order:
+                x = self.blocks[i](x)
+            return x
+
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = Recorder(os.path.join(args.out, "traces", "rank{rank}.zst"))
+    for step in range(1, args.steps + 1):
+        state["step"] = step
+        torch.manual_seed(100 + step)  # the same batch on every rank
+        x = torch.randn(BATCH, DIM, requires_grad=True)  # every module backward ends
+        with rec(label="step %d" % step):
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+            # Outside the autograd engine: CommDebugMode counts it as forward.
+            issue("c10d.allreduce_", None, flat, "Global", "forward",
+                  lambda: dist.all_reduce(flat))
+            flat /= world
+            off = 0
+            for p in model.parameters():
+                n = p.numel()
+                p.grad.copy_(flat[off:off + n].view_as(p))
+                off += n
+            opt.step()
+    rec.close()
+    total = float(sum(p.detach().double().sum() for p in model.parameters()))
+    ledger.write(ev="done", sum=total)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------- harness
+class Job:
+    def __init__(self, out, world, rcs):
+        self.out = out
+        self.world = world
+        self.rcs = rcs
+        self.traces = os.path.join(out, "traces")
+        self.ledgers = [read_ledger(os.path.join(out, "ledger%d.jsonl" % r))
+                        for r in range(world)]
+
+    def colls(self, rank):
+        return [e for e in self.ledgers[rank] if e["ev"] == "coll"]
+
+    def log(self, rank):
+        with open(os.path.join(self.out, "log%d.txt" % rank), errors="replace") as f:
+            return f.read()
+
+    def faults(self, rank):
+        return [e for e in self.ledgers[rank] if e["ev"] == "fault"]
+
+
+def read_ledger(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.endswith("\n"):
+                    out.append(json.loads(line))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def _free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_job(out, faults, world=4, steps=3, groups=False, timeout=4, deadline=90,
+            python=None):
+    """Run the job as WORLD processes with FAULTS (specs as for --fault) and wait
+    until every rank has ended; a rank still running after DEADLINE seconds is
+    SIGKILLed, as one kills a hung job.  Returns a Job."""
+    os.makedirs(os.path.join(out, "traces"), exist_ok=True)
+    port = _free_port()
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        env["PYTHONPATH"] = PYDIR + (os.pathsep + env["PYTHONPATH"]
+                                     if env.get("PYTHONPATH") else "")
+        cmd = [python or sys.executable, os.path.abspath(__file__), "--out", out,
+               "--steps", str(steps), "--timeout", str(timeout),
+               "--max-seconds", str(deadline + 5)]
+        if groups:
+            cmd.append("--groups")
+        for f in faults:
+            cmd += ["--fault", f]
+        log = open(os.path.join(out, "log%d.txt" % rank), "w")
+        procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    end = time.time() + deadline
+    rcs = []
+    for p, log in procs:
+        try:
+            rcs.append(p.wait(max(0.1, end - time.time())))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rcs.append(p.wait(30))
+        log.close()
+    return Job(out, world, rcs)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--groups", action="store_true",
+                   help="blocks use tensor-parallel pairs of ranks")
+    p.add_argument("--timeout", type=float, default=4, help="gloo timeout, seconds")
+    p.add_argument("--max-seconds", type=int, default=120,
+                   help="the process exits after this long regardless")
+    p.add_argument("--fault", action="append", default=[],
+                   help="KIND:RANK[:STEP[:MODULE[:ARG]]] (repeatable)")
+    p.add_argument("--run", type=int, metavar="WORLD",
+                   help="harness: run WORLD ranks of this job and print the exit statuses")
+    args = p.parse_args()
+    for s in args.fault:
+        Fault(s)  # reject a bad spec before any process starts
+    if args.run:
+        job = run_job(args.out, args.fault, world=args.run, steps=args.steps,
+                      groups=args.groups, timeout=args.timeout,
+                      deadline=args.max_seconds)
+        print("exit statuses:", job.rcs)
+        return
+    worker(args)
+
+
+if __name__ == "__main__":
+    main()

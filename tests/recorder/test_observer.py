@@ -1,0 +1,127 @@
+"""The recorder must not change what the program dispatches: the ops a
+logging dispatch mode below the recorder sees are the ops it sees without
+the recorder (a leaf input that requires grad, activation checkpointing,
+several steps).
+
+On torch 1.13 any dispatch mode above the logging one changes what it sees
+(the autograd engine dispatches extra aten.detach ops while a Python mode is
+active: a do-nothing mode shows the same), so there the baseline is a
+do-nothing mode in the recorder's place; where a do-nothing mode changes
+nothing, the baseline is the run without any mode."""
+
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import checkpoint
+
+from _util import eq
+
+from commdebug import Recorder
+
+
+class OpLog(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class Nothing(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class NothingRegion:
+    def __call__(self, label=None):
+        return Nothing()
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+class Mix(nn.Module):
+    """Two inputs: the module-tracker's input hook waits for both gradients."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x, y):
+        return self.a(x) * self.b(y)
+
+
+class Net(nn.Module):
+    def __init__(self, reentrant):
+        super().__init__()
+        self.mix = Mix()
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(8, 1)
+        self.reentrant = reentrant
+
+    def forward(self, x, y):
+        x = self.mix(x, y)
+        for blk in self.blocks:
+            x = checkpoint(blk, x, use_reentrant=self.reentrant)
+        return self.head(x)
+
+
+def ops_of(reentrant, rec):
+    torch.manual_seed(0)
+    net = Net(reentrant)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    log = OpLog()
+    grads = []
+    for step in range(3):
+        x = torch.randn(4, 8, requires_grad=True)    # leaves that require grad
+        y = torch.randn(4, 8, requires_grad=True)
+        with log:
+            if rec is not None:
+                with rec(label="step %d" % step):
+                    loss = net(x, y).sum()
+                    loss.backward()
+            else:
+                loss = net(x, y).sum()
+                loss.backward()
+        grads.append(x.grad.clone())
+        grads.append(y.grad.clone())
+        opt.step()
+        opt.zero_grad()
+    return log.ops, grads
+
+
+def first_difference(got, want):
+    i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    return "at op %d: %r vs %r (%d vs %d ops)" % (i, got[i:i + 4], want[i:i + 4], len(got),
+                                                 len(want))
+
+
+def test_same_ops_with_and_without_recorder(ctx):
+    for reentrant in (False, True):
+        plain, gplain = ops_of(reentrant, None)
+        mode, _ = ops_of(reentrant, NothingRegion())
+        want = plain if mode == plain else mode
+        rec = Recorder(os.path.join(ctx.tmp, "o%d.zst" % reentrant))
+        got, ggot = ops_of(reentrant, rec)
+        rec.close()
+        if got != want:
+            raise AssertionError("use_reentrant=%s: the recorder changed the ops %s"
+                                 % (reentrant, first_difference(got, want)))
+        for a, b in zip(ggot, gplain):
+            eq(torch.equal(a, b), True, "input gradients")
+        ctx.note("use_reentrant=%s: %d ops, the same as %s" % (
+            reentrant, len(got), "without a mode" if mode == plain else
+            "under a do-nothing mode (which itself adds %d to the %d without one)"
+            % (len(mode) - len(plain), len(plain))))

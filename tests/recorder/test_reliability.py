@@ -1,0 +1,241 @@
+"""The recorder never breaks or stalls the job it watches (issue 16):
+a full disk, a FIFO nobody reads, two writers on one path, a fork; every
+frame carries a checksum."""
+
+import ctypes
+import os
+import subprocess
+import time
+
+from _util import PYTHON, check, env, eq, events, zstd_cli_text
+
+TRAIN = r"""
+import os, sys, time, torch
+from commdebug import Recorder
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+path = os.environ.get("TRACE")
+rec = Recorder(path) if path else None
+def step():
+    opt.zero_grad(); m(torch.randn(8, 16)).sum().backward(); opt.step()
+for i in range(int(os.environ.get("STEPS", "20"))):
+    if rec is not None:
+        with rec(label="step %d" % i):
+            step()
+    else:
+        step()
+print("RESULT", repr(sum(float(p.sum()) for p in m.parameters())))
+if rec is not None:
+    print("DROPPED", rec.dropped)
+"""
+
+
+def run(script, timeout=120, **extra):
+    t0 = time.monotonic()
+    r = subprocess.run([PYTHON, "-c", script], env=env(**extra), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    return r.returncode, r.stdout.decode(), r.stderr.decode(), time.monotonic() - t0
+
+
+def field(out, name):
+    for line in out.splitlines():
+        if line.startswith(name + " "):
+            return line.split(" ", 1)[1]
+    raise AssertionError("no %s line in %r" % (name, out))
+
+
+def test_dev_full(ctx):
+    """Recorder("/dev/full"): one warning, the run goes on, its result is the
+    one it has without the recorder, the lost events are counted."""
+    rc, out, err, _ = run(TRAIN)
+    eq(rc, 0, "plain run (stderr %s)" % err)
+    want = field(out, "RESULT")
+    rc, out, err, _ = run(TRAIN, TRACE="/dev/full")
+    eq(rc, 0, "recorded run exit (stderr %s)" % err)
+    eq(field(out, "RESULT"), want, "training result with the recorder on /dev/full")
+    eq(err.count("writing /dev/full failed"), 1, "warnings (stderr %r)" % err)
+    check("No space left on device" in err, "warning does not say why: %r", err)
+    check(int(field(out, "DROPPED")) > 100, "dropped events not counted: %s", out)
+
+
+FIFO_JOB = r"""
+import os, sys, time, torch, resource
+from commdebug import Recorder
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+rec = Recorder(os.environ["TRACE"])
+y = torch.zeros(4)
+with rec:
+    for _ in range(2000):
+        y.add_(1)
+    base = rss()
+    n = 0
+    t_end = time.monotonic() + float(os.environ.get("SECONDS_", "4"))
+    while time.monotonic() < t_end:
+        for _ in range(1000):
+            y.add_(1)
+        n += 1000
+    grown = rss() - base
+print("OPS", n)
+print("GROWN", grown)
+print("DROPPED", rec.dropped)
+sys.stdout.flush()
+print("EXIT_START", time.monotonic())
+sys.stdout.flush()
+"""
+
+
+def test_fifo_without_reader(ctx):
+    """A FIFO nobody opens for reading: the training thread never blocks,
+    memory stays bounded (what does not fit is dropped and counted), and
+    the process exits within the stated bound (COMMDEBUG_EXIT_TIMEOUT,
+    2 s) plus interpreter teardown."""
+    fifo = os.path.join(ctx.tmp, "fifo")
+    os.mkfifo(fifo)
+    rc, out, err, wall = run(FIFO_JOB, timeout=120, TRACE=fifo, SECONDS_=4)
+    eq(rc, 0, "exit status (stderr %s)" % err)
+    ops, grown, dropped = (int(field(out, k)) for k in ("OPS", "GROWN", "DROPPED"))
+    ctx.note("%d ops in 4 s, RSS grew %.1f MiB, %d events dropped" % (ops, grown / 2**20, dropped))
+    check(ops > 3 * 65536, "too few ops to fill the buffer (%d)", ops)
+    check(dropped > 0, "nothing was dropped: %s", out)
+    # The buffer holds at most 65536 lines of about 60 bytes (plus list and
+    # string overhead): far less than the ops recorded.
+    check(grown < 40 * 2**20, "memory grew %d bytes for %d ops", grown, ops)
+    check("did not finish within 2 s" in err, "no exit message: %r", err)
+    check(wall < 100, "took %.0f s", wall)
+
+
+def test_two_recorders_one_path(ctx):
+    """Two Recorders on one path in one process, and two processes on one
+    path: the second writer gets a name of its own and a warning; both
+    traces are whole, neither file holds the other's frames."""
+    import torch
+    from commdebug import Recorder
+    path = os.path.join(ctx.tmp, "t.zst")
+    a = Recorder(path)
+    b = Recorder(path)
+    with a:
+        torch.ones(2).cos()
+    with b:
+        torch.ones(2).sin()
+    with a:
+        torch.ones(2).cos()
+    a.close()
+    b.close()
+    eq(a.path, path, "first recorder's path")
+    check(b.path != path and os.path.exists(b.path), "second path %r", b.path)
+    for rec, op, other in ((a, "aten.cos.default", "aten.sin.default"),
+                           (b, "aten.sin.default", "aten.cos.default")):
+        evs = events(rec.path)
+        names = [e["name"] for e in evs if e["ev"] == "op"]
+        check(op in names and other not in names, "%s holds %r", rec.path, names)
+        eq(sum(1 for e in evs if e["ev"] == "meta"), 1, "meta events in %s" % rec.path)
+        zstd_cli_text(rec.path)
+
+    # Two processes: the first keeps writing while the second opens the path.
+    path2 = os.path.join(ctx.tmp, "p.zst")
+    job = ("import os, sys, time, torch\nfrom commdebug import Recorder\n"
+           "rec = Recorder(%r)\n"
+           "with rec:\n"
+           "    t_end = time.time() + 60\n"
+           "    while True:\n"
+           "        torch.ones(2).%s()\n"
+           "        if time.time() > t_end or os.path.exists(sys.argv[1]): break\n"
+           "print(rec.path)\n")
+    stop1 = os.path.join(ctx.tmp, "stop1")
+    p1 = subprocess.Popen([PYTHON, "-c", job % (path2, "cos"), stop1], env=env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while not (os.path.exists(path2) and os.path.getsize(path2) > 0):
+        check(time.time() < deadline, "first process did not start writing")
+        time.sleep(0.05)
+    p2 = subprocess.run([PYTHON, "-c", job % (path2, "sin"), ctx.tmp], env=env(),
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    with open(stop1, "w"):
+        pass
+    out1, _ = p1.communicate(timeout=120)
+    eq((p1.returncode, p2.returncode), (0, 0), "exit statuses")
+    eq(out1.decode().strip(), path2, "first process's path")
+    other = p2.stdout.decode().strip()
+    check(other != path2, "second process wrote %s", other)
+    check("being written by another live recorder" in p2.stderr.decode(), "no warning: %r",
+          p2.stderr.decode())
+    for p, op, bad in ((path2, "aten.cos.default", "aten.sin.default"),
+                       (other, "aten.sin.default", "aten.cos.default")):
+        names = {e.get("name") for e in events(p)}
+        check(op in names and bad not in names, "%s: %r", p, names)
+
+
+def test_fork_does_not_write_parent_trace(ctx):
+    """A child forked while recording runs ops under the inherited mode; the
+    parent's trace holds none of them, decodes whole, and the parent's
+    later events are all there."""
+    import torch
+    from commdebug import Recorder
+    path = os.path.join(ctx.tmp, "f.zst")
+    rec = Recorder(path)
+    with rec:
+        torch.ones(2).cos()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for _ in range(50000):
+                    torch.ones(2).cosh()
+                rec.flush()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        eq(status, 0, "child exit")
+        torch.ones(2).sin()
+    rec.close()
+    names = [e["name"] for e in events(path) if e["ev"] == "op"]
+    check("aten.cosh.default" not in names, "the child's ops are in the parent's trace")
+    check("aten.sin.default" in names and "aten.cos.default" in names, "parent ops %r", names)
+    zstd_cli_text(path)
+
+
+def test_frames_have_checksums(ctx):
+    """Every frame of a recorder trace has the content-checksum flag, and a
+    flipped byte in a frame's data is an error, not different text."""
+    import torch
+    from commdebug import Recorder, _zstd
+    z = _zstd.load()
+    if z is None:
+        from _util import Skip
+        raise Skip("no libzstd")
+    path = os.path.join(ctx.tmp, "c.zst")
+    rec = Recorder(path)
+    for _ in range(3):
+        with rec:
+            torch.nn.Linear(4, 4)(torch.randn(2, 4)).sum().backward()
+    rec.close()
+    with open(path, "rb") as f:
+        data = f.read()
+    lib = z._lib
+    lib.ZSTD_findFrameCompressedSize.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.ZSTD_findFrameCompressedSize.restype = ctypes.c_size_t
+    pos, frames = 0, []
+    while pos < len(data):
+        n = lib.ZSTD_findFrameCompressedSize(data[pos:], len(data) - pos)
+        check(not lib.ZSTD_isError(n), "bad frame at %d", pos)
+        frames.append((pos, n))
+        pos += n
+    check(len(frames) >= 4, "frames: %r", frames)
+    for off, n in frames:
+        eq(data[off:off + 4], b"\x28\xb5\x2f\xfd", "magic at %d" % off)
+        check(data[off + 4] & 0x04, "frame at %d has no checksum flag", off)
+    # Flip one byte inside the last frame's checksum: libzstd rejects it.
+    off, n = frames[-1]
+    bad = bytearray(data)
+    bad[off + n - 1] ^= 0x55
+    bpath = os.path.join(ctx.tmp, "bad.zst")
+    with open(bpath, "wb") as f:
+        f.write(bytes(bad))
+    try:
+        events(bpath)
+    except _zstd.ZstdError as e:
+        check("checksum" in str(e).lower(), "error %r", str(e))
+    else:
+        raise AssertionError("a trace with a wrong checksum decoded")
