@@ -58,7 +58,6 @@ except Exception:  # torch built without distributed
     _DDP = None
 _notes = set()
 
-_HOP = ("hop",)  # cache marker for higher-order operators: run, do not record
 
 
 # Recorders with an open trace (weak references).
@@ -723,11 +722,14 @@ class Recorder:
 
     # ------------------------------------------------------------------- ops
     def _op_info(self, func):
-        """Per-OpOverload cache entry: (fw fragment, bw fragment, collective
-        details or None).  The fragments are the op event up to its time."""
+        """Per-OpOverload cache entry, keyed by id(func) (OpOverload's
+        __hash__ is Python code; the entry keeps func alive, so its id stays
+        its own): (fw fragment, bw fragment, collective details or None,
+        func).  The fragments are the op event up to its time; a
+        higher-order operator (run, not recorded) has None for both."""
         if not isinstance(func, C.OpOverload):
-            self._op_cache[func] = _HOP
-            return _HOP
+            info = self._op_cache[id(func)] = (None, None, None, func)
+            return info
         name = str(func)
         nj = _dumps(name)
         fw = '{"ev":"op","name":' + nj + ',"bw":false,"dt":false,"args":[],"fake":false,"t":'
@@ -750,8 +752,8 @@ class Recorder:
                 pass
             coll = (nj, pg_idx, pg_kind, idx[0], idx[1],
                     ns == "c10d" and base == "allreduce_")
-        info = (fw, bw, coll)
-        self._op_cache[func] = info
+        info = (fw, bw, coll, func)
+        self._op_cache[id(func)] = info
         return info
 
     def _coll_fields(self, pg_name, args, in_idx, out_idx):
@@ -932,35 +934,32 @@ def _make_mode(rec):
     fake_context = C.fake_context
     coll_call = rec._coll_call
     dtensor_line = rec._dtensor_line
-    HOP = _HOP
 
     class _RecorderMode(C.TorchDispatchMode):
         supports_higher_order_operators = True
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            info = cache.get(func)
+            info = cache.get(id(func))
             if info is None:
                 info = op_info(func)
-            if info is HOP:
+            fw, bwf, coll, _ = info
+            if fw is None:
                 return func(*args, **(kwargs or {}))
             bw = is_bw()
-            if types:
-                if DT is not None and DT in types:
-                    line = dtensor_line(func, bw, args)
-                    append(line + ',"t":' + str(clock() - mono0) + "}\n")
-                    return NotImplemented
-                fake = (Fake is not None and Fake in types) or fake_context()
-            else:
-                fake = fake_context()
-            if info[2] is not None:
-                return coll_call(func, info[2], bw, fake, args, kwargs)
+            if DT is not None and DT in types:
+                line = dtensor_line(func, bw, args)
+                append(line + ',"t":' + str(clock() - mono0) + "}\n")
+                return NotImplemented
+            fake = (Fake is not None and Fake in types) or fake_context()
+            if coll is not None:
+                return coll_call(func, coll, bw, fake, args, kwargs)
             out = func(*args, **kwargs) if kwargs else func(*args)
             now = clock()
             if fake:
-                append(info[1 if bw else 0].replace('"fake":false', '"fake":true')
+                append((bwf if bw else fw).replace('"fake":false', '"fake":true')
                        + str(now - mono0) + "}\n")
             else:
-                append(info[1 if bw else 0] + str(now - mono0) + "}\n")
+                append((bwf if bw else fw) + str(now - mono0) + "}\n")
             if now > w.due:
                 w.poke()
             return out
