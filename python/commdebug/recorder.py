@@ -28,6 +28,7 @@ and torch/distributed/tensor/debug/_comm_mode.py):
   collectives are recorded as well.
 """
 
+import atexit
 import json
 import os
 import socket
@@ -114,6 +115,35 @@ def _wrap_init_process_group():
 def _after_fork_in_child():
     for rec in _live():
         rec._forked_from = os.getppid()
+
+
+_SETTLE_S = 0.2
+
+
+def _settle_communication_threads():
+    """At exit, before the interpreter finalizes: give the process groups'
+    worker threads time to drop the collectives they just finished.
+
+    A gloo worker signals a collective complete and only then destroys its
+    work object, and with it the last reference to tensors that have a
+    Python object (the program's, and C++ tensors that a dispatch mode was
+    handed).  Freeing such a tensor takes the GIL; once finalization has
+    begun, a thread that asks for the GIL is ended with pthread_exit, whose
+    unwinding through the worker's C++ frames calls std::terminate:
+    "terminate called without an active exception" at exit (torch 1.13,
+    DDP and new_group, with a process group left for exit to clean up).
+    Sleeping here releases the GIL while threads may still take it."""
+    if not _LIVE:
+        return
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            time.sleep(_SETTLE_S)
+    except Exception:
+        pass
+
+
+atexit.register(_settle_communication_threads)
 
 
 if hasattr(os, "register_at_fork"):
@@ -273,7 +303,6 @@ class Recorder:
         self._world = 1
         self._rank_src = None        # "pg", "env" or None (not known yet)
         self._forked_from = None
-        self.dropped_at_fork = False
         self._placements_json = {}
         self._mesh_json = {}
 
