@@ -60,7 +60,6 @@ except Exception:  # torch built without distributed
 _notes = set()
 
 
-
 # Recorders with an open trace (weak references).
 _LIVE = []
 
@@ -251,10 +250,14 @@ def _shape_json(shape):
 class Recorder:
     """Record what CommDebugMode would see into a per-rank trace file.
 
-    ``path`` may contain ``{rank}``: it is replaced by the torch.distributed
-    rank when the file is opened (at the first entry), or by the RANK
-    environment variable when the process group is not initialized yet, or
-    by 0.  The file is kept open and every later entry appends to it.
+    ``path`` may contain ``{rank}``: it becomes the launcher's rank
+    variable (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK)
+    when the file is opened at the first entry, or, without one, the trace
+    waits under a hidden name and is renamed (its meta event rewritten) when
+    init_process_group gives the rank; see close() for a process that never
+    learns one.  The file is claimed with flock and never truncated while
+    another live recorder writes it.  It is kept open and every later entry
+    appends to it.
 
     ``label`` names the regions (``with rec(label="step 3"):`` names just
     the next one).
