@@ -354,6 +354,7 @@ class Recorder:
         _nccl.point_to(_nccl.sibling_trace(self.path))
         _LIVE.append(weakref.ref(self))
         _wrap_init_process_group()
+        C.install_bw_tracking()
         notes = list(C.degraded)
         missing = _install_python_api()
         if missing:
@@ -922,7 +923,7 @@ class Recorder:
 
 _EMULATE_BW_PRE = C.EMULATE_BW_PRE
 _NEED_PG_CTX = not C.can_unbox_process_group()
-_SKIP_MODULES = ("commdebug.recorder", "torch.utils._python_dispatch")
+_SKIP_MODULES = ("commdebug.recorder", "commdebug._compat", "torch.utils._python_dispatch")
 _ENGINE_ENTRIES = {("torch.autograd", "backward"), ("torch.autograd", "grad"),
                    ("torch.autograd.graph", "_engine_run_backward")}
 

@@ -401,3 +401,39 @@ def test_read_events_streams(ctx):
     check(peak < 16 * 2**20, "peak traced memory %d bytes", peak)
     ctx.note("peak %.1f MiB reading 400001 events (%.1f MiB at the first)"
              % (peak / 2**20, peak_at_first / 2**20))
+
+
+def test_bw_flag_every_entry(ctx):
+    """"bw" is true exactly for the ops the autograd engine runs, whatever
+    started the backward pass (Tensor.backward, autograd.grad, a reentrant
+    checkpoint's inner backward, a backward on another thread) and false for
+    forward ops (also on another thread while a backward runs)."""
+    import threading
+    from torch.utils.checkpoint import checkpoint
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def fw():
+        return (torch.randn(2, 4) @ w).tanh().sum()
+
+    def run():
+        fw().backward()
+        torch.autograd.grad(fw(), [w])
+        x = torch.randn(2, 4, requires_grad=True)
+        checkpoint(lambda a: (a @ w).sigmoid(), x, use_reentrant=True).sum().backward()
+        t = threading.Thread(target=lambda: fw().backward())
+        t.start()
+        t.join()
+
+    evs = record(os.path.join(ctx.tmp, "b.zst"), run)
+    ops = [(e["name"], e["bw"]) for e in evs if e["ev"] == "op"]
+    want_bw = {"aten.tanh_backward.default", "aten.sigmoid_backward.default"}
+    for name, bw in ops:
+        if name in want_bw or name in ("aten.tanh.default", "aten.randn.default",
+                                       "aten.sum.default"):
+            eq(bw, name in want_bw, "bw flag of %s" % name)
+    # the checkpoint recomputes sigmoid inside backward
+    check(("aten.sigmoid.default", True) in ops and ("aten.sigmoid.default", False) in ops,
+          "checkpointed sigmoid: %r", ops)
+    # the dispatch mode sees the calling thread: two tanh_backward from it
+    eq(sum(1 for o in ops if o == ("aten.tanh_backward.default", True)), 2,
+       "tanh_backward ops")
