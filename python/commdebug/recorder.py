@@ -145,6 +145,22 @@ def _settle_communication_threads():
 atexit.register(_settle_communication_threads)
 
 
+def _close_live():
+    """At exit: close the Recorders the program did not close, so that a
+    trace still waiting for its rank gets its name (the writers' own exit
+    handler, which runs after this one, only closes files)."""
+    for rec in _live():
+        try:
+            if rec._in_region:
+                rec.__exit__(None, None, None)
+            rec.close()
+        except Exception as e:
+            _note("closing %s at exit: %s" % (rec.path, e))
+
+
+atexit.register(_close_live)
+
+
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 

@@ -437,3 +437,24 @@ def test_bw_flag_every_entry(ctx):
     # the dispatch mode sees the calling thread: two tanh_backward from it
     eq(sum(1 for o in ops if o == ("aten.tanh_backward.default", True)), 2,
        "tanh_backward ops")
+
+
+def test_unclosed_recorder_named_at_exit(ctx):
+    """A Recorder the program never closes (no rank variable, no process
+    group) is named rank0.zst at exit and holds all its regions."""
+    out = os.path.join(ctx.tmp, "t")
+    script = ("import torch; from commdebug import Recorder\n"
+              "rec = Recorder(%r)\n"
+              "for i in range(3):\n"
+              "    with rec: torch.ones(2) + 1\n" % os.path.join(out, "rank{rank}.zst"))
+    e = env()
+    for var in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                "COMMDEBUG_RECORD_T0"):
+        e.pop(var, None)
+    r = subprocess.run([PYTHON, "-c", script], env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    eq(r.returncode, 0, "exit status (stderr: %s)" % r.stderr.decode())
+    eq(sorted(os.listdir(out)), ["rank0.zst"], "files")
+    evs = events(os.path.join(out, "rank0.zst"))
+    eq((evs[0]["rank"], evs[0]["world_size"]), (0, 1), "meta rank")
+    eq(sum(1 for ev in evs if ev["ev"] == "region_exit"), 3, "regions")
