@@ -10,6 +10,7 @@ recorder can say once what it had to emulate.
 
 import contextlib
 import sys
+import threading
 
 import torch
 import torch.nn.modules.module as _nn_module
@@ -19,7 +20,7 @@ __all__ = [
     "TORCH", "is_bw", "DTensor", "FakeTensor", "FakeTensorMode", "fake_context",
     "multi_grad_hook", "register_global_fw_pre", "register_global_fw_post",
     "register_global_bw_pre", "OpOverload", "unbox_process_group", "degraded",
-    "queue_engine_callback", "task_id", "TorchDispatchMode",
+    "queue_engine_callback", "task_id", "TorchDispatchMode", "install_bw_tracking",
 ]
 
 
@@ -55,9 +56,13 @@ def queue_engine_callback(cb):
 
 # --- is the autograd engine running? -------------------------------------------------
 _cur_task = getattr(torch._C, "_current_graph_task_id", None)
+_bw_tracked = [False]
 if _cur_task is not None:
     def is_bw():
         return _cur_task() != -1
+
+    def install_bw_tracking():
+        pass
 else:
     # torch 1.13: no graph-task id.  _will_engine_execute_node raises unless it is
     # called from inside a backward pass; a probe node of our own is enough.
@@ -66,12 +71,52 @@ else:
         _probe_leaf = torch.zeros(1, requires_grad=True)
         _probe_node = _probe_leaf.expand(1).grad_fn
 
-    def is_bw():
+    def _probe_bw():
         try:
             _will_exec(_probe_node)
             return True
         except RuntimeError:
             return False
+
+    # The probe raises (slow) on every op outside backward.  Backward passes
+    # started from Python go through Variable._execution_engine.run_backward
+    # (torch.autograd.backward and grad, Tensor.backward, checkpointing):
+    # once install_bw_tracking() has put a counting proxy there, an op while
+    # no such call is running is known to be outside backward without the
+    # probe.  Inside one (on any thread) the probe decides.
+    _bw_running = [0]
+    _bw_lock = threading.Lock()
+
+    class _EngineProxy:
+        def __init__(self, engine):
+            self._commdebug_engine = engine
+
+        def run_backward(self, *args, **kwargs):
+            with _bw_lock:
+                _bw_running[0] += 1
+            try:
+                return self._commdebug_engine.run_backward(*args, **kwargs)
+            finally:
+                with _bw_lock:
+                    _bw_running[0] -= 1
+
+        def __getattr__(self, name):
+            return getattr(self._commdebug_engine, name)
+
+    def is_bw():
+        if not _bw_running[0] and _bw_tracked[0]:
+            return False
+        return _probe_bw()
+
+    def install_bw_tracking():
+        if _bw_tracked[0]:
+            return
+        V = torch.autograd.Variable
+        if isinstance(V.__dict__.get("_execution_engine"), _EngineProxy):
+            _bw_tracked[0] = True
+            return
+        V._execution_engine = _EngineProxy(V._execution_engine)
+        _bw_tracked[0] = True
 
 # --- DTensor / fake tensors ----------------------------------------------------------
 DTensor = None

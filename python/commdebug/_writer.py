@@ -448,7 +448,7 @@ class TraceWriter:
             _open_writers.remove(self)
         except ValueError:
             pass
-        if self.dropped and not discard and self.error is not None:
+        if self.dropped and not discard:
             _warn("%s: %d events were not written" % (self.path, self.dropped))
 
     def _forked(self):

@@ -75,6 +75,11 @@ def step_hook(rec):
     return undo
 
 
+def _autostart_launchers():
+    from ._autostart import _LAUNCHERS
+    return _LAUNCHERS
+
+
 def _child_env(out, every_step, label):
     """The environment every process of the job inherits."""
     e = os.environ
@@ -128,6 +133,9 @@ def main(argv=None):
     if not cmd:
         p.error("no script to run (give it after --)")
     module = None
+    if cmd[0] == "-m" and len(cmd) > 1 and cmd[1].startswith(_autostart_launchers()):
+        # torchrun as a module: a launcher, run as a child like any other
+        cmd = [sys.executable] + cmd
     if cmd[0] == "-m":
         if len(cmd) < 2:
             p.error("-m needs a module name")

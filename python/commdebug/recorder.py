@@ -28,6 +28,7 @@ and torch/distributed/tensor/debug/_comm_mode.py):
   collectives are recorded as well.
 """
 
+import atexit
 import json
 import os
 import socket
@@ -57,8 +58,6 @@ try:
 except Exception:  # torch built without distributed
     _DDP = None
 _notes = set()
-
-_HOP = ("hop",)  # cache marker for higher-order operators: run, do not record
 
 
 # Recorders with an open trace (weak references).
@@ -115,6 +114,51 @@ def _wrap_init_process_group():
 def _after_fork_in_child():
     for rec in _live():
         rec._forked_from = os.getppid()
+
+
+_SETTLE_S = 0.2
+
+
+def _settle_communication_threads():
+    """At exit, before the interpreter finalizes: give the process groups'
+    worker threads time to drop the collectives they just finished.
+
+    A gloo worker signals a collective complete and only then destroys its
+    work object, and with it the last reference to tensors that have a
+    Python object (the program's, and C++ tensors that a dispatch mode was
+    handed).  Freeing such a tensor takes the GIL; once finalization has
+    begun, a thread that asks for the GIL is ended with pthread_exit, whose
+    unwinding through the worker's C++ frames calls std::terminate:
+    "terminate called without an active exception" at exit (torch 1.13,
+    DDP and new_group, with a process group left for exit to clean up).
+    Sleeping here releases the GIL while threads may still take it."""
+    if not _LIVE:
+        return
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            time.sleep(_SETTLE_S)
+    except Exception:
+        pass
+
+
+atexit.register(_settle_communication_threads)
+
+
+def _close_live():
+    """At exit: close the Recorders the program did not close, so that a
+    trace still waiting for its rank gets its name (the writers' own exit
+    handler, which runs after this one, only closes files)."""
+    for rec in _live():
+        try:
+            if rec._in_region:
+                rec.__exit__(None, None, None)
+            rec.close()
+        except Exception as e:
+            _note("closing %s at exit: %s" % (rec.path, e))
+
+
+atexit.register(_close_live)
 
 
 if hasattr(os, "register_at_fork"):
@@ -222,10 +266,14 @@ def _shape_json(shape):
 class Recorder:
     """Record what CommDebugMode would see into a per-rank trace file.
 
-    ``path`` may contain ``{rank}``: it is replaced by the torch.distributed
-    rank when the file is opened (at the first entry), or by the RANK
-    environment variable when the process group is not initialized yet, or
-    by 0.  The file is kept open and every later entry appends to it.
+    ``path`` may contain ``{rank}``: it becomes the launcher's rank
+    variable (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK)
+    when the file is opened at the first entry, or, without one, the trace
+    waits under a hidden name and is renamed (its meta event rewritten) when
+    init_process_group gives the rank; see close() for a process that never
+    learns one.  The file is claimed with flock and never truncated while
+    another live recorder writes it.  It is kept open and every later entry
+    appends to it.
 
     ``label`` names the regions (``with rec(label="step 3"):`` names just
     the next one).
@@ -274,7 +322,6 @@ class Recorder:
         self._world = 1
         self._rank_src = None        # "pg", "env" or None (not known yet)
         self._forked_from = None
-        self.dropped_at_fork = False
         self._placements_json = {}
         self._mesh_json = {}
 
@@ -323,6 +370,7 @@ class Recorder:
         _nccl.point_to(_nccl.sibling_trace(self.path))
         _LIVE.append(weakref.ref(self))
         _wrap_init_process_group()
+        C.install_bw_tracking()
         notes = list(C.degraded)
         missing = _install_python_api()
         if missing:
@@ -723,11 +771,14 @@ class Recorder:
 
     # ------------------------------------------------------------------- ops
     def _op_info(self, func):
-        """Per-OpOverload cache entry: (fw fragment, bw fragment, collective
-        details or None).  The fragments are the op event up to its time."""
+        """Per-OpOverload cache entry, keyed by id(func) (OpOverload's
+        __hash__ is Python code; the entry keeps func alive, so its id stays
+        its own): (fw fragment, bw fragment, collective details or None,
+        func).  The fragments are the op event up to its time; a
+        higher-order operator (run, not recorded) has None for both."""
         if not isinstance(func, C.OpOverload):
-            self._op_cache[func] = _HOP
-            return _HOP
+            info = self._op_cache[id(func)] = (None, None, None, func)
+            return info
         name = str(func)
         nj = _dumps(name)
         fw = '{"ev":"op","name":' + nj + ',"bw":false,"dt":false,"args":[],"fake":false,"t":'
@@ -750,8 +801,8 @@ class Recorder:
                 pass
             coll = (nj, pg_idx, pg_kind, idx[0], idx[1],
                     ns == "c10d" and base == "allreduce_")
-        info = (fw, bw, coll)
-        self._op_cache[func] = info
+        info = (fw, bw, coll, func)
+        self._op_cache[id(func)] = info
         return info
 
     def _coll_fields(self, pg_name, args, in_idx, out_idx):
@@ -888,7 +939,7 @@ class Recorder:
 
 _EMULATE_BW_PRE = C.EMULATE_BW_PRE
 _NEED_PG_CTX = not C.can_unbox_process_group()
-_SKIP_MODULES = ("commdebug.recorder", "torch.utils._python_dispatch")
+_SKIP_MODULES = ("commdebug.recorder", "commdebug._compat", "torch.utils._python_dispatch")
 _ENGINE_ENTRIES = {("torch.autograd", "backward"), ("torch.autograd", "grad"),
                    ("torch.autograd.graph", "_engine_run_backward")}
 
@@ -932,35 +983,32 @@ def _make_mode(rec):
     fake_context = C.fake_context
     coll_call = rec._coll_call
     dtensor_line = rec._dtensor_line
-    HOP = _HOP
 
     class _RecorderMode(C.TorchDispatchMode):
         supports_higher_order_operators = True
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            info = cache.get(func)
+            info = cache.get(id(func))
             if info is None:
                 info = op_info(func)
-            if info is HOP:
+            fw, bwf, coll, _ = info
+            if fw is None:
                 return func(*args, **(kwargs or {}))
             bw = is_bw()
-            if types:
-                if DT is not None and DT in types:
-                    line = dtensor_line(func, bw, args)
-                    append(line + ',"t":' + str(clock() - mono0) + "}\n")
-                    return NotImplemented
-                fake = (Fake is not None and Fake in types) or fake_context()
-            else:
-                fake = fake_context()
-            if info[2] is not None:
-                return coll_call(func, info[2], bw, fake, args, kwargs)
+            if DT is not None and DT in types:
+                line = dtensor_line(func, bw, args)
+                append(line + ',"t":' + str(clock() - mono0) + "}\n")
+                return NotImplemented
+            fake = (Fake is not None and Fake in types) or fake_context()
+            if coll is not None:
+                return coll_call(func, coll, bw, fake, args, kwargs)
             out = func(*args, **kwargs) if kwargs else func(*args)
             now = clock()
             if fake:
-                append(info[1 if bw else 0].replace('"fake":false', '"fake":true')
+                append((bwf if bw else fw).replace('"fake":false', '"fake":true')
                        + str(now - mono0) + "}\n")
             else:
-                append(info[1 if bw else 0] + str(now - mono0) + "}\n")
+                append((bwf if bw else fw) + str(now - mono0) + "}\n")
             if now > w.due:
                 w.poke()
             return out

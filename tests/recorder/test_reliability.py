@@ -72,8 +72,7 @@ with rec:
         y.add_(1)
     base = rss()
     n = 0
-    t_end = time.monotonic() + float(os.environ.get("SECONDS_", "4"))
-    while time.monotonic() < t_end:
+    while n < int(os.environ["OPS"]):
         for _ in range(1000):
             y.add_(1)
         n += 1000
@@ -94,17 +93,16 @@ def test_fifo_without_reader(ctx):
     2 s) plus interpreter teardown."""
     fifo = os.path.join(ctx.tmp, "fifo")
     os.mkfifo(fifo)
-    rc, out, err, wall = run(FIFO_JOB, timeout=120, TRACE=fifo, SECONDS_=4)
+    rc, out, err, wall = run(FIFO_JOB, timeout=300, TRACE=fifo, OPS=300000)
     eq(rc, 0, "exit status (stderr %s)" % err)
     ops, grown, dropped = (int(field(out, k)) for k in ("OPS", "GROWN", "DROPPED"))
-    ctx.note("%d ops in 4 s, RSS grew %.1f MiB, %d events dropped" % (ops, grown / 2**20, dropped))
-    check(ops > 3 * 65536, "too few ops to fill the buffer (%d)", ops)
+    ctx.note("%d ops, RSS grew %.1f MiB, %d events dropped" % (ops, grown / 2**20, dropped))
     check(dropped > 0, "nothing was dropped: %s", out)
     # The buffer holds at most 65536 lines of about 60 bytes (plus list and
     # string overhead): far less than the ops recorded.
     check(grown < 40 * 2**20, "memory grew %d bytes for %d ops", grown, ops)
     check("did not finish within 2 s" in err, "no exit message: %r", err)
-    check(wall < 100, "took %.0f s", wall)
+    check(wall < 280, "took %.0f s", wall)
 
 
 def test_two_recorders_one_path(ctx):

@@ -401,3 +401,60 @@ def test_read_events_streams(ctx):
     check(peak < 16 * 2**20, "peak traced memory %d bytes", peak)
     ctx.note("peak %.1f MiB reading 400001 events (%.1f MiB at the first)"
              % (peak / 2**20, peak_at_first / 2**20))
+
+
+def test_bw_flag_every_entry(ctx):
+    """"bw" is true exactly for the ops the autograd engine runs, whatever
+    started the backward pass (Tensor.backward, autograd.grad, a reentrant
+    checkpoint's inner backward, a backward on another thread) and false for
+    forward ops (also on another thread while a backward runs)."""
+    import threading
+    from torch.utils.checkpoint import checkpoint
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def fw():
+        return (torch.randn(2, 4) @ w).tanh().sum()
+
+    def run():
+        fw().backward()
+        torch.autograd.grad(fw(), [w])
+        x = torch.randn(2, 4, requires_grad=True)
+        checkpoint(lambda a: (a @ w).sigmoid(), x, use_reentrant=True).sum().backward()
+        t = threading.Thread(target=lambda: fw().backward())
+        t.start()
+        t.join()
+
+    evs = record(os.path.join(ctx.tmp, "b.zst"), run)
+    ops = [(e["name"], e["bw"]) for e in evs if e["ev"] == "op"]
+    want_bw = {"aten.tanh_backward.default", "aten.sigmoid_backward.default"}
+    for name, bw in ops:
+        if name in want_bw or name in ("aten.tanh.default", "aten.randn.default",
+                                       "aten.sum.default"):
+            eq(bw, name in want_bw, "bw flag of %s" % name)
+    # the checkpoint recomputes sigmoid inside backward
+    check(("aten.sigmoid.default", True) in ops and ("aten.sigmoid.default", False) in ops,
+          "checkpointed sigmoid: %r", ops)
+    # the dispatch mode sees the calling thread: two tanh_backward from it
+    eq(sum(1 for o in ops if o == ("aten.tanh_backward.default", True)), 2,
+       "tanh_backward ops")
+
+
+def test_unclosed_recorder_named_at_exit(ctx):
+    """A Recorder the program never closes (no rank variable, no process
+    group) is named rank0.zst at exit and holds all its regions."""
+    out = os.path.join(ctx.tmp, "t")
+    script = ("import torch; from commdebug import Recorder\n"
+              "rec = Recorder(%r)\n"
+              "for i in range(3):\n"
+              "    with rec: torch.ones(2) + 1\n" % os.path.join(out, "rank{rank}.zst"))
+    e = env()
+    for var in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                "COMMDEBUG_RECORD_T0"):
+        e.pop(var, None)
+    r = subprocess.run([PYTHON, "-c", script], env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    eq(r.returncode, 0, "exit status (stderr: %s)" % r.stderr.decode())
+    eq(sorted(os.listdir(out)), ["rank0.zst"], "files")
+    evs = events(os.path.join(out, "rank0.zst"))
+    eq((evs[0]["rank"], evs[0]["world_size"]), (0, 1), "meta rank")
+    eq(sum(1 for ev in evs if ev["ev"] == "region_exit"), 3, "regions")
