@@ -98,7 +98,8 @@ static void region_sync(struct cd_check *c, const struct cd_replay *r)
 		return;
 	c->gen = r->gen;
 	c->colls_in_region = c->colls_with_bytes = 0;
-	memset(c->coll_bytes.v, 0, c->coll_bytes.n * sizeof *c->coll_bytes.v);
+	if (c->coll_bytes.n)
+		memset(c->coll_bytes.v, 0, c->coll_bytes.n * sizeof *c->coll_bytes.v);
 }
 
 static struct cd_check_acc *acc_get(struct cd_check *c, const struct cd_replay *r, uint32_t id,
