@@ -50,6 +50,10 @@ int cd_cli_run(struct cd_cli *cli);
 
 void cd_cli_usage(FILE *f);
 
+/* One error line on stderr: "commdebug: PATH[:LINE[:COLUMN]]: message". */
+struct cd_err;
+void cd_cli_print_error(const char *path, const struct cd_err *err);
+
 struct cd_out;
 /* Summarize every trace of cli in parallel and print the cross-rank report
  * (ranks, analyze with several traces) or the collective listing (colls)

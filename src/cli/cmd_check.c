@@ -118,17 +118,6 @@ static int parse(struct check_opts *o, int argc, char **argv)
 	return -1;
 }
 
-static void print_error(const char *path, const struct cd_err *err)
-{
-	if (err->line > 0 && err->column > 0)
-		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", path, err->line, err->column,
-			err->msg);
-	else if (err->line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: %s\n", path, err->line, err->msg);
-	else
-		fprintf(stderr, "commdebug: %s: %s\n", path, err->msg);
-}
-
 struct trace_ctx {
 	struct cd_check *check;
 	const char *path;
@@ -183,11 +172,11 @@ static int run_trace(struct cd_check *check, const char *path, bool general_pars
 
 	ctx.run = &run;
 	if ((st = cd_check_trace_begin(check, path, &err))) {
-		print_error(path, &err);
+		cd_cli_print_error(path, &err);
 		return CD_EXIT_DATA;
 	}
 	if ((st = cd_replay_init(&rp, &ro, &err))) {
-		print_error(path, &err);
+		cd_cli_print_error(path, &err);
 		return CD_EXIT_DATA;
 	}
 	st = cd_trace_replay(path, &rp, &run, &err);
@@ -195,14 +184,14 @@ static int run_trace(struct cd_check *check, const char *path, bool general_pars
 		st = cd_replay_finish(&rp, &err);
 	cd_replay_free(&rp);
 	if (st) {
-		print_error(path, &err);
+		cd_cli_print_error(path, &err);
 		return CD_EXIT_DATA;
 	}
 	if (run.cut)
 		fprintf(stderr, "commdebug: %s: trace cut short (%s); what was read was checked\n",
 			path, run.cut_why ? run.cut_why : "it ends early");
 	if ((st = cd_check_trace_end(check, run.cut, &err))) {
-		print_error(path, &err);
+		cd_cli_print_error(path, &err);
 		return CD_EXIT_DATA;
 	}
 	return run.cut ? CD_EXIT_CUT : CD_EXIT_OK;
@@ -583,14 +572,14 @@ int cmd_check(int argc, char **argv)
 		goto done;
 	if (!o.write) {
 		if (cd_expect_load(o.expect_path, &x, &err)) {
-			print_error(o.expect_path, &err);
+			cd_cli_print_error(o.expect_path, &err);
 			rc = CD_EXIT_USAGE;
 			goto done;
 		}
 		loaded = true;
 	}
 	if (cd_check_init(&c, loaded ? &x : NULL, o.write, &err)) {
-		print_error(o.expect_path, &err);
+		cd_cli_print_error(o.expect_path, &err);
 		rc = CD_EXIT_DATA;
 		goto done;
 	}

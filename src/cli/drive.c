@@ -379,15 +379,20 @@ static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd
 	return CD_OK;
 }
 
-static void report_error(const struct run *run, const struct cd_err *err)
+void cd_cli_print_error(const char *path, const struct cd_err *err)
 {
 	if (err->line > 0 && err->column > 0)
-		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", run->path, err->line, err->column,
+		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", path, err->line, err->column,
 			err->msg);
 	else if (err->line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: %s\n", run->path, err->line, err->msg);
+		fprintf(stderr, "commdebug: %s:%lld: %s\n", path, err->line, err->msg);
 	else
-		fprintf(stderr, "commdebug: %s: %s\n", run->path, err->msg);
+		fprintf(stderr, "commdebug: %s: %s\n", path, err->msg);
+}
+
+static void report_error(const struct run *run, const struct cd_err *err)
+{
+	cd_cli_print_error(run->path, err);
 }
 
 static void tick_cb(void *ud, const struct cd_reader *rd)

@@ -13,17 +13,6 @@
 #include "../trace.h"
 #include "paths.h"
 
-static void print_error(const char *path, const struct cd_err *err)
-{
-	if (err->line > 0 && err->column > 0)
-		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", path, err->line, err->column,
-			err->msg);
-	else if (err->line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: %s\n", path, err->line, err->msg);
-	else
-		fprintf(stderr, "commdebug: %s: %s\n", path, err->msg);
-}
-
 void cd_nside_find(struct cd_nside *ns, const struct cd_cli *cli, const char *path)
 {
 	struct stat st;
@@ -174,15 +163,15 @@ int cd_nside_load(struct cd_nside *ns, const struct cd_cli *cli, const char *pat
 	if (!ns->sibling)
 		return CD_EXIT_OK;
 	if (cd_replay_init(&rp, &ro, &err)) {
-		print_error(ns->sibling, &err);
+		cd_cli_print_error(ns->sibling, &err);
 		return CD_EXIT_DATA;
 	}
 	ns->sib_tr = &tr;
 	if (cd_trace_replay(ns->sibling, &rp, &tr, &err)) {
-		print_error(ns->sibling, &err);
+		cd_cli_print_error(ns->sibling, &err);
 		rc = CD_EXIT_DATA;
 	} else if (ns->err.msg[0]) {
-		print_error(ns->sibling, &ns->err);
+		cd_cli_print_error(ns->sibling, &ns->err);
 		rc = CD_EXIT_DATA;
 	} else if (tr.cut) {
 		fprintf(stderr, "commdebug: %s: warning: the trace is cut (%s); read up to line %lld, "
@@ -248,7 +237,7 @@ int cd_nside_finish(struct cd_nside *ns, struct cd_out *o, const struct cd_inter
 	const char *src = ns->sibling ? ns->sibling : path;
 
 	if (ns->err.msg[0]) {
-		print_error(path, &ns->err);
+		cd_cli_print_error(path, &ns->err);
 		return CD_EXIT_DATA;
 	}
 	if (ns->failed)
@@ -257,7 +246,7 @@ int cd_nside_finish(struct cd_nside *ns, struct cd_out *o, const struct cd_inter
 		if (regions && !json)
 			cd_out_str(o, "\n");
 		if (cd_nccl_report(o, &ns->nccl, mods, src, json, &err)) {
-			print_error(path, &err);
+			cd_cli_print_error(path, &err);
 			return CD_EXIT_DATA;
 		}
 	}

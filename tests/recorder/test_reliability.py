@@ -27,6 +27,7 @@ for i in range(int(os.environ.get("STEPS", "20"))):
         step()
 print("RESULT", repr(sum(float(p.sum()) for p in m.parameters())))
 if rec is not None:
+    rec.close()  # the writer thread may not have tried to write yet
     print("DROPPED", rec.dropped)
 """
 
