@@ -318,152 +318,178 @@ static const char *nstr(const struct cd_nccl *n, uint32_t id)
 	return cd_intern_str(&n->names, id);
 }
 
-enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct cd_intern *mods,
-			      const char *source, bool json, struct cd_err *err)
-{
-	struct cd_intern sidx = {0}, midx = {0};
-	struct sumrow *sums = NULL;
-	struct modrow *rows = NULL;
-	uint32_t nsums = 0, scap = 0, nrows = 0, rcap = 0;
-	uint64_t tagged = 0, charged = 0, timed = 0, py_unserved = n->unserved;
-	bool fresh, oom = false;
-	char b1[32], b2[32], b3[32], b4[32];
+/* The report's rows and counts, filled by tally_calls and tally_modules. */
+struct tally {
+	struct cd_intern sidx, midx;
+	struct sumrow *sums;
+	struct modrow *rows;
+	uint32_t nsums, scap, nrows, rcap;
+	uint64_t tagged, charged, timed, py_unserved;
+};
 
-	/* per function and size */
+/* One summary row per (function, ranks) over every NCCL call, and the counts
+ * of tagged and timed calls.  False when out of memory. */
+static bool tally_calls(struct tally *t, const struct cd_nccl *n)
+{
+	bool fresh;
 	for (uint32_t i = 0; i < n->calls.n; i++) {
 		const struct cd_ncall *c = &n->calls.v[i];
 		uint32_t key[2] = {c->func, (uint32_t)c->nranks};
-		uint32_t id = row_of(&sidx, (void **)&sums, &nsums, &scap, sizeof *sums, key, 2,
-				     &fresh);
-		if (id == CD_NOID) {
-			oom = true;
-			break;
-		}
-		sums[id].func = c->func;
-		sums[id].nranks = c->nranks;
-		agg_add(&sums[id].a, c, cd_nccl_bus_factor(nstr(n, c->func), c->nranks));
-		tagged += c->pg != CD_NOID;
-		timed += c->dur > 0;
+		uint32_t id = row_of(&t->sidx, (void **)&t->sums, &t->nsums, &t->scap,
+				     sizeof *t->sums, key, 2, &fresh);
+		if (id == CD_NOID)
+			return false;
+		t->sums[id].func = c->func;
+		t->sums[id].nranks = c->nranks;
+		agg_add(&t->sums[id].a, c, cd_nccl_bus_factor(nstr(n, c->func), c->nranks));
+		t->tagged += c->pg != CD_NOID;
+		t->timed += c->dur > 0;
 	}
-	/* per module: each Python collective's NCCL calls */
+	return true;
+}
+
+/* One row per (region, module, direction, function): each Python collective's
+ * NCCL calls charged to every module it ran under.  Marks the calls charged and
+ * counts the collectives that have none.  False when out of memory. */
+static bool tally_modules(struct tally *t, struct cd_nccl *n)
+{
+	bool fresh, oom = false;
 	for (uint32_t i = 0; i < n->charges.n && !oom; i++) {
 		const struct cd_ncharge *ch = &n->charges.v[i];
 		uint32_t first = ch->tag < n->tag_head.n ? n->tag_head.v[ch->tag] : CD_NOID;
 		if (first == CD_NOID)
-			py_unserved++;
+			t->py_unserved++;
 		for (uint32_t ci = first; ci != CD_NOID; ci = n->calls.v[ci].next) {
 			struct cd_ncall *c = &n->calls.v[ci];
 			double f = cd_nccl_bus_factor(nstr(n, c->func), c->nranks);
 			if (!c->charged) {
 				c->charged = true;
-				charged++;
+				t->charged++;
 			}
 			for (uint32_t k = 0; k < ch->nmods; k++) {
 				uint32_t key[4] = {ch->region, n->mods.v[ch->mods + 2 * k], ch->bw,
 						   c->func};
-				uint32_t id = row_of(&midx, (void **)&rows, &nrows, &rcap, sizeof *rows,
-						     key, 4, &fresh);
+				uint32_t id = row_of(&t->midx, (void **)&t->rows, &t->nrows, &t->rcap,
+						     sizeof *t->rows, key, 4, &fresh);
 				if (id == CD_NOID) {
 					oom = true;
 					break;
 				}
 				if (fresh) {
-					rows[id].region = ch->region;
-					rows[id].mod = key[1];
-					rows[id].depth = n->mods.v[ch->mods + 2 * k + 1];
-					rows[id].bw = ch->bw;
-					rows[id].func = c->func;
+					t->rows[id].region = ch->region;
+					t->rows[id].mod = key[1];
+					t->rows[id].depth = n->mods.v[ch->mods + 2 * k + 1];
+					t->rows[id].bw = ch->bw;
+					t->rows[id].func = c->func;
 				}
-				agg_add(&rows[id].a, c, f);
+				agg_add(&t->rows[id].a, c, f);
 			}
 		}
 	}
-	if (oom)
-		goto out;
-	if (nsums)
-		qsort(sums, nsums, sizeof *sums, cmp_sum);
-	if (nrows)
-		qsort(rows, nrows, sizeof *rows, cmp_mod);
+	return !oom;
+}
 
-	if (json) {
+/* The "collectives" array of the JSON report: one object per summary row. */
+static void json_collectives(struct cd_out *o, const struct cd_nccl *n, const struct tally *t)
+{
+	cd_pj_key(o, "collectives");
+	cd_pj_begin_arr(o);
+	for (uint32_t i = 0; i < t->nsums; i++) {
+		const struct sumrow *s = &t->sums[i];
 		cd_pj_begin_obj(o);
-		cd_pj_key(o, "nccl");
+		cd_pj_key(o, "func");
+		cd_pj_cstr(o, nstr(n, s->func));
+		cd_pj_key(o, "nranks");
+		if (s->nranks > 0)
+			cd_pj_int(o, s->nranks);
+		else
+			cd_pj_raw(o, "null", 4);
+		json_agg(o, &s->a, true);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+}
+
+/* The "regions" array of the JSON report: every region, with its module rows. */
+static void json_regions(struct cd_out *o, const struct cd_nccl *n, const struct cd_intern *mods,
+			 const struct tally *t)
+{
+	cd_pj_key(o, "regions");
+	cd_pj_begin_arr(o);
+	for (uint32_t i = 0, r = 0; r < n->regions.n; r++) {
 		cd_pj_begin_obj(o);
-		cd_pj_key(o, "source");
-		cd_pj_cstr(o, source);
-		cd_pj_key(o, "calls");
-		cd_pj_int(o, n->calls.n);
-		cd_pj_key(o, "tagged_calls");
-		cd_pj_int(o, (int64_t)tagged);
-		cd_pj_key(o, "charged_calls");
-		cd_pj_int(o, (int64_t)charged);
-		cd_pj_key(o, "timed_calls");
-		cd_pj_int(o, (int64_t)timed);
-		cd_pj_key(o, "lost_calls");
-		cd_pj_int(o, (int64_t)n->lost);
-		cd_pj_key(o, "collectives_without_nccl_calls");
-		cd_pj_int(o, (int64_t)py_unserved);
-		cd_pj_key(o, "collectives");
+		cd_pj_key(o, "region");
+		cd_pj_int(o, n->regions.v[r].region);
+		if (n->regions.v[r].label) {
+			cd_pj_key(o, "label");
+			cd_pj_cstr(o, n->regions.v[r].label);
+		}
+		cd_pj_key(o, "modules");
 		cd_pj_begin_arr(o);
-		for (uint32_t i = 0; i < nsums; i++) {
+		for (; i < t->nrows && t->rows[i].region == r; i++) {
+			const struct modrow *m = &t->rows[i];
 			cd_pj_begin_obj(o);
+			cd_pj_key(o, "fqn");
+			cd_pj_cstr(o, cd_intern_str(mods, m->mod));
+			cd_pj_key(o, "direction");
+			cd_pj_cstr(o, m->bw ? "backward" : "forward");
 			cd_pj_key(o, "func");
-			cd_pj_cstr(o, nstr(n, sums[i].func));
-			cd_pj_key(o, "nranks");
-			if (sums[i].nranks > 0)
-				cd_pj_int(o, sums[i].nranks);
-			else
-				cd_pj_raw(o, "null", 4);
-			json_agg(o, &sums[i].a, true);
-			cd_pj_end(o);
-		}
-		cd_pj_end(o);
-		cd_pj_key(o, "regions");
-		cd_pj_begin_arr(o);
-		for (uint32_t i = 0, r = 0; r < n->regions.n; r++) {
-			cd_pj_begin_obj(o);
-			cd_pj_key(o, "region");
-			cd_pj_int(o, n->regions.v[r].region);
-			if (n->regions.v[r].label) {
-				cd_pj_key(o, "label");
-				cd_pj_cstr(o, n->regions.v[r].label);
-			}
-			cd_pj_key(o, "modules");
-			cd_pj_begin_arr(o);
-			for (; i < nrows && rows[i].region == r; i++) {
-				cd_pj_begin_obj(o);
-				cd_pj_key(o, "fqn");
-				cd_pj_cstr(o, cd_intern_str(mods, rows[i].mod));
-				cd_pj_key(o, "direction");
-				cd_pj_cstr(o, rows[i].bw ? "backward" : "forward");
-				cd_pj_key(o, "func");
-				cd_pj_cstr(o, nstr(n, rows[i].func));
-				json_agg(o, &rows[i].a, false);
-				cd_pj_end(o);
-			}
-			cd_pj_end(o);
+			cd_pj_cstr(o, nstr(n, m->func));
+			json_agg(o, &m->a, false);
 			cd_pj_end(o);
 		}
 		cd_pj_end(o);
 		cd_pj_end(o);
-		cd_pj_end(o);
-		cd_out_str(o, "\n");
-		goto out;
 	}
+	cd_pj_end(o);
+}
 
+/* The whole JSON document: {"nccl": {counts, collectives, regions}}. */
+static void json_report(struct cd_out *o, const struct cd_nccl *n, const struct cd_intern *mods,
+			const char *source, const struct tally *t)
+{
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "nccl");
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "source");
+	cd_pj_cstr(o, source);
+	cd_pj_key(o, "calls");
+	cd_pj_int(o, n->calls.n);
+	cd_pj_key(o, "tagged_calls");
+	cd_pj_int(o, (int64_t)t->tagged);
+	cd_pj_key(o, "charged_calls");
+	cd_pj_int(o, (int64_t)t->charged);
+	cd_pj_key(o, "timed_calls");
+	cd_pj_int(o, (int64_t)t->timed);
+	cd_pj_key(o, "lost_calls");
+	cd_pj_int(o, (int64_t)n->lost);
+	cd_pj_key(o, "collectives_without_nccl_calls");
+	cd_pj_int(o, (int64_t)t->py_unserved);
+	json_collectives(o, n, t);
+	json_regions(o, n, mods, t);
+	cd_pj_end(o);
+	cd_pj_end(o);
+	cd_out_str(o, "\n");
+}
+
+/* The text header line and the per-collective summary table. */
+static void text_collectives(struct cd_out *o, const struct cd_nccl *n, const char *source,
+			     const struct tally *t)
+{
+	char b1[32], b2[32], b3[32], b4[32];
 	cd_out_printf(o, "NCCL calls (%s): %u calls, %" PRIu64 " charged to modules, %" PRIu64
-			 " with GPU time", source, n->calls.n, charged, timed);
+			 " with GPU time", source, n->calls.n, t->charged, t->timed);
 	if (n->lost)
 		cd_out_printf(o, ", %" PRIu64 " NOT RECORDED (the recorder's queue was full or its "
 				 "trace not open)", n->lost);
 	cd_out_str(o, "\n");
 	cd_out_printf(o, "%-16s %6s %8s %12s %12s %13s %13s\n", "Collective", "Ranks", "Calls",
 		      "Bytes", "Time (us)", "algbw (GB/s)", "busbw (GB/s)");
-	for (uint32_t i = 0; i < nsums; i++) {
-		const struct agg *a = &sums[i].a;
+	for (uint32_t i = 0; i < t->nsums; i++) {
+		const struct agg *a = &t->sums[i].a;
 		char ranks[16];
-		if (sums[i].nranks > 0)
-			snprintf(ranks, sizeof ranks, "%d", sums[i].nranks);
+		if (t->sums[i].nranks > 0)
+			snprintf(ranks, sizeof ranks, "%d", t->sums[i].nranks);
 		else
 			snprintf(ranks, sizeof ranks, "-");
 		put_bytes(b1, sizeof b1, a->bytes);
@@ -471,10 +497,18 @@ enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct 
 		put_bw(b3, sizeof b3, (double)a->tbytes, a);
 		put_bw(b4, sizeof b4, a->bus, a);
 		cd_out_printf(o, "%-16s %6s %8" PRIu64 " %12s %12s %13s %13s\n",
-			      nstr(n, sums[i].func), ranks, a->calls, b1, b2, b3, b4);
+			      nstr(n, t->sums[i].func), ranks, a->calls, b1, b2, b3, b4);
 	}
+}
+
+/* One text table of module traffic per region that has module rows, modules
+ * indented by depth. */
+static void text_modules(struct cd_out *o, const struct cd_nccl *n, const struct cd_intern *mods,
+			 const struct tally *t)
+{
+	char b1[32], b2[32];
 	for (uint32_t i = 0, r = 0; r < n->regions.n; r++) {
-		if (i >= nrows || rows[i].region != r)
+		if (i >= t->nrows || t->rows[i].region != r)
 			continue;
 		cd_out_printf(o, "\nNCCL traffic per module (region %" PRId64,
 			      n->regions.v[r].region);
@@ -483,8 +517,8 @@ enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct 
 		cd_out_str(o, ")\n");
 		cd_out_printf(o, "%-40s %-9s %-16s %8s %12s %12s\n", "Module", "Direction",
 			      "Collective", "Calls", "Bytes", "Time (us)");
-		for (; i < nrows && rows[i].region == r; i++) {
-			const struct modrow *m = &rows[i];
+		for (; i < t->nrows && t->rows[i].region == r; i++) {
+			const struct modrow *m = &t->rows[i];
 			const char *name = cd_intern_str(mods, m->mod);
 			int ind = (int)(m->depth > 16 ? 16 : m->depth) * 2;
 			int w = 40 - ind > 1 ? 40 - ind : 1;
@@ -495,14 +529,39 @@ enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct 
 				      m->a.calls, b1, b2);
 		}
 	}
-	if (py_unserved)
+}
+
+/* The text report: summary table, module tables, and the count of collectives
+ * with no NCCL call. */
+static void text_report(struct cd_out *o, const struct cd_nccl *n, const struct cd_intern *mods,
+			const char *source, const struct tally *t)
+{
+	text_collectives(o, n, source, t);
+	text_modules(o, n, mods, t);
+	if (t->py_unserved)
 		cd_out_printf(o, "\n%" PRIu64 " collective(s) in the regions have no NCCL call "
 				 "tagged with their group and sequence number (another backend, "
-				 "or the NCCL recorder was not loaded)\n", py_unserved);
-out:
-	free(sums);
-	free(rows);
-	cd_intern_free(&sidx);
-	cd_intern_free(&midx);
-	return oom ? nomem(err) : CD_OK;
+				 "or the NCCL recorder was not loaded)\n", t->py_unserved);
+}
+
+enum cd_status cd_nccl_report(struct cd_out *o, struct cd_nccl *n, const struct cd_intern *mods,
+			      const char *source, bool json, struct cd_err *err)
+{
+	struct tally t = {.py_unserved = n->unserved};
+	bool ok = tally_calls(&t, n) && tally_modules(&t, n);
+	if (ok) {
+		if (t.nsums)
+			qsort(t.sums, t.nsums, sizeof *t.sums, cmp_sum);
+		if (t.nrows)
+			qsort(t.rows, t.nrows, sizeof *t.rows, cmp_mod);
+		if (json)
+			json_report(o, n, mods, source, &t);
+		else
+			text_report(o, n, mods, source, &t);
+	}
+	free(t.sums);
+	free(t.rows);
+	cd_intern_free(&t.sidx);
+	cd_intern_free(&t.midx);
+	return ok ? CD_OK : nomem(err);
 }
