@@ -685,9 +685,6 @@ enum cd_status cd_check_trace_end(struct cd_check *c, bool cut, struct cd_err *e
 		char what[96], got[64];
 		if (sc->all_regions || sc->label)
 			continue;
-		if (!sc->all_ranks && !cd_scope_has(sc, t->has_rank, t->rank, 0, NULL) &&
-		    !sc->range && !sc->regions.n)
-			continue;
 		/* does the scope's rank list include this trace? */
 		bool rank_in = sc->all_ranks;
 		for (uint32_t k = 0; k < sc->ranks.n && !rank_in; k++)
