@@ -342,194 +342,272 @@ static int cmp_pgseq(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, int *list,
-		     struct tr *scratch)
+/* The next position to compare: the smallest one any live rank has left at
+ * or after both mt->next and its own resume point (INT64_MAX: none left). */
+static int64_t next_pos(struct matcher *mt)
+{
+	int64_t pos = INT64_MAX;
+	for (int k = 0; k < mt->nact; k++) {
+		int i = mt->act[k];
+		struct lane *l = &mt->ln[i];
+		if (l->dead)
+			continue;
+		int64_t from = l->resume > mt->next ? l->resume : mt->next;
+		while (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift < from)
+			l->c++;
+		if (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift < pos)
+			pos = rec_of(mt, i, l->c)->seq + l->shift;
+	}
+	return pos;
+}
+
+/* A gap: rank i's trace lacks pos..next-1 but goes on at next.  It joins the
+ * gap finding of the same span already made at pos, else a new one. */
+static void record_gap(struct matcher *mt, int i, int64_t pos, int64_t next)
+{
+	struct cd_pm *pm = mt->pm;
+	struct cd_finding *f = NULL;
+	for (uint32_t k = pm->f.n; k-- > 0;) {
+		struct cd_finding *g = &pm->f.v[k];
+		if (g->pg != mt->pg || g->seq != pos)
+			break;
+		if (g->kind == CD_FK_GAP && g->seq_end == next - 1) {
+			f = g;
+			break;
+		}
+	}
+	if (!f && (f = new_finding(pm, CD_FK_GAP, mt->pg, pos))) {
+		f->seq_end = next - 1;
+		f->count = next - pos;
+	}
+	if (f) {
+		cd_vec_push(&f->odd, i);
+		cd_vec_push(&f->odd_rec, NULL);
+	}
+}
+
+/* Who takes part at pos: the ranks with a record there go to has (their
+ * record in at[i]; every other at[i] is NULL), those whose traces ended
+ * before pos to the front of list (*nend of them); a rank with a gap at pos
+ * is reported and resumes where its trace goes on.  Returns how many have. */
+static int ranks_at(struct matcher *mt, int64_t pos, const struct cd_crec **at, int *has,
+		    int *list, int *nend)
+{
+	int n = mt->nact;
+	int nhas = 0;
+	*nend = 0;
+	mt->pm->visits += (uint64_t)n;
+	for (int k = 0; k < n; k++) {
+		int i = mt->act[k];
+		struct lane *l = &mt->ln[i];
+		at[i] = NULL;
+		if (l->dead || l->resume > pos)
+			continue;
+		if (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift == pos) {
+			at[i] = rec_of(mt, i, l->c);
+			has[nhas++] = i;
+		} else if (l->c < l->n) {
+			int64_t next = rec_of(mt, i, l->c)->seq + l->shift;
+			record_gap(mt, i, pos, next);
+			l->resume = next;
+		} else {
+			list[(*nend)++] = i;  /* its trace ended before pos */
+		}
+	}
+	return nhas;
+}
+
+/* The reference rank at pos: the one that issued the majority's record
+ * (ties: the lowest rank); its key goes to *refk.  Few distinct keys, so
+ * count per distinct key, eight at most. */
+static int pick_ref(const struct matcher *mt, const struct cd_crec *const *at, const int *has,
+		    int nhas, struct key *refk)
+{
+	struct { struct key k; int votes, first; } cand[8];
+	int ncand = 0, best = 0;
+	for (int h = 0; h < nhas; h++) {
+		struct key k = key_of(mt, has[h], at[has[h]]);
+		int c;
+		for (c = 0; c < ncand; c++)
+			if (key_diff(&cand[c].k, &k) == CD_FK_EMPTY)
+				break;
+		if (c == ncand) {
+			if (ncand == 8)
+				continue;
+			cand[c].k = k;
+			cand[c].votes = 0;
+			cand[c].first = has[h];
+			ncand++;
+		}
+		cand[c].votes++;
+	}
+	for (int c = 1; c < ncand; c++)
+		if (cand[c].votes > cand[best].votes)
+			best = c;
+	*refk = cand[best].k;
+	return cand[best].first;
+}
+
+/* Where an odd rank's lane goes on after realign() said ra (by positions):
+ * RA_NONE leaves it out of the group; the others resume it past the odd
+ * records, shifting its positions when it skipped or added records. */
+static void move_lane(struct lane *l, enum realign ra, int64_t pos, int64_t by)
+{
+	l->c++;
+	l->realigned++;
+	l->tainted = true;
+	switch (ra) {
+	case RA_NONE:
+		l->dead = true;
+		break;
+	case RA_AGAIN:
+		l->resume = pos + by;
+		break;
+	case RA_SKIP:
+		l->shift += by;
+		l->c--;               /* its record is the others' pos + by */
+		l->resume = pos + by;
+		break;
+	case RA_EXTRA:
+		l->shift -= by;
+		l->resume = pos + 1;
+		break;
+	}
+}
+
+/* Rank i issued at pos a record with key *k that differs from the reference's
+ * as kind says.  Realigning it with ref tells whether it skipped records
+ * (SKIP), issued extra ones (EXTRA) or differs at pos only (AGAIN, kind
+ * kept); the rank joins the finding made at pos since first_f with the same
+ * kind, shift and key, else a new one, and its lane moves on. */
+static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fkind kind,
+		     const struct cd_crec *const *at, int64_t pos, int ref, uint32_t first_f)
+{
+	struct cd_pm *pm = mt->pm;
+	struct lane *l = &mt->ln[i];
+	int64_t by = 0;
+	enum realign ra = l->realigned < REALIGN_MAX_TIMES
+				  ? realign(mt, i, ref, pos, &by) : RA_NONE;
+	if (ra == RA_SKIP)
+		kind = CD_FK_SKIP;
+	else if (ra == RA_EXTRA)
+		kind = CD_FK_EXTRA;
+	struct cd_finding *f = NULL;
+	for (uint32_t g = first_f; g < pm->f.n; g++) {
+		struct cd_finding *x = &pm->f.v[g];
+		struct key xk = key_of(mt, x->odd.v[0], x->odd_rec.v[0]);
+		if (x->kind == kind && x->count == (ra == RA_NONE ? 0 : by) &&
+		    key_diff(&xk, k) == CD_FK_EMPTY) {
+			f = x;
+			break;
+		}
+	}
+	if (!f && (f = new_finding(pm, kind, mt->pg, pos))) {
+		f->ref = ref;
+		f->ref_rec = at[ref];
+		f->count = ra == RA_NONE ? 0 : by;
+		if (ra == RA_AGAIN)
+			f->seq_end = pos + by - 1;
+		if (ra == RA_SKIP)
+			f->seq_end = pos + by - 1;
+		if (ra == RA_EXTRA)
+			f->count = by;
+	}
+	if (f) {
+		cd_vec_push(&f->odd, i);
+		cd_vec_push(&f->odd_rec, at[i]);
+	}
+	move_lane(l, ra, pos, by);
+}
+
+/* Each rank at pos against the reference key *refk: the majority go to the
+ * end of list (*nsame of them), the odd ranks to odd_rank(); the findings
+ * made at pos list the majority as others, with the arrival times.
+ * Returns how many ranks were odd. */
+static int classify_pos(struct matcher *mt, const struct cd_crec *const *at, const int *has,
+			int nhas, int *list, int64_t pos, int ref, const struct key *refk,
+			int *nsame)
 {
 	struct cd_pm *pm = mt->pm;
 	int n = mt->nact;
+	uint32_t first_f = pm->f.n;
+	int nodd = 0;
+	*nsame = 0;
+	for (int h = 0; h < nhas; h++) {
+		int i = has[h];
+		struct key k = key_of(mt, i, at[i]);
+		enum cd_fkind kind = key_diff(refk, &k);
+		if (kind == CD_FK_EMPTY) {
+			list[n - 1 - (*nsame)++] = i;   /* the majority, from the end of list */
+			continue;
+		}
+		nodd++;
+		odd_rank(mt, i, &k, kind, at, pos, ref, first_f);
+	}
+	for (uint32_t g = first_f; g < pm->f.n; g++) {
+		struct cd_finding *f = &pm->f.v[g];
+		for (int s = 0; s < *nsame; s++)
+			cd_vec_push(&f->others, list[n - 1 - s]);
+		arrivals(mt, has, nhas, at, f);
+	}
+	return nodd;
+}
 
-	for (;;) {
-		/* the next position: the smallest any live rank has left */
-		int64_t pos = INT64_MAX;
-		for (int k = 0; k < n; k++) {
-			int i = mt->act[k];
-			struct lane *l = &mt->ln[i];
-			if (l->dead)
-				continue;
-			int64_t from = l->resume > mt->next ? l->resume : mt->next;
-			while (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift < from)
-				l->c++;
-			if (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift < pos)
-				pos = rec_of(mt, i, l->c)->seq + l->shift;
-		}
-		if (pos == INT64_MAX)
-			break;
-		int nhas = 0, nend = 0;
-		pm->visits += (uint64_t)n;
-		for (int k = 0; k < n; k++) {
-			int i = mt->act[k];
-			struct lane *l = &mt->ln[i];
-			at[i] = NULL;
-			if (l->dead || l->resume > pos)
-				continue;
-			if (l->c < l->n && rec_of(mt, i, l->c)->seq + l->shift == pos) {
-				at[i] = rec_of(mt, i, l->c);
-				has[nhas++] = i;
-			} else if (l->c < l->n) {
-				/* a gap: this rank's trace lacks pos but goes on */
-				int64_t next = rec_of(mt, i, l->c)->seq + l->shift;
-				struct cd_finding *f = NULL;
-				for (uint32_t k = pm->f.n; k-- > 0;) {
-					struct cd_finding *g = &pm->f.v[k];
-					if (g->pg != mt->pg || g->seq != pos)
-						break;
-					if (g->kind == CD_FK_GAP && g->seq_end == next - 1) {
-						f = g;
-						break;
-					}
-				}
-				if (!f && (f = new_finding(pm, CD_FK_GAP, mt->pg, pos))) {
-					f->seq_end = next - 1;
-					f->count = next - pos;
-				}
-				if (f) {
-					cd_vec_push(&f->odd, i);
-					cd_vec_push(&f->odd_rec, NULL);
-				}
-				l->resume = next;
-			} else {
-				list[nend++] = i;  /* its trace ended before pos */
+/* The ranks whose traces end before pos (list[0..nend)) leave the group.
+ * They hang there (a finding, with the longest wait of the ranks at pos as
+ * its delay) unless only ranks that already departed from the others
+ * reached pos (they ran on alone). */
+static void record_hang(struct matcher *mt, const struct cd_crec *const *at, const int *has,
+			int nhas, const int *list, int nend, int64_t pos, int ref)
+{
+	struct cd_pm *pm = mt->pm;
+	bool clean = false;
+	for (int h = 0; h < nhas && !clean; h++)
+		clean = !mt->ln[has[h]].tainted;
+	for (int e = 0; nend && !clean && e < nend; e++)
+		mt->ln[list[e]].dead = true;
+	if (nend && clean) {
+		struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
+		if (f) {
+			f->ref = ref;
+			f->ref_rec = at[ref];
+			for (int e = 0; e < nend; e++) {
+				cd_vec_push(&f->odd, list[e]);
+				cd_vec_push(&f->odd_rec, NULL);
+				mt->ln[list[e]].dead = true;
 			}
+			for (int h = 0; h < nhas; h++) {
+				int i = has[h];
+				cd_vec_push(&f->others, i);
+				int64_t w = pm->r[i]->last_time - at[i]->time;
+				if (at[i]->time >= 0 && pm->r[i]->last_time >= 0 && w > f->delay)
+					f->delay = w;
+			}
+			arrivals(mt, has, nhas, at, f);
 		}
+	}
+}
+
+/* Match one process group position by position: who is at it, the
+ * reference record, the odd ranks, the hangs, else a straggler. */
+static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, int *list,
+		     struct tr *scratch)
+{
+	int n = mt->nact;
+	int64_t pos;
+
+	while ((pos = next_pos(mt)) != INT64_MAX) {
+		int nend, nsame;
+		int nhas = ranks_at(mt, pos, at, has, list, &nend);
 		if (!nhas) {
 			mt->next = pos + 1;
 			continue;
 		}
-		/* the majority's record (ties: the lowest rank); few distinct keys,
-		 * so count per distinct key, eight at most */
-		struct { struct key k; int votes, first; } cand[8];
-		int ncand = 0, best = 0;
-		for (int h = 0; h < nhas; h++) {
-			struct key k = key_of(mt, has[h], at[has[h]]);
-			int c;
-			for (c = 0; c < ncand; c++)
-				if (key_diff(&cand[c].k, &k) == CD_FK_EMPTY)
-					break;
-			if (c == ncand) {
-				if (ncand == 8)
-					continue;
-				cand[c].k = k;
-				cand[c].votes = 0;
-				cand[c].first = has[h];
-				ncand++;
-			}
-			cand[c].votes++;
-		}
-		for (int c = 1; c < ncand; c++)
-			if (cand[c].votes > cand[best].votes)
-				best = c;
-		int ref = cand[best].first;
+		struct key refk;
+		int ref = pick_ref(mt, at, has, nhas, &refk);
 		const struct cd_crec *ref_rec = at[ref];
-		uint32_t first_f = pm->f.n;
-		int nodd = 0;
-		int nsame = 0;
-		/* odd ranks: one finding per kind and what they issued */
-		for (int h = 0; h < nhas; h++) {
-			int i = has[h];
-			struct key k = key_of(mt, i, at[i]);
-			enum cd_fkind kind = key_diff(&cand[best].k, &k);
-			if (kind == CD_FK_EMPTY) {
-				list[n - 1 - nsame++] = i;   /* the majority, from the end of list */
-				continue;
-			}
-			nodd++;
-			struct lane *l = &mt->ln[i];
-			int64_t by = 0;
-			enum realign ra = l->realigned < REALIGN_MAX_TIMES
-						  ? realign(mt, i, ref, pos, &by) : RA_NONE;
-			if (ra == RA_SKIP)
-				kind = CD_FK_SKIP;
-			else if (ra == RA_EXTRA)
-				kind = CD_FK_EXTRA;
-			struct cd_finding *f = NULL;
-			for (uint32_t g = first_f; g < pm->f.n; g++) {
-				struct cd_finding *x = &pm->f.v[g];
-				struct key xk = key_of(mt, x->odd.v[0], x->odd_rec.v[0]);
-				if (x->kind == kind && x->count == (ra == RA_NONE ? 0 : by) &&
-				    key_diff(&xk, &k) == CD_FK_EMPTY) {
-					f = x;
-					break;
-				}
-			}
-			if (!f && (f = new_finding(pm, kind, mt->pg, pos))) {
-				f->ref = ref;
-				f->ref_rec = ref_rec;
-				f->count = ra == RA_NONE ? 0 : by;
-				if (ra == RA_AGAIN)
-					f->seq_end = pos + by - 1;
-				if (ra == RA_SKIP)
-					f->seq_end = pos + by - 1;
-				if (ra == RA_EXTRA)
-					f->count = by;
-			}
-			if (f) {
-				cd_vec_push(&f->odd, i);
-				cd_vec_push(&f->odd_rec, at[i]);
-			}
-			l->c++;
-			l->realigned++;
-			l->tainted = true;
-			switch (ra) {
-			case RA_NONE:
-				l->dead = true;
-				break;
-			case RA_AGAIN:
-				l->resume = pos + by;
-				break;
-			case RA_SKIP:
-				l->shift += by;
-				l->c--;               /* its record is the others' pos + by */
-				l->resume = pos + by;
-				break;
-			case RA_EXTRA:
-				l->shift -= by;
-				l->resume = pos + 1;
-				break;
-			}
-		}
-		for (uint32_t g = first_f; g < pm->f.n; g++) {
-			struct cd_finding *f = &pm->f.v[g];
-			for (int s = 0; s < nsame; s++)
-				cd_vec_push(&f->others, list[n - 1 - s]);
-			arrivals(mt, has, nhas, at, f);
-		}
-		/* ranks whose traces end before pos; not when only ranks that already
-		 * departed from the others reached it (they ran on alone) */
-		bool clean = false;
-		for (int h = 0; h < nhas && !clean; h++)
-			clean = !mt->ln[has[h]].tainted;
-		for (int e = 0; nend && !clean && e < nend; e++)
-			mt->ln[list[e]].dead = true;
-		if (nend && clean) {
-			struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
-			if (f) {
-				f->ref = ref;
-				f->ref_rec = ref_rec;
-				for (int e = 0; e < nend; e++) {
-					cd_vec_push(&f->odd, list[e]);
-					cd_vec_push(&f->odd_rec, NULL);
-					mt->ln[list[e]].dead = true;
-				}
-				for (int h = 0; h < nhas; h++) {
-					int i = has[h];
-					cd_vec_push(&f->others, i);
-					int64_t w = pm->r[i]->last_time - at[i]->time;
-					if (at[i]->time >= 0 && pm->r[i]->last_time >= 0 && w > f->delay)
-						f->delay = w;
-				}
-				arrivals(mt, has, nhas, at, f);
-			}
-		}
+		int nodd = classify_pos(mt, at, has, nhas, list, pos, ref, &refk, &nsame);
+		record_hang(mt, at, has, nhas, list, nend, pos, ref);
 		if (!nodd)
 			straggler(mt, pos, has, nhas, at, ref_rec, ref, scratch);
 		for (int s = 0; s < nsame; s++)
