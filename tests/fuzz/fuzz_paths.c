@@ -239,9 +239,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct cd_out o;
 			cd_out_init(&o, NULL);
 			o.hold = true;
-			cd_ranks_report(&o, ptrs, nr, false);
+			cd_ranks_report(&o, ptrs, nr, &(struct cd_ranks_opts){.json = false});
 			o.len = 0;
-			cd_ranks_report(&o, ptrs, nr, true);
+			cd_ranks_report(&o, ptrs, nr, &(struct cd_ranks_opts){.json = true});
 			cd_out_free(&o);
 		}
 		for (int i = 0; i < nr; i++)
