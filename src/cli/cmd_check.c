@@ -185,7 +185,11 @@ static int run_trace(struct cd_check *check, const char *path, bool general_pars
 	cd_replay_free(&rp);
 	if (st) {
 		cd_cli_print_error(path, &err);
-		return CD_EXIT_DATA;
+		if (!run.cut || run.seen_meta)
+			return CD_EXIT_DATA;
+		/* cut before its first line: nothing to check, as under analyze */
+		cd_check_trace_end(check, true, &err);
+		return CD_EXIT_CUT;
 	}
 	if (run.cut)
 		fprintf(stderr, "commdebug: %s: trace cut short (%s); what was read was checked\n",
