@@ -30,6 +30,8 @@ enum cd_status cd_check_init(struct cd_check *c, const struct cd_expect *x, bool
 	c->gen = UINT32_MAX;
 	cd_out_init(&c->scratch, NULL);
 	c->scratch.hold = true; /* text is built here, never written */
+	cd_out_init(&c->name, NULL);
+	c->name.hold = true;
 	if (x && x->nids) {
 		c->items = calloc(x->nids, sizeof *c->items);
 		c->label_matched = calloc(x->sections.n + 1, sizeof *c->label_matched);
@@ -67,6 +69,7 @@ void cd_check_free(struct cd_check *c)
 	cd_vec_free(&c->acc);
 	cd_vec_free(&c->coll_bytes);
 	cd_out_free(&c->scratch);
+	cd_out_free(&c->name);
 	memset(c, 0, sizeof *c);
 }
 
@@ -411,20 +414,32 @@ static void check_module(struct cd_check *c, const struct cd_replay *r,
 		record(c, em->id, em->at, item, item, true, "", "", w);
 }
 
+/* Sharding entry i of the region: its fully qualified name, written into
+ * o (NUL-terminated), and its placements ("" when none); NULL when its
+ * module has no state in the region. */
+static const char *sharded_param(const struct cd_replay *r, uint32_t i, struct cd_out *o)
+{
+	const struct cd_shard_ref *ref = &r->sharding.v[i];
+	const struct cd_rmod *m = cd_replay_mod(r, ref->mod);
+	if (!m)
+		return NULL;
+	const struct cd_pinfo *p = &cd_replay_more(r, m)->params.v[ref->param];
+	o->len = 0;
+	cd_out_str(o, cd_intern_str(&r->mods, ref->mod));
+	cd_out_write(o, ".", 1);
+	cd_out_str(o, cd_intern_str(&r->strs, p->name));
+	cd_out_write(o, "", 1);
+	if (o->failed)
+		return NULL;
+	return p->placements == CD_NOID ? "" : cd_intern_str(&r->strs, p->placements);
+}
+
 static const char *param_placements(const struct cd_replay *r, const char *fqn, struct cd_out *o)
 {
 	for (uint32_t i = 0; i < r->sharding.n; i++) {
-		const struct cd_shard_ref *ref = &r->sharding.v[i];
-		const struct cd_rmod *m = cd_replay_mod(r, ref->mod);
-		if (!m)
-			continue;
-		const struct cd_pinfo *p = &cd_replay_more(r, m)->params.v[ref->param];
-		o->len = 0;
-		cd_out_str(o, cd_intern_str(&r->mods, ref->mod));
-		cd_out_write(o, ".", 1);
-		cd_out_str(o, cd_intern_str(&r->strs, p->name));
-		if (o->len == strlen(fqn) && memcmp(o->buf, fqn, o->len) == 0)
-			return p->placements == CD_NOID ? "" : cd_intern_str(&r->strs, p->placements);
+		const char *plc = sharded_param(r, i, o);
+		if (plc && strcmp(o->buf, fqn) == 0)
+			return plc;
 	}
 	return NULL;
 }
@@ -601,26 +616,14 @@ static char *snapshot(struct cd_check *c, const struct cd_replay *r)
 	if (r->sharding.n) {
 		cd_out_str(o, "    parameters:\n");
 		for (uint32_t i = 0; i < r->sharding.n; i++) {
-			const struct cd_shard_ref *ref = &r->sharding.v[i];
-			const struct cd_rmod *m = cd_replay_mod(r, ref->mod);
-			if (!m)
+			const char *plc = sharded_param(r, i, &c->name);
+			if (!plc)
 				continue;
-			const struct cd_pinfo *p = &cd_replay_more(r, m)->params.v[ref->param];
-			size_t len = strlen(cd_intern_str(&r->mods, ref->mod)) +
-				     strlen(cd_intern_str(&r->strs, p->name)) + 2;
-			char *fqn = malloc(len);
-			if (!fqn)
-				continue;
-			snprintf(fqn, len, "%s.%s", cd_intern_str(&r->mods, ref->mod),
-				 cd_intern_str(&r->strs, p->name));
 			cd_out_spaces(o, 6);
-			yaml_scalar(o, fqn, false);
+			yaml_scalar(o, c->name.buf, false);
 			cd_out_str(o, ": ");
-			yaml_scalar(o, p->placements == CD_NOID ? ""
-								 : cd_intern_str(&r->strs, p->placements),
-				    false);
+			yaml_scalar(o, plc, false);
 			cd_out_write(o, "\n", 1);
-			free(fqn);
 		}
 	}
 	char *body = malloc(o->len + 1);

@@ -78,6 +78,7 @@ struct cd_check {
 	CD_VEC(int64_t) coll_bytes;    /* indexed by collective id */
 	uint64_t colls_in_region, colls_with_bytes;
 	struct cd_out scratch;         /* text building */
+	struct cd_out name;            /* a parameter's fully qualified name */
 };
 
 /* x may be NULL when write is true. */
