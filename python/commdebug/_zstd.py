@@ -15,6 +15,7 @@ thread does not stall the training loop.
 
 import ctypes
 import ctypes.util
+import io
 import os
 
 __all__ = ["load", "Zstd"]
@@ -147,37 +148,13 @@ class Zstd:
         inside a frame, ZstdError when it is corrupt."""
         if not data:
             return b""
-        lib = self._lib
-        ds = lib.ZSTD_createDStream()
-        if not ds:
-            raise ZstdError("ZSTD_createDStream failed")
+        parts = []
         try:
-            self._check(lib.ZSTD_initDStream(ds), "ZSTD_initDStream")
-            outsz = lib.ZSTD_DStreamOutSize()
-            outbuf = ctypes.create_string_buffer(outsz)
-            src = ctypes.create_string_buffer(bytes(data), len(data))
-            inb = _InBuffer(ctypes.cast(src, ctypes.c_void_p), len(data), 0)
-            parts = []
-            complete = False  # the last frame seen so far is complete
-            while True:
-                pos_before = inb.pos
-                outb = _OutBuffer(ctypes.cast(outbuf, ctypes.c_void_p), outsz, 0)
-                rc = self._check(lib.ZSTD_decompressStream(ds, ctypes.byref(outb),
-                                                           ctypes.byref(inb)),
-                                 "ZSTD_decompressStream")
-                parts.append(outbuf.raw[:outb.pos])
-                if rc == 0:
-                    complete = True
-                elif outb.pos or inb.pos != pos_before:
-                    complete = False
-                if inb.pos == inb.size and outb.pos < outsz:
-                    break
-            out = b"".join(parts)
-            if not complete:
-                raise TruncatedError("input ends inside a zstd frame", out)
-            return out
-        finally:
-            lib.ZSTD_freeDStream(ds)
+            for part in self.decompress_iter(io.BytesIO(bytes(data))):
+                parts.append(part)
+        except TruncatedError as e:
+            raise TruncatedError(str(e), b"".join(parts)) from None
+        return b"".join(parts)
 
 
 class Compressor:
