@@ -53,6 +53,8 @@ void cd_cli_usage(FILE *f);
 /* One error line on stderr: "commdebug: PATH[:LINE[:COLUMN]]: message". */
 struct cd_err;
 void cd_cli_print_error(const char *path, const struct cd_err *err);
+/* "commdebug: PATH[:LINE]: warning: message" (line 0: none). */
+void cd_cli_print_warning(const char *path, long long line, const char *msg);
 
 struct cd_out;
 /* Summarize every trace of cli in parallel and print the cross-rank report

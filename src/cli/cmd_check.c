@@ -135,11 +135,7 @@ static void on_event(void *ud, const struct cd_event *e, const struct cd_replay 
 static void on_warn(void *ud, const char *msg)
 {
 	struct trace_ctx *t = ud;
-	long long line = t->run ? t->run->line : 0;
-	if (line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", t->path, line, msg);
-	else
-		fprintf(stderr, "commdebug: %s: warning: %s\n", t->path, msg);
+	cd_cli_print_warning(t->path, t->run ? t->run->line : 0, msg);
 }
 
 static enum cd_status on_region(void *ud, const struct cd_replay *r, struct cd_err *err)
@@ -526,7 +522,7 @@ static int save(const char *path, struct cd_out *o)
 static void skip_note(void *ud, const char *path, const char *why)
 {
 	(void)ud;
-	fprintf(stderr, "commdebug: %s: warning: %s\n", path, why);
+	cd_cli_print_warning(path, 0, why);
 }
 
 /* No file check writes may be one of the traces (nor the expectations

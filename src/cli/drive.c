@@ -101,7 +101,7 @@ static bool parse_size(const char *s, uint64_t *out)
 static void skip_note(void *ud, const char *path, const char *why)
 {
 	(void)ud;
-	fprintf(stderr, "commdebug: %s: warning: %s\n", path, why);
+	cd_cli_print_warning(path, 0, why);
 }
 
 static void free_owned(struct cd_cli *cli)
@@ -325,10 +325,7 @@ static void warn_cb(void *ud, const char *msg)
 	struct run *run = ud;
 	long long line = run->tr ? run->tr->line : 0;
 	progress_end(&run->pg);
-	if (line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", run->path, line, msg);
-	else
-		fprintf(stderr, "commdebug: %s: warning: %s\n", run->path, msg);
+	cd_cli_print_warning(run->path, line, msg);
 }
 
 static void region_header(struct cd_out *o, int64_t region, const char *label, bool has_label)
@@ -388,6 +385,14 @@ void cd_cli_print_error(const char *path, const struct cd_err *err)
 		fprintf(stderr, "commdebug: %s:%lld: %s\n", path, err->line, err->msg);
 	else
 		fprintf(stderr, "commdebug: %s: %s\n", path, err->msg);
+}
+
+void cd_cli_print_warning(const char *path, long long line, const char *msg)
+{
+	if (line > 0)
+		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", path, line, msg);
+	else
+		fprintf(stderr, "commdebug: %s: warning: %s\n", path, msg);
 }
 
 static void report_error(const struct run *run, const struct cd_err *err)

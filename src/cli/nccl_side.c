@@ -127,11 +127,7 @@ static void drop_sibling(struct cd_nside *ns)
 static void sib_warn(void *ud, const char *msg)
 {
 	struct cd_nside *ns = ud;
-	long long line = ns->sib_tr ? ns->sib_tr->line : 0;
-	if (line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", ns->sibling, line, msg);
-	else
-		fprintf(stderr, "commdebug: %s: warning: %s\n", ns->sibling, msg);
+	cd_cli_print_warning(ns->sibling, ns->sib_tr ? ns->sib_tr->line : 0, msg);
 }
 
 static void sib_event(void *ud, const struct cd_event *e, const struct cd_replay *r)
