@@ -828,7 +828,10 @@ class Recorder:
             if info.get(k) is not None:
                 ev[k] = info[k]
         ev["rebuilt"] = rebuilt
-        ev["params"] = info["params_json"]
+        # Names as the module tree names them: the DDP module's name, then
+        # the name ddp.named_parameters() gives.
+        prefix = ev["mod"] + "."
+        ev["params"] = [dict(p, name=prefix + p["name"]) for p in info["params_json"]]
         return ev
 
     def _ddp_emit(self, ev):

@@ -37,9 +37,9 @@ def free_port():
     return port
 
 
-def start_ranks(what, out, world, *args):
-    """Start workers.py WHAT --out OUT ARGS as WORLD gloo ranks on a free
-    port, each logging to OUT/log<R>.txt; returns [(process, log file)]."""
+def start_ranks(what, out, world, *args, script="workers.py"):
+    """Start workers.py (or SCRIPT) WHAT --out OUT ARGS as WORLD gloo ranks on
+    a free port, each logging to OUT/log<R>.txt; returns [(process, log file)]."""
     os.makedirs(out, exist_ok=True)
     port = free_port()
     procs = []
@@ -47,16 +47,17 @@ def start_ranks(what, out, world, *args):
         e = env(RANK=rank, WORLD_SIZE=world, LOCAL_RANK=rank, MASTER_ADDR="127.0.0.1",
                 MASTER_PORT=port)
         log = open(os.path.join(out, "log%d.txt" % rank), "w")
-        p = subprocess.Popen([PYTHON, os.path.join(HERE, "workers.py"), what, "--out", out]
+        p = subprocess.Popen([PYTHON, os.path.join(HERE, script), what, "--out", out]
                              + [str(a) for a in args], env=e, stdout=log,
                              stderr=subprocess.STDOUT)
         procs.append((p, log))
     return procs
 
 
-def run_ranks(what, out, world, *args, timeout=240):
-    """Run workers.py WHAT as WORLD gloo ranks; raise with their output if one fails."""
-    procs = start_ranks(what, out, world, *args)
+def run_ranks(what, out, world, *args, timeout=240, script="workers.py"):
+    """Run workers.py (or SCRIPT) WHAT as WORLD gloo ranks; raise with their
+    output if one fails."""
+    procs = start_ranks(what, out, world, *args, script=script)
     deadline = time.time() + timeout
     failed = []
     for rank, (p, log) in enumerate(procs):
