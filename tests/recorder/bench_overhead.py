@@ -13,7 +13,12 @@ time per op and the ratios (best of R repeats, all in this one run):
   one region per step: ops plus the module hooks and region bookkeeping;
 * coll: all_reduce of 4 floats on a one-process gloo group, with 10 small
   ops between collectives: the cost of a collective, including the zstd
-  frame the recorder writes before handing each collective to the backend.
+  frame the recorder writes before handing each collective to the backend;
+* ddp: the training step with the MLP in DistributedDataParallel (one-process
+  gloo group, small buckets), run plain, recorded with the recorder's ddp
+  events switched off, and recorded as it is: the ratio of the last two is
+  the per-step cost of the ddp events after DDP's rebuild (one flag read per
+  forward); the one-time cost of the two ddp events is printed apart.
 
 The figure the recorder is held to is "added cost per op": (recorder - plain)
 / (do-nothing mode - plain), at most 1.5 (the writer thread and the frames
@@ -205,9 +210,75 @@ def main():
            "the recorder writes a frame before each all_reduce (%d frames)"
            % (n_coll, between, rec_c._w.frames), "collective", n_coll, res,
            " (its %d ops included)" % between)
+
+    # --- DDP: the ddp events
+    ddp_section(args, tmp)
     dist.destroy_process_group()
     import shutil
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ddp_section(args, tmp):
+    import torch.distributed as dist
+    from commdebug import recorder as R
+    model, _, x = make(args.width, args.depth)
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.004)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+
+    def plain():
+        step(ddp, opt, x)
+
+    rec_off = Recorder(os.path.join(tmp, "ddp-off.zst"))
+    # The same Recorder without its ddp events (instance attributes shadow
+    # the methods).
+    rec_off._ddp_first_sight = lambda mod: rec_off._ddp_state.__setitem__(
+        mod, [True, None, 0, None])
+    rec_off._ddp_check_rebuilt = lambda mod, st: None
+    rec_on = Recorder(os.path.join(tmp, "ddp-on.zst"))
+
+    def off():
+        with rec_off:
+            step(ddp, opt, x)
+
+    def on():
+        with rec_on:
+            step(ddp, opt, x)
+
+    timed([plain, off, on], 10, 1)   # warm up: DDP has rebuilt its buckets after this
+    res = timed([plain, off, on], args.iters, args.repeat)
+    rec_off.close()
+    rec_on.close()
+    (pw, pc), (fw, fc), (nw, nc) = res
+    us = 1e6
+    print("ddp: the step above in DistributedDataParallel (bucket_cap_mb 0.004), gloo, one "
+          "process, one region per step")
+    print("%-28s %14s %14s" % ("", "wall us/step", "CPU us/step"))
+    for name, (w, c) in zip(("plain DDP", "recorder, no ddp events", "recorder"), res):
+        print("%-28s %14.2f %14.2f" % (name, w * us, c * us))
+    print("ddp events per step after the rebuild: %.2f us CPU (recorder/no-ddp-events "
+          "ratio %.3f CPU, %.3f wall)" % ((nc - fc) * us, nc / fc, nw / fw))
+
+    # One-time costs: the first-sight event (recomputed construction buckets)
+    # and the rebuilt event (the reducer's listing), on a fresh recorder.
+    rec1 = Recorder(os.path.join(tmp, "ddp-once.zst"))
+    n = 20
+    with rec1:
+        t0 = time.process_time()
+        for _ in range(n):
+            rec1._ddp_first_sight(ddp)
+        t1 = time.process_time()
+        for _ in range(n):
+            st = rec1._ddp_state[ddp]
+            st[0], st[1] = False, None
+            rec1._ddp_check_rebuilt(ddp, st)
+        t2 = time.process_time()
+    rec1.close()
+    nb = sum(p.numel() * p.element_size() for p in ddp.parameters())
+    print("once per DDP module: first-sight event %.0f us CPU, rebuilt event %.0f us CPU "
+          "(%d parameters, %d bytes; the listing allocates that much)"
+          % ((t1 - t0) * us / n, (t2 - t1) * us / n, len(list(ddp.parameters())), nb))
+    del R, dist
+    print()
 
 
 if __name__ == "__main__":
