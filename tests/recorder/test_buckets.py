@@ -10,6 +10,7 @@ to ignore.  Each rank's truth file is DDP's own account (its reducer's
 bucket listing and its logger), read by the worker, not by the recorder.
 """
 
+import json
 import os
 import subprocess
 
@@ -28,7 +29,6 @@ def job(ctx, case):
     if case not in _RAN:
         out = os.path.join(ctx.tmp, case)
         run_ranks(case, out, JOBS[case], script="ddp_jobs.py")
-        import json
         truths = []
         for r in range(JOBS[case]):
             with open(os.path.join(out, "truth%d.json" % r)) as f:
@@ -148,10 +148,12 @@ def test_ddp_events_equal_ddp(ctx):
         for truth in truths:
             check_rank(case, truth, events(os.path.join(out, truth["trace"])))
         step = rebuild_step(truths[0])
+        rebuilt = "no rebuild"
+        if step:
+            rebuilt = "rebuilt in step %d into %d" % (step,
+                                                      len(truths[0]["steps"][step - 1]["buckets"]))
         ctx.note("%s: %d ranks, %d construction buckets, %s"
-                 % (case, len(truths), len(truths[0]["construction"]["buckets"]),
-                    "rebuilt in step %d into %d" % (step, len(truths[0]["steps"][step - 1]["buckets"]))
-                    if step else "no rebuild"))
+                 % (case, len(truths), len(truths[0]["construction"]["buckets"]), rebuilt))
 
 
 def test_jobs_cover_the_cases(ctx):
@@ -300,6 +302,8 @@ def check_entry(case, truth, entry, cap, first_cap):
         for b in o["buckets"]:
             eq(b["dtype"], "torch.float32", "%s: dtype" % where)
         eq(o["never_fired"], [], "%s: never fired in step %d" % (where, s["step"]))
+        # Parameters in no bucket: those DDP was told to ignore still need
+        # gradients, which DDP never all-reduces.
         unb = set(o["unbucketed"])
         check(ignored <= unb, "%s: step %d: ignored parameters %s not in unbucketed %s",
               where, s["step"], sorted(ignored - unb), sorted(unb))
