@@ -649,6 +649,11 @@ int cmd_report(int argc, char **argv)
 	have_pass = true;
 	if ((rc = tree_of(&o, path, &p)) == CD_EXIT_DATA)
 		goto done;
+	if (!p.rendered) { /* cut before its first line: said already, nothing to show */
+		fprintf(stderr, "commdebug: %s: no page written: nothing of the trace could be read\n",
+			o.out_path);
+		goto done;
+	}
 
 	/* the page: metadata, post-mortem, counts, tree, NCCL */
 	struct cd_out meta;
