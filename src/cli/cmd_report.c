@@ -225,12 +225,14 @@ struct pass {
 	bool region_cut;
 	int64_t last_complete;             /* -1: none yet */
 	bool again;                        /* the final region is cut: read again */
+	bool quiet;                        /* the second read: its warnings were said */
 };
 
 static void pass_warn(void *ud, const char *msg)
 {
 	struct pass *p = ud;
-	cd_cli_print_warning(p->path, p->tr ? p->tr->line : 0, msg);
+	if (!p->quiet)
+		cd_cli_print_warning(p->path, p->tr ? p->tr->line : 0, msg);
 }
 
 static enum cd_status pass_region(void *ud, const struct cd_replay *r, struct cd_err *err)
@@ -334,11 +336,11 @@ static int run_pass(struct pass *p, int64_t region)
 		rc = tr.cut && !tr.seen_meta ? CD_EXIT_CUT : CD_EXIT_DATA;
 		goto out;
 	}
-	if (tr.cut) {
+	if (tr.cut && !p->quiet)
 		fprintf(stderr, "commdebug: %s: warning: the trace is cut (%s); analyzed up to line %lld, "
 				"the last complete line\n", p->path, tr.cut_why, tr.last_good);
+	if (tr.cut)
 		rc = CD_EXIT_CUT;
-	}
 	if (cd_replay_finish(&rp, &err)) {
 		cd_cli_print_error(p->path, &err);
 		rc = CD_EXIT_DATA;
@@ -392,10 +394,11 @@ static int tree_of(const struct report_opts *o, const char *path, struct pass *p
 	cd_report_cache_free(&p->cache);
 	cd_out_discard(&p->nccl);
 	p->again = p->rendered = false;
+	p->quiet = true;
 	p->o = o;
 	int rc2 = run_pass(p, region);
-	/* the warnings of the second read repeat the first's: its exit code
-	 * counts, the cut was said already */
+	/* the second read's exit code counts only when it fails: the cut was
+	 * said already */
 	return rc2 == CD_EXIT_DATA ? rc2 : rc;
 }
 
