@@ -144,7 +144,7 @@
 				var what = s.first_region === s.last_region ? regionName(s.first_region, s.label)
 					: "regions " + s.first_region + "\u2013" + s.last_region;
 				ul.appendChild(el("li", null, what + ": " + (s.groups || []).map(function (g) {
-					return "ranks " + g.ranks.join(",") + " " + g.state +
+					return (g.ranks.length === 1 ? "rank " : "ranks ") + g.ranks.join(",") + " " + g.state +
 						(g.collectives !== null && g.collectives !== undefined ? ", " + plural(g.collectives, "collective") : "");
 				}).join("; ")));
 			});
