@@ -174,13 +174,14 @@ class Browser:
                 out.append("log: %s" % p["entry"].get("text"))
         return out
 
-    def click(self, selector):
-        """A real click at the middle of the element (scrolled into view)."""
-        box = self.eval("(function(){var e=document.querySelector(%s); if(!e) return null;"
+    def click(self, element):
+        """A real click at the middle of the element (a JavaScript expression;
+        scrolled into view first)."""
+        box = self.eval("(function(){var e=%s; if(!e) return null;"
                         "e.scrollIntoView({block:'center'}); var r=e.getBoundingClientRect();"
-                        "return [r.left+r.width/2, r.top+r.height/2];})()" % json.dumps(selector))
+                        "return [r.left+r.width/2, r.top+r.height/2];})()" % element)
         if not box:
-            raise Failure("nothing to click: %s" % selector)
+            raise Failure("nothing to click: %s" % element)
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             ev = {"type": kind, "x": box[0], "y": box[1]}
             if kind != "mouseMoved":
@@ -251,8 +252,16 @@ DOM_COUNTS = """(function(){ var c = {}; document.querySelectorAll('#counts-tabl
   var t = document.getElementById('count-total'); return {total: t ? Number(t.dataset.n) : null, counts: c}; })()"""
 
 
-def check_tree(b, cd, trace, region, extra=()):
-    """Modules, counts and one module's ops against analyze/counts --json."""
+def mod_li(fqn):
+    """JavaScript: the tree's <li> of module fqn (compared as a string, so
+    that no name needs quoting for a CSS selector)."""
+    return ("Array.from(document.querySelectorAll('#tree li.mod')).find(function(li){"
+            " return li.dataset.fqn === %s; })" % json.dumps(fqn))
+
+
+def check_tree(b, cd, trace, region, extra=(), cap=100):
+    """Modules, counts and one module's ops against analyze/counts --json
+    (cap: the report's --max-ops, at most this many ops per list)."""
     shown = b.eval("Number(document.getElementById('app').dataset.region)")
     if shown != region:
         raise Failure("%s: the page shows region %s, expected %s" % (trace, shown, region))
@@ -282,21 +291,29 @@ def check_tree(b, cd, trace, region, extra=()):
     target = max(want_mods, key=lambda m: len(ops_of[m["fqn"]]))
     if not ops_of[target["fqn"]]:
         raise Failure("%s: no module has ops to expand" % trace)
-    sel = "#tree li.mod[data-fqn=%s] > .row > .ops-toggle" % json.dumps(target["fqn"])
+    li = mod_li(target["fqn"])
+    button = li + ".querySelector(':scope > .row > .ops-toggle')"
     if b.eval("document.querySelectorAll('#tree tr.op').length") != 0:
         raise Failure("%s: op rows are shown before any module was expanded" % trace)
-    b.click(sel)
-    rows = b.eval("Array.from(document.querySelectorAll('#tree li.mod[data-fqn=%s] > .ops tr.op'))"
-                  ".map(function(tr){ return [tr.dataset.dir, tr.querySelector('td.op').textContent]; })"
-                  % json.dumps(target["fqn"]))
-    cap = 100  # the report's default --max-ops: at most this many per list
-    expect = []
+    b.click(button)
+    rows = b.eval("Array.from(%s.querySelectorAll(':scope > .ops tr.op'))"
+                  ".map(function(tr){ return [tr.dataset.dir, tr.querySelector('td.op').textContent]; })" % li)
+    expect, left = [], []
     for d in ("forward", "backward", "checkpointing"):
-        expect += [x for x in ops_of[target["fqn"]] if x[0] == d][:cap]
+        mine = [x for x in ops_of[target["fqn"]] if x[0] == d]
+        expect += mine[:cap]
+        if len(mine) > cap:
+            left.append(len(mine) - cap)
     if [tuple(r) for r in rows] != expect:
         raise Failure("%s: after clicking %s the page lists %s, analyze -n 3 lists %s" % (
             trace, target["fqn"], rows[:8], expect[:8]))
-    if b.eval("document.querySelector(%s).getAttribute('aria-expanded')" % json.dumps(sel)) != "true":
+    # what --max-ops left out is said, per list
+    notes = b.eval("Array.from(%s.querySelectorAll(':scope > .ops .omitted'))"
+                   ".map(function(p){ return Number(p.dataset.omitted); })" % li)
+    if notes != left:
+        raise Failure("%s: %s: the page says %s ops were left out, analyze -n 3 has %s more than %d" % (
+            trace, target["fqn"], notes, left, cap))
+    if b.eval(button + ".getAttribute('aria-expanded')") != "true":
         raise Failure("%s: the op button does not say it is expanded" % trace)
     return target["fqn"], len(rows)
 
@@ -388,9 +405,23 @@ def main():
             raise Failure("sample: the two agreeing ranks are not said to agree")
         print("shot", b.screenshot(os.path.join(artifacts, "report-sample.png")))
         # the other rank, another region
-        load(report("sample-r1", "--rank", "1", "--region", "1", s0, s1))
-        check_tree(b, cd, s1, 1)
-        print("ok   sample --rank 1 --region 1: rank 1's tree of region 1")
+        load(report("sample-r1", "--rank", "1", "--region", "1", "--max-ops", "5", s0, s1))
+        fqn, nops = check_tree(b, cd, s1, 1, cap=5)
+        print("ok   sample --rank 1 --region 1 --max-ops 5: rank 1's tree of region 1; %s shows %d ops "
+              "and how many were left out" % (fqn, nops))
+
+        # names that would end a <script> block or a JavaScript line if not escaped
+        hostile = os.path.join(work, "hostile.jsonl")
+        name = "Model.</script><!--<script>\u2028\u2029&amp;"
+        with open(os.path.join(data, "two-regions.jsonl"), encoding="utf-8") as f, \
+                open(hostile, "w", encoding="utf-8") as g:
+            g.write(f.read().replace('"Model.lin"', json.dumps(name, ensure_ascii=False)))
+        load(report("hostile", hostile))
+        check_tree(b, cd, hostile, 2)
+        if not b.eval("Array.from(document.querySelectorAll('#tree li.mod')).some(function(li){"
+                      " return li.dataset.fqn === %s; })" % json.dumps(name)):
+            raise Failure("hostile: the module %r is not in the page as it is named" % name)
+        print("ok   a module named %r is shown as named, nothing escaped the data block" % name)
 
         # NCCL side
         tp, tpn = os.path.join(data, "tp-nccl.jsonl"), os.path.join(data, "tp-nccl.nccl.jsonl")

@@ -35,7 +35,7 @@ def main():
         b.send("Emulation.setDeviceMetricsOverride",
                {"width": 1000, "height": 1080, "deviceScaleFactor": 1, "mobile": False})
         b.open("file://" + page)
-        b.click('#tree li.mod[data-fqn="Net.blocks.0"] > .row > .ops-toggle')
+        b.click("document.querySelector('#tree li.mod[data-fqn=\"Net.blocks.0\"] > .row > .ops-toggle')")
         b.eval("window.scrollTo(0, 0)")
         png = b.send("Page.captureScreenshot", {"format": "png"})["data"]
         with open(out, "wb") as f:
