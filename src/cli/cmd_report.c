@@ -538,6 +538,44 @@ out:
 	return rc;
 }
 
+/* The page (metadata, post-mortem, counts, tree, NCCL traffic), written to
+ * -o's file.  Returns an exit code. */
+static int write_page(const struct report_opts *o, const struct pass *p, const struct cd_out *ranks,
+		      const char *path, bool has_rank, int64_t rank)
+{
+	struct cd_out meta, page;
+	struct cd_html_part parts[5];
+	size_t n = 0;
+	char title[512];
+	int rc;
+
+	cd_out_init(&meta, NULL);
+	cd_out_init(&page, NULL);
+	meta.hold = page.hold = true;
+	meta_json(&meta, o, p, path, has_rank, rank);
+	char *nccl = p->nccl.len ? nccl_of_region(&p->nccl, p->region) : NULL;
+	parts[n++] = (struct cd_html_part){"meta", meta.buf, meta.len};
+	if (ranks->len)
+		parts[n++] = (struct cd_html_part){"ranks", ranks->buf, ranks->len};
+	parts[n++] = (struct cd_html_part){"counts", p->counts.buf, p->counts.len};
+	parts[n++] = (struct cd_html_part){"tree", p->tree.buf, p->tree.len};
+	if (nccl)
+		parts[n++] = (struct cd_html_part){"nccl", nccl, strlen(nccl)};
+	snprintf(title, sizeof title, "commdebug report: %s%s, region %" PRId64, path,
+		 o->ntraces > 1 ? " and other ranks" : "", p->region);
+	cd_html_page(&page, title, parts, n);
+	if (meta.failed || page.failed || (p->nccl.len && !nccl)) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		rc = CD_EXIT_DATA;
+	} else {
+		rc = save(o->out_path, &page);
+	}
+	free(nccl);
+	cd_out_free(&meta);
+	cd_out_free(&page);
+	return rc;
+}
+
 /* The output must be none of the inputs: the traces, their NCCL-side
  * traces and --nccl's. */
 static int refuse_inputs(const struct report_opts *o)
@@ -621,18 +659,17 @@ int cmd_report(int argc, char **argv)
 {
 	struct report_opts o = {0};
 	struct cd_paths paths = {0};
-	struct cd_out ranks, page;
+	struct cd_out ranks;
 	struct cd_err err = {0};
 	struct pass p = {0};
 	bool have_pass = false;
 	const char *path, *bad = NULL;
 	bool has_rank = false;
 	int64_t rank = 0;
-	int rc = parse(&o, argc, argv), prc = CD_EXIT_OK;
+	int rc = parse(&o, argc, argv), prc = CD_EXIT_OK, src;
 
 	cd_out_init(&ranks, NULL);
-	cd_out_init(&page, NULL);
-	ranks.hold = page.hold = true;
+	ranks.hold = true;
 	if (rc >= 0)
 		goto done;
 	if (!cd_paths_expand(o.traces, o.ntraces, &paths, skip_note, NULL, &bad, &err)) {
@@ -657,36 +694,7 @@ int cmd_report(int argc, char **argv)
 			o.out_path);
 		goto done;
 	}
-
-	/* the page: metadata, post-mortem, counts, tree, NCCL */
-	struct cd_out meta;
-	cd_out_init(&meta, NULL);
-	meta.hold = true;
-	meta_json(&meta, &o, &p, path, has_rank, rank);
-	char *nccl = p.nccl.len ? nccl_of_region(&p.nccl, p.region) : NULL;
-	struct cd_html_part parts[5];
-	size_t n = 0;
-	parts[n++] = (struct cd_html_part){"meta", meta.buf, meta.len};
-	if (ranks.len)
-		parts[n++] = (struct cd_html_part){"ranks", ranks.buf, ranks.len};
-	parts[n++] = (struct cd_html_part){"counts", p.counts.buf, p.counts.len};
-	parts[n++] = (struct cd_html_part){"tree", p.tree.buf, p.tree.len};
-	if (nccl)
-		parts[n++] = (struct cd_html_part){"nccl", nccl, strlen(nccl)};
-	char title[512];
-	snprintf(title, sizeof title, "commdebug report: %s%s, region %" PRId64, path,
-		 o.ntraces > 1 ? " and other ranks" : "", p.region);
-	cd_html_page(&page, title, parts, n);
-	bool lost = meta.failed || page.failed || (p.nccl.len && !nccl);
-	cd_out_free(&meta);
-	free(nccl);
-	if (lost) {
-		fprintf(stderr, "commdebug: out of memory\n");
-		rc = CD_EXIT_DATA;
-		goto done;
-	}
-	int src = save(o.out_path, &page);
-	if (src != CD_EXIT_OK)
+	if ((src = write_page(&o, &p, &ranks, path, has_rank, rank)) != CD_EXIT_OK)
 		rc = src;
 	else if (prc == CD_EXIT_DIFFER || (prc == CD_EXIT_CUT && rc == CD_EXIT_OK))
 		rc = prc;
@@ -694,7 +702,6 @@ done:
 	if (have_pass)
 		pass_free(&p);
 	cd_out_free(&ranks);
-	cd_out_free(&page);
 	cd_paths_free(&paths);
 	return rc;
 }
