@@ -65,7 +65,8 @@ class Browser:
         self.proc = subprocess.Popen(
             [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
              "--user-data-dir=" + profile, "--no-first-run", "--no-default-browser-check",
-             "--disable-extensions", "--disable-background-networking", "--window-size=1280,900",
+             "--disable-extensions", "--disable-background-networking", "--disable-dev-shm-usage",
+             "--window-size=1280,900",
              "--hide-scrollbars", "about:blank"],
             preexec_fn=fds, pass_fds=(3, 4), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(profile, "stderr.txt"), "wb"))
