@@ -315,16 +315,22 @@ static const char *cached_op(struct cd_report_cache *c, const struct cd_out *o,
 	return c->text + c->slots[h].off;
 }
 
-static void json_ops(struct cd_out *o, const struct cd_replay *r, const struct cd_rmod *m,
-		     enum dir d, const struct cd_report_opts *ro)
+/* The op list of one direction; returns how many ops ro->max_ops left out. */
+static uint64_t json_ops(struct cd_out *o, const struct cd_replay *r, const struct cd_rmod *m,
+			 enum dir d, const struct cd_report_opts *ro)
 {
 	uint32_t i = 0, rec;
-	uint64_t count;
+	uint64_t count, written = 0, left = 0;
 	cd_pj_begin_arr(o);
 	while (ro->noise >= 1 && cd_ops_next(&m->ops, &i, &rec, &count)) {
 		const struct cd_oprec *op = &r->oprecs.v[rec];
 		if (!op_in(op, d) || !op_shown(r, op, ro->noise))
 			continue;
+		if (ro->max_ops && written + count > ro->max_ops) {
+			left += written + count - ro->max_ops;
+			count = ro->max_ops - written;
+		}
+		written += count;
 		for (uint64_t k = 0; k < count && !o->failed; k++) {
 			uint32_t len;
 			const char *text = ro->cache ? cached_op(ro->cache, o, r, op, &len) : NULL;
@@ -335,6 +341,21 @@ static void json_ops(struct cd_out *o, const struct cd_replay *r, const struct c
 		}
 	}
 	cd_pj_end(o);
+	return left;
+}
+
+/* An op list and, when max_ops cut it, "<key>_omitted": the ops left out. */
+static void json_ops_key(struct cd_out *o, const char *key, const struct cd_replay *r,
+			 const struct cd_rmod *m, enum dir d, const struct cd_report_opts *ro)
+{
+	cd_pj_key(o, key);
+	uint64_t left = json_ops(o, r, m, d, ro);
+	if (left) {
+		char k[64];
+		snprintf(k, sizeof k, "%s_omitted", key);
+		cd_pj_key(o, k);
+		cd_pj_int(o, (int64_t)left);
+	}
 }
 
 struct path {
@@ -432,12 +453,9 @@ static void json_node(struct cd_out *o, const struct cd_replay *r, uint32_t id, 
 	json_colls(o, r, &m->fw);
 	cd_pj_key(o, "collectives_backward");
 	json_colls(o, r, &m->bw);
-	cd_pj_key(o, "operations_forward");
-	json_ops(o, r, m, FWD, ro);
-	cd_pj_key(o, "operations_backward");
-	json_ops(o, r, m, BWD, ro);
-	cd_pj_key(o, "operations_checkpointing");
-	json_ops(o, r, m, ACK, ro);
+	json_ops_key(o, "operations_forward", r, m, FWD, ro);
+	json_ops_key(o, "operations_backward", r, m, BWD, ro);
+	json_ops_key(o, "operations_checkpointing", r, m, ACK, ro);
 	cd_pj_end(o);
 }
 

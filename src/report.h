@@ -24,6 +24,9 @@ struct cd_report_opts {
 	int noise;      /* 0..3 */
 	bool color;     /* ANSI escapes as CommDebugMode prints them */
 	struct cd_report_cache *cache;  /* may be NULL */
+	/* JSON dump: at most this many ops in each op list (0: every op); a list
+	 * cut short is followed by "<its key>_omitted": the number left out */
+	uint64_t max_ops;
 	void (*warn)(void *ud, const char *msg);
 	void *ud;
 };
