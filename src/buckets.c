@@ -118,7 +118,7 @@ static enum cd_status add_diff(void *vec, struct cd_err *err, const char *kind, 
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	struct cd_bk_diff d = {strdup(kind), strdup(buf)};
+	struct cd_bk_diff d = {.kind = strdup(kind), .text = strdup(buf)};
 	if (!d.kind || !d.text || !cd_vec_push(v, d)) {
 		free(d.kind);
 		free(d.text);
@@ -944,6 +944,10 @@ static bool member_of(const uint32_t *p, uint32_t n, uint32_t x)
 	return false;
 }
 
+static enum cd_status compare_set(struct cd_bk_ddp *d, uint32_t which, const struct cd_bk_set *s,
+				  const struct cd_bk_plan *pl, const char *wn, uint32_t plan_n,
+				  char *a, char *b, struct cd_err *err);
+
 /* One line per difference between a set of DDP's buckets and the plan. */
 static enum cd_status compare(struct cd_bk_ddp *d, uint32_t which, struct cd_err *err)
 {
@@ -959,6 +963,19 @@ static enum cd_status compare(struct cd_bk_ddp *d, uint32_t which, struct cd_err
 		plan_n += pl->b.v[i].n > 0;
 	if (!s->present)
 		return CD_OK;
+	uint32_t before = d->compared.n;
+	if ((st = compare_set(d, which, s, pl, wn, plan_n, a, b, err)))
+		return st;
+	for (uint32_t i = before; i < d->compared.n; i++)
+		d->compared.v[i].buckets = wn;
+	return CD_OK;
+}
+
+static enum cd_status compare_set(struct cd_bk_ddp *d, uint32_t which, const struct cd_bk_set *s,
+				  const struct cd_bk_plan *pl, const char *wn, uint32_t plan_n,
+				  char *a, char *b, struct cd_err *err)
+{
+	enum cd_status st;
 	if (s->b.n != plan_n &&
 	    (st = add_diff(&d->compared, err, "count", "%s: DDP has %u buckets, the plan %u", wn,
 			   s->b.n, plan_n)))
@@ -987,8 +1004,8 @@ static enum cd_status compare(struct cd_bk_ddp *d, uint32_t which, struct cd_err
 			if (!member_of(x->p, x->n, yp[m]))
 				only_y[ny++] = yp[m];
 		if (nx || ny) {
-			name_list(a, sizeof a, d, only_x, nx);
-			name_list(b, sizeof b, d, only_y, ny);
+			name_list(a, 600, d, only_x, nx);
+			name_list(b, 600, d, only_y, ny);
 			if ((st = add_diff(&d->compared, err, "members",
 					   "%s: bucket %u: only in DDP's: %s; only in the plan's: %s",
 					   wn, i, nx ? a : "none", ny ? b : "none")))
@@ -1218,9 +1235,9 @@ static void text_observed(struct cd_out *o, const struct cd_bk_ddp *d)
 		cd_out_str(o, "  no bucket all-reduce of this DDP module\n");
 	for (uint32_t i = 0; i < d->steps.n; i++) {
 		const struct cd_bk_step *s = &d->steps.v[i];
-		cd_out_printf(o, "region %" PRId64 "%s%s%s: %u bucket all-reduces", s->region,
+		cd_out_printf(o, "region %" PRId64 "%s%s%s: %u bucket all-reduce%s", s->region,
 			      s->label ? " (" : "", s->label ? s->label : "", s->label ? ")" : "",
-			      s->fires.n);
+			      s->fires.n, s->fires.n == 1 ? "" : "s");
 		if (s->fires.n && s->fires.v[0].set != CD_BK_NOSET)
 			cd_out_printf(o, " (%s buckets)",
 				      s->fires.v[0].set == CD_BK_REBUILT ? "rebuilt" : "initial");
@@ -1262,10 +1279,11 @@ static void text_observed(struct cd_out *o, const struct cd_bk_ddp *d)
 			}
 		}
 		uint32_t n = never_fired(d, s, tmp);
-		if (n) {
-			cd_out_str(o, "  never fired:");
-			for (uint32_t k = 0; k < n; k++)
-				cd_out_printf(o, " %u", tmp[k]);
+		for (uint32_t k = 0; k < n; k++) {
+			const struct cd_bk_bucket *b = &d->sets[s->fires.v[0].set].b.v[tmp[k]];
+			cd_out_printf(o, "  bucket %u never fired", tmp[k]);
+			for (uint32_t m = 0; m < b->n; m++)
+				cd_out_printf(o, "%s%s", m ? ", " : ": ", d->params.v[b->p[m]].name);
 			cd_out_str(o, "\n");
 		}
 		n = unbucketed(d, s, tmp);
@@ -1390,6 +1408,10 @@ static void pj_diffs(struct cd_out *o, const struct cd_bk_diff *v, uint32_t n)
 		cd_pj_begin_obj(o);
 		cd_pj_key(o, "kind");
 		cd_pj_cstr(o, v[i].kind);
+		if (v[i].buckets) {
+			cd_pj_key(o, "buckets");
+			cd_pj_cstr(o, v[i].buckets);
+		}
 		cd_pj_key(o, "text");
 		cd_pj_cstr(o, v[i].text);
 		cd_pj_end(o);
@@ -1675,7 +1697,7 @@ enum cd_status cd_buckets_report(struct cd_out *o, struct cd_bk_trace *const *t,
 				cd_out_printf(o, "%s %s", i ? "," : "", ra);
 			}
 			rank_name(ra, sizeof ra, t0);
-			cd_out_printf(o, "; observed: %s's\n", ra);
+			cd_out_printf(o, "; the all-reduces shown are %s's\n", ra);
 			if ((st = text_ddp(o, &t0->ddp.v[k], err)))
 				return st;
 			continue;

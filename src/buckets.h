@@ -103,6 +103,7 @@ void cd_bk_plan_free(struct cd_bk_plan *plan);
 
 struct cd_bk_diff {
 	char *kind;          /* "count", "sizes", "members", "order", "ddp-sizes", ... */
+	const char *buckets; /* compared: "initial" or "rebuilt" (DDP's set); else NULL */
 	char *text;
 };
 

@@ -6,7 +6,7 @@ Linear(8, 8), ReLU, Linear(8, 2)), float32; cap 300 bytes, first cap 100.
 Two regions (steps): step 1 with DDP's initial buckets, step 2 after the
 rebuild.  Times are round so that positions in backward can be checked by hand.
 """
-import json, sys
+import json, os, subprocess, sys
 
 D = "DistributedDataParallel"
 M = D + ".module"
@@ -100,11 +100,28 @@ REBUILT = [[5, 4, 3, 2], [1, 0]]      # gradient-ready order
 REB_SIZES = [360, 160]
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
-open(f"{out}/rank0.jsonl", "w").write(trace(0, INITIAL, INIT_SIZES, REBUILT, REB_SIZES))
-open(f"{out}/rank1.jsonl", "w").write(trace(1, INITIAL, INIT_SIZES, REBUILT, REB_SIZES))
+# job/: the two ranks of one run (a directory argument), rank 0 with its NCCL side
+os.makedirs(f"{out}/job", exist_ok=True)
+open(f"{out}/job/rank0.jsonl", "w").write(trace(0, INITIAL, INIT_SIZES, REBUILT, REB_SIZES))
+open(f"{out}/job/rank1.jsonl", "w").write(trace(1, INITIAL, INIT_SIZES, REBUILT, REB_SIZES))
 # rank 1 of another job whose rebuilt buckets differ from rank 0's
 odd = [[5, 4], [3, 2, 1, 0]]
 open(f"{out}/odd-rank1.jsonl", "w").write(trace(1, INITIAL, INIT_SIZES, odd, [72, 448]))
 # step 2 never fires bucket 1 (an unused parameter without find_unused_parameters)
 open(f"{out}/unused.jsonl", "w").write(
     trace(0, INITIAL, INIT_SIZES, REBUILT, REB_SIZES, skip2=(1,)))
+# the NCCL side of rank 0 (as if the group were on NCCL): the four bucket
+# all-reduces, tagged with pg "0" and pseq 1-4; GPU times 1000, 2000, 3000 ns for
+# the first three, none for the fourth
+nccl = [{"ev": "meta", "format": "commdebug-trace", "version": 1, "rank": 0, "world_size": 2,
+         "t0": 0, "recorder": "hand"}]
+for pseq, nbytes in ((1, 104), (2, 416), (3, 360), (4, 160)):
+    nccl.append({"ev": "nccl", "func": "AllReduce", "count": nbytes // 4, "dtype": "float32",
+                 "bytes": nbytes, "redop": "sum", "comm": "0xa", "nranks": 2, "rank": 0,
+                 "seq": pseq, "pg": "0", "pseq": pseq, "state": "enqueued"})
+    if pseq < 4:
+        nccl.append({"ev": "nccl", "state": "completed", "comm": "0xa", "seq": pseq,
+                     "dur": 1000 * pseq})
+text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in nccl)
+subprocess.run(["zstd", "-q", "-f", "--check", "-o", f"{out}/job/rank0.nccl.zst"],
+               input=text.encode(), check=True)
