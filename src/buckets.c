@@ -385,6 +385,10 @@ static enum cd_status read_set(const cJSON *root, const struct cd_bk_ddp *d, str
 					st = cd_fail(err, CD_ERR_TRACE,
 						     "bucket %u of ddp event: member %u is not an index "
 						     "into its %u params", k, b.n + 1, d->params.n);
+					if (cJSON_IsNumber(x))
+						snprintf(err->msg + strlen(err->msg),
+							 sizeof err->msg - strlen(err->msg),
+							 " (it is %.17g)", x->valuedouble);
 					goto out;
 				}
 				if (where[v] != UINT32_MAX) {
@@ -446,7 +450,7 @@ static enum cd_status on_ddp(struct cd_bk_trace *t, const struct cd_event *e, co
 			     size_t n, long long line, struct cd_err *err)
 {
 	cJSON *root = cJSON_ParseWithLength(text, n);
-	struct cd_bk_ddp nd = {.in_force = CD_BK_NOSET};
+	struct cd_bk_ddp nd = {.in_force = CD_BK_NOSET, .first_gpass = UINT32_MAX};
 	struct cd_bk_ddp *d = NULL;
 	enum cd_status st = CD_OK;
 	int8_t rebuilt;
@@ -555,6 +559,7 @@ struct coll_ctx {
 	CD_VEC(struct pend) pending;  /* its fires */
 	uint32_t pass_gen;         /* replay generation the pass numbers are of */
 	uint32_t passes;
+	uint32_t gpasses;          /* backward passes of the trace */
 };
 
 static bool is_ddp_reducer(const struct cd_event *e)
@@ -602,6 +607,8 @@ static enum cd_status on_fire(struct coll_ctx *c, const struct cd_event *e,
 		t->unmatched++;
 		return CD_OK;
 	}
+	if (c->gpasses < d->first_gpass)
+		d->first_gpass = c->gpasses;
 	if (c->o->select && r->region != c->o->region)
 		return CD_OK;
 	if (!d->steps.n || d->steps.v[d->steps.n - 1].gen != r->gen) {
@@ -620,6 +627,7 @@ static enum cd_status on_fire(struct coll_ctx *c, const struct cd_event *e,
 		.seq = (e->have & CD_F_SEQ) ? e->seq : -1,
 		.set = d->in_force,
 		.pass = c->passes,
+		.gpass = c->gpasses,
 		.t = (e->have & CD_F_T) ? e->t : -1,
 		.op_no = c->bw_ops,
 		.left = -1,
@@ -703,6 +711,7 @@ static void after_event(void *ud, const struct cd_event *e, const struct cd_repl
 		c->bw_t0 = (e->have & CD_F_T) ? e->t : -1;
 		c->bw_ops = 0;
 		c->passes++;
+		c->gpasses++;
 	}
 	if (e->ev == CD_EV_FW_PRE && !e->bw && c->in_bw) {
 		/* a new forward: the backward before it had no bw_end */
@@ -784,9 +793,10 @@ enum cd_status cd_buckets_collect(const char *path, const struct cd_bk_opts *o,
 	if (!t->ddp.n) {
 		if (t->ddp_colls)
 			st = cd_fail(err, CD_ERR_TRACE,
-				     "no ddp event: the trace has %" PRIu64 " bucket all-reduces of "
+				     "no ddp event: the trace has %" PRIu64 " bucket all-reduce%s of "
 				     "DDP's reducer but not DDP's buckets (written by a recorder "
-				     "older than the ddp event?)", t->ddp_colls);
+				     "older than the ddp event?)", t->ddp_colls,
+				     t->ddp_colls == 1 ? "" : "s");
 		else
 			st = cd_fail(err, CD_ERR_TRACE, "no ddp event: no DistributedDataParallel "
 				     "module in this trace");
@@ -1068,12 +1078,38 @@ static enum cd_status check_fires(struct cd_bk_ddp *d, struct cd_err *err)
 	return CD_OK;
 }
 
+/* Which of DDP's bucket sets each all-reduce used.  DDP rebuilds its
+ * buckets once, in the forward that follows its first backward (and never
+ * with find_unused_parameters unless static_graph); a recorder sees the
+ * rebuild only after it happened and may write it a step late (torch 1.13's
+ * _get_ddp_logging_data() shows rebuilt_bucket_sizes one iteration after
+ * the rebuild).  So: when the trace has the rebuilt buckets, a backward pass
+ * used them if the rebuilt event came before its first all-reduce or if it
+ * is not the module's first backward pass with all-reduces; every other
+ * pass used the initial buckets. */
+static void assign_sets(struct cd_bk_ddp *d)
+{
+	uint32_t first = d->first_gpass;
+	for (uint32_t i = 0; i < d->steps.n; i++)
+		for (uint32_t j = 0; j < d->steps.v[i].fires.n; j++) {
+			struct cd_bk_fire *f = &d->steps.v[i].fires.v[j];
+			if (!d->sets[CD_BK_REBUILT].present)
+				f->set = d->sets[CD_BK_INITIAL].present ? CD_BK_INITIAL : CD_BK_NOSET;
+			else if (f->set == CD_BK_REBUILT || f->gpass != first ||
+				 !d->sets[CD_BK_INITIAL].present)
+				f->set = CD_BK_REBUILT;
+			else
+				f->set = CD_BK_INITIAL;
+		}
+}
+
 static enum cd_status analyze(struct cd_bk_trace *t, const struct cd_bk_opts *o,
 			      struct cd_err *err)
 {
 	enum cd_status st;
 	for (uint32_t i = 0; i < t->ddp.n; i++) {
 		struct cd_bk_ddp *d = &t->ddp.v[i];
+		assign_sets(d);
 		if ((st = model(t, d, o, err)) || (st = compare(d, CD_BK_INITIAL, err)) ||
 		    (st = compare(d, CD_BK_REBUILT, err)) || (st = check_fires(d, err)))
 			return st;
@@ -1173,7 +1209,7 @@ static void text_set(struct cd_out *o, const struct cd_bk_ddp *d, uint32_t which
 	const struct cd_bk_set *s = &d->sets[which];
 	if (!s->present)
 		return;
-	cd_out_printf(o, "DDP's %s buckets (line %lld): %u\n",
+	cd_out_printf(o, "DDP's %s buckets (ddp event at line %lld): %u\n",
 		      which == CD_BK_REBUILT ? "rebuilt" : "initial", s->line, s->b.n);
 	for (uint32_t i = 0; i < s->b.n; i++) {
 		int64_t sz = set_size(d, &s->b.v[i], s->members);
@@ -1232,7 +1268,7 @@ static void text_observed(struct cd_out *o, const struct cd_bk_ddp *d)
 	uint32_t tmp[CD_LIST_MAX];
 	cd_out_str(o, "Observed\n");
 	if (!d->steps.n)
-		cd_out_str(o, "  no bucket all-reduce of this DDP module\n");
+		cd_out_str(o, "  no bucket all-reduce of this DDP module in a reported region\n");
 	for (uint32_t i = 0; i < d->steps.n; i++) {
 		const struct cd_bk_step *s = &d->steps.v[i];
 		cd_out_printf(o, "region %" PRId64 "%s%s%s: %u bucket all-reduce%s", s->region,
@@ -1529,8 +1565,11 @@ static void json_ddp(struct cd_out *o, const struct cd_bk_trace *t, const struct
 			pj_i64_or_null(o, "t", f->t);
 			cd_pj_key(o, "backward_left");
 			if (f->left >= 0) {
+				/* four decimals, without trailing zeros (0.7, 1.0) */
 				char v[32];
 				int n = snprintf(v, sizeof v, "%.4f", f->left);
+				while (n > 3 && v[n - 1] == '0' && v[n - 2] != '.')
+					n--;
 				cd_pj_raw(o, v, (size_t)n);
 			} else {
 				cd_pj_raw(o, "null", 4);

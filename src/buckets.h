@@ -55,8 +55,10 @@ struct cd_bk_fire {
 	int64_t seq;         /* -1 when absent */
 	char *dtype;         /* NULL when absent */
 	char *mod;           /* the module whose backward was running */
-	uint32_t set;        /* CD_BK_INITIAL, CD_BK_REBUILT or CD_BK_NOSET: in force */
+	uint32_t set;        /* CD_BK_INITIAL, CD_BK_REBUILT or CD_BK_NOSET: in force
+			      * (while reading: the set of the latest ddp event) */
 	uint32_t pass;       /* backward pass of the region, from 1 */
+	uint32_t gpass;      /* backward pass of the trace, from 1 (0: before any) */
 	int64_t t;           /* -1 when absent */
 	uint64_t op_no;      /* ops of the pass before it */
 	double left;         /* fraction of the pass's time left after it; < 0: n/a */
@@ -116,6 +118,7 @@ struct cd_bk_ddp {
 	CD_VEC(struct cd_bk_param) params;
 	struct cd_bk_set sets[2];  /* CD_BK_INITIAL, CD_BK_REBUILT */
 	uint32_t in_force;         /* the set of the latest event */
+	uint32_t first_gpass;      /* the trace's first backward pass with its all-reduces */
 	CD_VEC(struct cd_bk_step) steps;
 	/* after cd_buckets_analyze */
 	struct cd_bk_plan plan;

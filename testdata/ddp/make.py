@@ -125,3 +125,43 @@ for pseq, nbytes in ((1, 104), (2, 416), (3, 360), (4, 160)):
 text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in nccl)
 subprocess.run(["zstd", "-q", "-f", "--check", "-o", f"{out}/job/rank0.nccl.zst"],
                input=text.encode(), check=True)
+
+# late-rebuild.jsonl: three steps; DDP rebuilt its buckets in step 2's forward
+# (step 2's all-reduces have the rebuilt sizes) but the rebuilt event is only
+# written in step 3 (as a recorder reading torch 1.13's logging data would)
+ev = [{"ev": "meta", "format": "commdebug-trace", "version": 1, "rank": 0, "world_size": 2}]
+s1, seq = step(1, 1000, 1, INITIAL, INIT_SIZES)
+s1.insert(3, ddp(False, INITIAL, INIT_SIZES, 1015))
+s2, seq = step(2, 5000, seq, REBUILT, REB_SIZES)
+s3, seq = step(3, 9000, seq, REBUILT, REB_SIZES,
+               rebuilt_event=ddp(True, REBUILT, REB_SIZES, 9015))
+ev += s1 + s2 + s3
+open(f"{out}/late-rebuild.jsonl", "w").write(
+    "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in ev))
+
+# sizes-only.jsonl: a torch that does not expose bucket members: sizes and a
+# note only; DDP left 4.bias out of its parameters (as parameters_to_ignore
+# would), so the plan does not count it; no times on the events
+def strip_t(e):
+    e = dict(e)
+    e.pop("t", None)
+    return e
+ev = [{"ev": "meta", "format": "commdebug-trace", "version": 1, "rank": 0}]
+s1, seq = step(1, 1000, 1, INITIAL, INIT_SIZES)
+d = ddp(False, None, INIT_SIZES, 1015,
+        {"note": "bucket members not exposed by this torch; sizes only",
+         "find_unused": True, "static_graph": None})
+del d["buckets"]
+d["params"] = d["params"][:5]
+s1.insert(3, d)
+ev += [strip_t(e) for e in s1]
+open(f"{out}/sizes-only.jsonl", "w").write(
+    "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in ev))
+
+# unbucketed.jsonl: DDP's buckets leave 0.weight (index 0) out of every bucket
+ev = [{"ev": "meta", "format": "commdebug-trace", "version": 1, "rank": 0}]
+s1, seq = step(1, 1000, 1, INITIAL, [104, 288])
+s1.insert(3, ddp(False, [[5, 4, 3], [2, 1]], [104, 288], 1015))
+ev += s1
+open(f"{out}/unbucketed.jsonl", "w").write(
+    "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in ev))
