@@ -987,8 +987,8 @@ static enum cd_status compare_set(struct cd_bk_ddp *d, uint32_t which, const str
 {
 	enum cd_status st;
 	if (s->b.n != plan_n &&
-	    (st = add_diff(&d->compared, err, "count", "%s: DDP has %u buckets, the plan %u", wn,
-			   s->b.n, plan_n)))
+	    (st = add_diff(&d->compared, err, "count", "%s: DDP has %u bucket%s, the plan %u", wn,
+			   s->b.n, s->b.n == 1 ? "" : "s", plan_n)))
 		return st;
 	for (uint32_t i = 0, k = 0; i < s->b.n && k < pl->b.n; i++, k++) {
 		while (k < pl->b.n && pl->b.v[k].n == 0)
@@ -1297,7 +1297,8 @@ static void text_observed(struct cd_out *o, const struct cd_bk_ddp *d)
 			else
 				cd_out_str(o, "  backward left n/a");
 			if (f->ops_left >= 0)
-				cd_out_printf(o, " (%" PRId64 " ops)", f->ops_left);
+				cd_out_printf(o, " (%" PRId64 " op%s)", f->ops_left,
+					      f->ops_left == 1 ? "" : "s");
 			if (f->ncalls) {
 				cd_out_str(o, "  NCCL");
 				if (f->nccl_bytes >= 0)
