@@ -727,7 +727,9 @@ static void after_event(void *ud, const struct cd_event *e, const struct cd_repl
 			st = on_fw_pre(c, e);
 		break;
 	case CD_EV_OP:
-		if (c->in_bw)
+		/* the pass's operators; collectives (which name a group) are not
+		 * work left to overlap with */
+		if (c->in_bw && !e->pg.p)
 			c->bw_ops++;
 		break;
 	case CD_EV_COLL:
@@ -1759,6 +1761,40 @@ enum cd_status cd_buckets_report(struct cd_out *o, struct cd_bk_trace *const *t,
 			if ((st = text_ddp(o, d, err)))
 				return st;
 		}
+	}
+	/* bucket all-reduces no DDP module took */
+	if (json) {
+		cd_pj_end(o);
+		cd_pj_key(o, "unattributed");
+		cd_pj_begin_arr(o);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (!t[i]->outside && !t[i]->unmatched)
+			continue;
+		if (json) {
+			cd_pj_begin_obj(o);
+			if (t[i]->has_rank) {
+				cd_pj_key(o, "rank");
+				cd_pj_int(o, t[i]->rank);
+			}
+			cd_pj_key(o, "trace");
+			cd_pj_cstr(o, t[i]->path);
+			cd_pj_key(o, "outside_regions");
+			cd_pj_int(o, (int64_t)t[i]->outside);
+			cd_pj_key(o, "no_ddp_module");
+			cd_pj_int(o, (int64_t)t[i]->unmatched);
+			cd_pj_end(o);
+			continue;
+		}
+		rank_name(ra, sizeof ra, t[i]);
+		if (t[i]->outside)
+			cd_out_printf(o, "\nnote: %s: %" PRIu64 " bucket all-reduce%s of DDP's reducer "
+				      "outside every region (not reported)\n", ra, t[i]->outside,
+				      t[i]->outside == 1 ? "" : "s");
+		if (t[i]->unmatched)
+			cd_out_printf(o, "\nnote: %s: %" PRIu64 " bucket all-reduce%s of DDP's reducer "
+				      "on a process group of no ddp event (not reported)\n", ra,
+				      t[i]->unmatched, t[i]->unmatched == 1 ? "" : "s");
 	}
 	if (json) {
 		cd_pj_end(o);
