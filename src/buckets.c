@@ -47,6 +47,7 @@ static void free_set(struct cd_bk_set *s)
 	for (uint32_t i = 0; i < s->b.n; i++)
 		free(s->b.v[i].p);
 	cd_vec_free(&s->b);
+	cd_vec_free(&s->unbucketed);
 	s->present = s->members = false;
 }
 
@@ -1080,6 +1081,27 @@ static enum cd_status check_fires(struct cd_bk_ddp *d, struct cd_err *err)
 	return CD_OK;
 }
 
+/* The parameters of set that are in none of its buckets, once. */
+static enum cd_status find_unbucketed(struct cd_bk_ddp *d, struct cd_bk_set *set,
+				      struct cd_err *err)
+{
+	bool *in;
+	if (!set->present || !set->members)
+		return CD_OK;
+	if (!(in = calloc(d->params.n + 1, sizeof *in)))
+		return nomem(err);
+	for (uint32_t k = 0; k < set->b.n; k++)
+		for (uint32_t m = 0; m < set->b.v[k].n; m++)
+			in[set->b.v[k].p[m]] = true;
+	for (uint32_t i = 0; i < d->params.n; i++)
+		if (!in[i] && d->params.v[i].requires_grad && !cd_vec_push(&set->unbucketed, i)) {
+			free(in);
+			return nomem(err);
+		}
+	free(in);
+	return CD_OK;
+}
+
 /* Which of DDP's bucket sets each all-reduce used.  DDP rebuilds its
  * buckets once, in the forward that follows its first backward (and never
  * with find_unused_parameters unless static_graph); a recorder sees the
@@ -1112,7 +1134,8 @@ static enum cd_status analyze(struct cd_bk_trace *t, const struct cd_bk_opts *o,
 	for (uint32_t i = 0; i < t->ddp.n; i++) {
 		struct cd_bk_ddp *d = &t->ddp.v[i];
 		assign_sets(d);
-		if ((st = model(t, d, o, err)) || (st = compare(d, CD_BK_INITIAL, err)) ||
+		if ((st = find_unbucketed(d, &d->sets[CD_BK_INITIAL], err)) ||
+		    (st = find_unbucketed(d, &d->sets[CD_BK_REBUILT], err)) ||(st = model(t, d, o, err)) || (st = compare(d, CD_BK_INITIAL, err)) ||
 		    (st = compare(d, CD_BK_REBUILT, err)) || (st = check_fires(d, err)))
 			return st;
 	}
@@ -1246,15 +1269,10 @@ static uint32_t never_fired(const struct cd_bk_ddp *d, const struct cd_bk_step *
 static uint32_t unbucketed(const struct cd_bk_ddp *d, const struct cd_bk_step *s, uint32_t *out)
 {
 	uint32_t set = s->fires.n ? s->fires.v[0].set : CD_BK_NOSET, n = 0;
-	if (set == CD_BK_NOSET || !d->sets[set].members)
+	if (set == CD_BK_NOSET)
 		return 0;
-	for (uint32_t i = 0; i < d->params.n && n < CD_LIST_MAX; i++) {
-		bool in = !d->params.v[i].requires_grad;
-		for (uint32_t k = 0; k < d->sets[set].b.n && !in; k++)
-			in = member_of(d->sets[set].b.v[k].p, d->sets[set].b.v[k].n, i);
-		if (!in)
-			out[n++] = i;
-	}
+	for (uint32_t i = 0; i < d->sets[set].unbucketed.n && n < CD_LIST_MAX; i++)
+		out[n++] = d->sets[set].unbucketed.v[i];
 	return n;
 }
 

@@ -45,6 +45,7 @@ struct cd_bk_set {
 	bool members;        /* "buckets" was given (else sizes only) */
 	long long line;      /* the event's line */
 	CD_VEC(struct cd_bk_bucket) b;
+	CD_VEC(uint32_t) unbucketed;  /* params (requires_grad) in none of b (members) */
 };
 enum { CD_BK_INITIAL = 0, CD_BK_REBUILT = 1, CD_BK_NOSET = 2 };
 
