@@ -1286,6 +1286,8 @@ static const struct cd_bk_bucket *fire_bucket(const struct cd_bk_ddp *d, const s
 static void text_observed(struct cd_out *o, const struct cd_bk_ddp *d)
 {
 	uint32_t tmp[CD_LIST_MAX];
+	/* a bucket's parameters are listed at its first all-reduce only */
+	bool *listed = calloc((size_t)d->sets[0].b.n + d->sets[1].b.n + 1, sizeof *listed);
 	cd_out_str(o, "Observed\n");
 	if (!d->steps.n)
 		cd_out_str(o, "  no bucket all-reduce of this DDP module in a reported region\n");
@@ -1327,7 +1329,10 @@ static void text_observed(struct cd_out *o, const struct cd_bk_ddp *d)
 					cd_out_printf(o, " %.1f us", (double)f->nccl_dur / 1000.0);
 			}
 			cd_out_str(o, "\n");
-			if (b && b->n) {
+			bool *l = b && listed ? &listed[(f->set ? d->sets[0].b.n : 0) + f->index] : NULL;
+			if (b && b->n && !(l && *l)) {
+				if (l)
+					*l = true;
 				cd_out_str(o, "    ");
 				for (uint32_t m = 0; m < b->n; m++)
 					cd_out_printf(o, "%s%s", m ? ", " : "",
@@ -1353,6 +1358,7 @@ static void text_observed(struct cd_out *o, const struct cd_bk_ddp *d)
 	}
 	for (uint32_t i = 0; i < d->notes.n; i++)
 		cd_out_printf(o, "  note: %s\n", d->notes.v[i].text);
+	free(listed);
 }
 
 static void flag_text(struct cd_out *o, const char *name, int8_t v)
