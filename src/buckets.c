@@ -724,6 +724,9 @@ static void after_event(void *ud, const struct cd_event *e, const struct cd_repl
 		st = on_ddp(c->t, e, c->run->text, c->run->text_n, c->run->line, &c->err);
 		break;
 	case CD_EV_FW_PRE:
+		if (e->type.n >= 23 &&
+		    memcmp(e->type.p + e->type.n - 23, "DistributedDataParallel", 23) == 0)
+			c->t->saw_ddp_module = true;
 		if (!e->bw && r->in_region)
 			st = on_fw_pre(c, e);
 		break;
@@ -800,6 +803,10 @@ enum cd_status cd_buckets_collect(const char *path, const struct cd_bk_opts *o,
 				     "DDP's reducer but not DDP's buckets (written by a recorder "
 				     "older than the ddp event?)", t->ddp_colls,
 				     t->ddp_colls == 1 ? "" : "s");
+		else if (t->saw_ddp_module)
+			st = cd_fail(err, CD_ERR_TRACE, "no ddp event: the trace has a "
+				     "DistributedDataParallel module but not its buckets (written by a "
+				     "recorder older than the ddp event?)");
 		else
 			st = cd_fail(err, CD_ERR_TRACE, "no ddp event: no DistributedDataParallel "
 				     "module in this trace");

@@ -139,6 +139,7 @@ struct cd_bk_trace {
 	uint64_t ddp_colls;         /* coll events from ddp_reducer */
 	uint64_t unmatched;         /* ... that no DDP module's pg took */
 	uint64_t outside;           /* ... outside every region */
+	bool saw_ddp_module;        /* a fw_pre of type ...DistributedDataParallel */
 	/* model: modules in first-forward order (internal) */
 	struct cd_intern mods;
 	CD_VEC(struct cd_bk_mod) mrec;
