@@ -470,7 +470,13 @@ static enum cd_status on_ddp(struct cd_bk_trace *t, const struct cd_event *e, co
 		st = cd_fail(err, CD_ERR_TRACE, "field \"note\" must be a string in ddp event");
 		goto out;
 	}
-	if ((st = get_flag(root, "rebuilt", &rebuilt, err)))
+	/* every field of every ddp event is checked, the first one's kept */
+	if ((st = get_flag(root, "rebuilt", &rebuilt, err)) ||
+	    (st = get_cap(root, "cap", &nd.cap, err)) ||
+	    (st = get_cap(root, "first_cap", &nd.first_cap, err)) ||
+	    (st = get_flag(root, "find_unused", &nd.find_unused, err)) ||
+	    (st = get_flag(root, "static_graph", &nd.static_graph, err)) ||
+	    (st = get_flag(root, "grad_as_view", &nd.grad_as_view, err)))
 		goto out;
 	/* the rebuilt buckets of the latest DDP module of that name */
 	if (rebuilt == 1) {
@@ -495,12 +501,7 @@ static enum cd_status on_ddp(struct cd_bk_trace *t, const struct cd_event *e, co
 			st = nomem(err);
 			goto out;
 		}
-		if ((st = get_cap(root, "cap", &d->cap, err)) ||
-		    (st = get_cap(root, "first_cap", &d->first_cap, err)) ||
-		    (st = get_flag(root, "find_unused", &d->find_unused, err)) ||
-		    (st = get_flag(root, "static_graph", &d->static_graph, err)) ||
-		    (st = get_flag(root, "grad_as_view", &d->grad_as_view, err)) ||
-		    (st = read_params(root, d, err)))
+		if ((st = read_params(root, d, err)))
 			goto out;
 	} else {
 		/* the same parameters, the same group */
@@ -533,8 +534,8 @@ static enum cd_status on_ddp(struct cd_bk_trace *t, const struct cd_event *e, co
 		d = NULL;
 	}
 out:
-	if (d == &nd || (st && d == &nd))
-		free_ddp(&nd);
+	if (d == &nd)
+		free_ddp(&nd);  /* not kept (once pushed, d is NULL: t owns it) */
 	cJSON_Delete(root);
 	return st;
 }
