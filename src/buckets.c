@@ -1679,18 +1679,32 @@ static bool first_diff(const struct cd_bk_ddp *a, const struct cd_bk_ddp *b, cha
 				return true;
 			}
 			if (x->members && y->members) {
-				bool same = x->b.v[i].n == y->b.v[i].n;
-				for (uint32_t m = 0; same && m < x->b.v[i].n; m++)
-					same = strcmp(a->params.v[x->b.v[i].p[m]].name,
-						      b->params.v[y->b.v[i].p[m]].name) == 0;
-				if (!same) {
-					snprintf(buf, cap, "%s bucket %u: other members", wn, i);
+				const struct cd_bk_bucket *bx = &x->b.v[i], *by = &y->b.v[i];
+				for (uint32_t m = 0; m < bx->n || m < by->n; m++) {
+					const char *px = m < bx->n ? a->params.v[bx->p[m]].name : "nothing";
+					const char *py = m < by->n ? b->params.v[by->p[m]].name : "nothing";
+					if (strcmp(px, py) == 0)
+						continue;
+					snprintf(buf, cap, "%s bucket %u, parameter %u: %.250s against %.250s",
+						 wn, i, m, px, py);
 					return true;
 				}
 			}
 		}
 	}
 	return false;
+}
+
+/* Append src to the string in dst (cap bytes), cutting it short if needed. */
+static void append(char *dst, size_t cap, const char *src)
+{
+	size_t l = strlen(dst), m = strlen(src);
+	if (l + 1 >= cap)
+		return;
+	if (m > cap - l - 1)
+		m = cap - l - 1;
+	memcpy(dst + l, src, m);
+	dst[l + m] = 0;
 }
 
 static void rank_name(char *buf, size_t cap, const struct cd_bk_trace *t)
@@ -1727,14 +1741,38 @@ enum cd_status cd_buckets_report(struct cd_out *o, struct cd_bk_trace *const *t,
 	for (uint32_t k = 0; k < maxd; k++) {
 		/* do the ranks agree on this DDP module's buckets? */
 		int differs_at = -1;
-		for (uint32_t i = 1; i < n && differs_at < 0; i++) {
+		char others[200] = "";  /* further ranks that differ from the first */
+		uint32_t nothers = 0;
+		for (uint32_t i = 1; i < n; i++) {
+			char tmp[600];
+			bool dif;
 			if (k >= t[0]->ddp.n || k >= t[i]->ddp.n) {
-				snprintf(buf, sizeof buf, "%u DDP modules against %u", t[0]->ddp.n,
+				snprintf(tmp, sizeof tmp, "%u DDP modules against %u", t[0]->ddp.n,
 					 t[i]->ddp.n);
-				differs_at = (int)i;
-			} else if (first_diff(&t[0]->ddp.v[k], &t[i]->ddp.v[k], buf, sizeof buf)) {
-				differs_at = (int)i;
+				dif = true;
+			} else {
+				dif = first_diff(&t[0]->ddp.v[k], &t[i]->ddp.v[k], tmp, sizeof tmp);
 			}
+			if (!dif)
+				continue;
+			if (differs_at < 0) {
+				differs_at = (int)i;
+				memcpy(buf, tmp, sizeof buf);
+				continue;
+			}
+			rank_name(rb, sizeof rb, t[i]);
+			if (nothers++ < 8) {
+				if (others[0])
+					append(others, sizeof others, ", ");
+				append(others, sizeof others, rb);
+			} else if (nothers == 9) {
+				append(others, sizeof others, ", ...");
+			}
+		}
+		if (nothers) {
+			append(buf, sizeof buf, " (");
+			append(buf, sizeof buf, others);
+			append(buf, sizeof buf, nothers == 1 ? " differs too)" : " differ too)");
 		}
 		if (differs_at >= 0)
 			*differ = true;

@@ -80,9 +80,9 @@ def step(region, t, seq, buckets, sizes, rebuilt_event=None, skip=()):
     return ev, seq
 
 
-def trace(rank, initial, init_sizes, rebuilt, reb_sizes, skip2=(), extra=None):
+def trace(rank, initial, init_sizes, rebuilt, reb_sizes, skip2=(), extra=None, world=2):
     ev = [{"ev": "meta", "format": "commdebug-trace", "version": 1, "rank": rank,
-           "world_size": 2, "t0": 0},
+           "world_size": world, "t0": 0},
           {"ev": "pg", "name": "0", "desc": "default_pg", "ranks": [0, 1], "backend": "gloo"}]
     s1, seq = step(1, 1000, 1, initial, init_sizes)
     # the initial buckets are written at the DDP module's first forward
@@ -165,3 +165,7 @@ s1.insert(3, ddp(False, [[5, 4, 3], [2, 1]], [104, 288], 1015))
 ev += s1
 open(f"{out}/unbucketed.jsonl", "w").write(
     "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in ev))
+
+# odd-rank2.jsonl: a rank 2 whose initial buckets differ (same sizes, other members)
+open(f"{out}/odd-rank2.jsonl", "w").write(
+    trace(2, [[5, 4, 1], [3, 2, 0]], [104, 416], REBUILT, REB_SIZES, world=3))
