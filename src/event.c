@@ -21,6 +21,7 @@ static const char *const ev_names[CD_EV__COUNT] = {
 	[CD_EV_COLL] = "coll",
 	[CD_EV_NCCL] = "nccl",
 	[CD_EV_NCCL_LOST] = "nccl_lost",
+	[CD_EV_DDP] = "ddp",
 };
 
 const char *cd_ev_name(enum cd_ev ev)
@@ -83,6 +84,7 @@ static const struct cd_field fields[] = {
 	{"dur", 3, CD_FI_DUR, CD_FT_INT},
 	{"state", 5, CD_FI_STATE, CD_FT_STR},
 	{"pseq", 4, CD_FI_PSEQ, CD_FT_INT},
+	{"bucket", 6, CD_FI_BUCKET, CD_FT_INT},
 };
 
 const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
@@ -205,6 +207,7 @@ enum cd_status cd_field_set_int(struct cd_event *e, const struct cd_field *f,
 	case CD_FI_NRANKS: e->nranks = v; e->have |= CD_F_NRANKS; break;
 	case CD_FI_DUR: e->dur = v; e->have |= CD_F_DUR; break;
 	case CD_FI_PSEQ: e->pseq = v; e->have |= CD_F_PSEQ; break;
+	case CD_FI_BUCKET: e->bucket = v; e->have |= CD_F_BUCKET; break;
 	default:
 		return cd_fail(err, CD_ERR_TRACE, "internal: field \"%s\" is not an integer", f->key);
 	}
@@ -249,6 +252,24 @@ static enum cd_status check_dims(const int64_t *d, uint32_t n, const char *what,
 				       (long long)d[i], what);
 		if (d[i] > CD_INT_MAX)
 			return cd_fail(err, CD_ERR_TRACE, "value out of range in %s", what);
+	}
+	return CD_OK;
+}
+
+static enum cd_status check_params(const struct cd_event *e, struct cd_err *err)
+{
+	enum cd_status st;
+	for (uint32_t i = 0; i < e->nparams; i++) {
+		const struct cd_param *p = &e->params[i];
+		if (!p->name.p || p->name.n == 0)
+			return cd_fail(err, CD_ERR_TRACE, "params entry %u has no \"name\"", i + 1);
+		if ((st = check_dims(p->shape, p->ndim, "a parameter shape", err)))
+			return st;
+		if (p->nbytes > CD_INT_MAX)
+			return cd_fail(err, CD_ERR_TRACE, "nbytes out of range in params entry %u",
+				       i + 1);
+		if (p->nbytes < -1)
+			return cd_fail(err, CD_ERR_TRACE, "negative nbytes in params entry %u", i + 1);
 	}
 	return CD_OK;
 }
@@ -305,21 +326,12 @@ enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 	case CD_EV_FW_PRE:
 		if ((st = need(e, CD_F_TYPE, "type", err)))
 			return st;
-		for (uint32_t i = 0; i < e->nparams; i++) {
-			const struct cd_param *p = &e->params[i];
-			if (!p->name.p || p->name.n == 0)
-				return cd_fail(err, CD_ERR_TRACE,
-					       "params entry %u has no \"name\"", i + 1);
-			if ((st = check_dims(p->shape, p->ndim, "a parameter shape", err)))
-				return st;
-			if (p->nbytes > CD_INT_MAX)
-				return cd_fail(err, CD_ERR_TRACE, "nbytes out of range in params entry %u",
-					       i + 1);
-			if (p->nbytes < -1)
-				return cd_fail(err, CD_ERR_TRACE, "negative nbytes in params entry %u",
-					       i + 1);
-		}
-		/* fw_pre needs mod too */
+		__attribute__((fallthrough));
+	case CD_EV_DDP:
+		/* the rest of a ddp event (buckets, caps) is checked by buckets.c */
+		if ((st = check_params(e, err)))
+			return st;
+		/* fw_pre and ddp need mod too */
 		__attribute__((fallthrough));
 	case CD_EV_FW_POST:
 	case CD_EV_FW_DONE:
@@ -341,6 +353,9 @@ enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 				return st;
 		if ((e->have & CD_F_BYTES) && e->bytes < 0)
 			return cd_fail(err, CD_ERR_TRACE, "negative bytes in %s event",
+				       cd_ev_name(e->ev));
+		if ((e->have & CD_F_BUCKET) && e->bucket < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative bucket in %s event",
 				       cd_ev_name(e->ev));
 		break;
 	case CD_EV_NCCL:
@@ -387,7 +402,7 @@ bool cd_event_equal(const struct cd_event *a, const struct cd_event *b)
 	    a->rank != b->rank || a->world_size != b->world_size || a->pid != b->pid ||
 	    (a->t0 > b->t0 ? a->t0 - b->t0 : b->t0 - a->t0) > 4096 /* a double's precision */ || a->seq != b->seq || a->bytes != b->bytes || a->count != b->count ||
 	    a->dur != b->dur || a->nranks != b->nranks || a->root != b->root || a->peer != b->peer ||
-	    a->pseq != b->pseq)
+	    a->pseq != b->pseq || a->bucket != b->bucket)
 		return false;
 	const struct cd_str *sa[] = {&a->mod, &a->type, &a->name, &a->label, &a->format, &a->host,
 				     &a->torch, &a->recorder, &a->pg, &a->desc, &a->backend,

@@ -43,6 +43,7 @@ enum cd_ev {
 	CD_EV_COLL,        /* collective seen outside the dispatcher (DDP reducer) */
 	CD_EV_NCCL,
 	CD_EV_NCCL_LOST,   /* NCCL calls the recorder could not queue */
+	CD_EV_DDP,         /* a DDP module's buckets (read whole by buckets.c) */
 	CD_EV__COUNT,
 };
 
@@ -94,6 +95,7 @@ enum {
 	CD_F_ROOT = 1u << 21,
 	CD_F_PEER = 1u << 22,
 	CD_F_PSEQ = 1u << 23,
+	CD_F_BUCKET = 1u << 24,
 };
 
 struct cd_event {
@@ -107,6 +109,7 @@ struct cd_event {
 	int64_t region;
 	int64_t version, rank, world_size, pid, t0;
 	int64_t seq, bytes, count, dur, nranks, root, peer, pseq;
+	int64_t bucket;         /* coll: DDP's bucket index */
 
 	struct cd_str mod, type, name, label;
 	struct cd_str format, host, torch, recorder;

@@ -172,6 +172,25 @@ enum cd_status cd_nccl_charge(struct cd_nccl *n, const struct cd_replay *r,
 	return CD_OK;
 }
 
+void cd_nccl_served(const struct cd_nccl *n, struct cd_str pg, int64_t seq, uint32_t *ncalls,
+		    int64_t *bytes, int64_t *dur)
+{
+	uint32_t g = pg.p ? cd_intern_find(&n->names, pg.p, pg.n) : CD_NOID;
+	uint32_t t = g == CD_NOID ? CD_NOID : tag_id((struct cd_nccl *)n, g, seq, false);
+
+	*ncalls = 0;
+	*bytes = *dur = 0;
+	for (uint32_t c = t == CD_NOID ? CD_NOID : n->tag_head.v[t]; c != CD_NOID;
+	     c = n->calls.v[c].next) {
+		const struct cd_ncall *k = &n->calls.v[c];
+		(*ncalls)++;
+		*bytes = k->bytes < 0 || *bytes < 0 ? -1 : *bytes + k->bytes;
+		*dur = k->dur < 0 || *dur < 0 ? -1 : *dur + k->dur;
+	}
+	if (!*ncalls)
+		*bytes = *dur = -1;
+}
+
 double cd_nccl_bus_factor(const char *func, int64_t nranks)
 {
 	double k = nranks > 0 ? (double)nranks : 1;

@@ -80,6 +80,12 @@ enum cd_status cd_nccl_event(struct cd_nccl *n, const struct cd_event *e, struct
 enum cd_status cd_nccl_charge(struct cd_nccl *n, const struct cd_replay *r,
 			      const struct cd_event *e, struct cd_err *err);
 
+/* The NCCL calls tagged with group pg and sequence number seq (the calls
+ * that served the collective with that pg and seq): how many, their bytes
+ * (-1 if one has none) and GPU time in ns (-1 unless every one has it). */
+void cd_nccl_served(const struct cd_nccl *n, struct cd_str pg, int64_t seq, uint32_t *ncalls,
+		    int64_t *bytes, int64_t *dur);
+
 /* True when the trace(s) held NCCL calls. */
 static inline bool cd_nccl_any(const struct cd_nccl *n)
 {

@@ -126,8 +126,11 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 				err->column = 0;
 				goto out;
 			}
-			if (run->after_event)
+			if (run->after_event) {
+				run->text = p;
+				run->text_n = (size_t)(le - p);
 				run->after_event(run->ud, &ev, rp);
+			}
 			run->last_good = run->line;
 			p = le + 1;
 		}

@@ -23,6 +23,8 @@ struct cd_trace_run {
 	void *ud;
 
 	/* out */
+	const char *text;        /* in after_event: the event's line (not NUL-terminated) */
+	size_t text_n;
 	long long line;          /* the line being processed; 0 once reading ended */
 	long long last_good;     /* last line read whole and replayed */
 	bool seen_meta;

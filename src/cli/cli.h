@@ -69,5 +69,6 @@ int cmd_ranks(int argc, char **argv);
 int cmd_colls(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_buckets(int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ static const struct command commands[] = {
 	{"colls", cmd_colls, "every collective of every rank, one per line"},
 	{"check", cmd_check, "check traces against expectations in YAML (a CI gate)"},
 	{"report", cmd_report, "one self-contained HTML page: post-mortem, counts, module tree"},
+	{"buckets", cmd_buckets, "DDP's gradient buckets: observed, DDPOptimizer's plan, compared"},
 };
 
 void cd_cli_usage(FILE *f)
@@ -63,8 +64,8 @@ void cd_cli_usage(FILE *f)
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
 		"3 trace cut short (what was read was analyzed), 4 ranks disagree,\n"
 		"5 an expectation does not hold (check).\n"
-		"'commdebug check --help' and 'commdebug report --help' list the options\n"
-		"of check and report.\n"
+		"'commdebug check --help', 'commdebug report --help' and 'commdebug buckets\n"
+		"--help' list the options of check, report and buckets.\n"
 		"See commdebug(1), commdebug-trace(5) and commdebug-expect(5).\n");
 }
 

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "buckets.h"
 #include "nccl.h"
 #include "out.h"
 #include "parse.h"
@@ -115,6 +116,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cd_out_free(&no);
 	}
 	cd_nccl_free(&ctx.nccl);
+
+	/* commdebug buckets: the trace as one rank and as two, with DDP's caps
+	 * and with a first cap of 0 (DDPOptimizer's extended buckets) */
+	for (int k = 0; k < 2; k++) {
+		struct cd_bk_trace bt = {0};
+		struct cd_bk_opts bo = {.general_parser = k, .cap = -1, .first_cap = k ? 0 : -1};
+		struct cd_err be = {0};
+		if (cd_buckets_collect(path, &bo, &bt, &be) == CD_OK) {
+			struct cd_bk_trace *tp[2] = {&bt, &bt};
+			struct cd_out bo2;
+			bool differ;
+			cd_out_init(&bo2, NULL);
+			bo2.hold = true;
+			for (uint32_t n = 1; n <= 2; n++) {
+				cd_buckets_report(&bo2, tp, n, false, &differ, &be);
+				cd_buckets_report(&bo2, tp, n, true, &differ, &be);
+				bo2.len = 0;
+			}
+			cd_out_free(&bo2);
+		}
+		cd_bk_trace_free(&bt);
+	}
 
 	/* the post-mortem path: the same trace as two ranks, merged */
 	struct cd_rank_summary a = {0}, b = {0};

@@ -225,6 +225,35 @@ static void test_duplicate_keys(void)
 }
 
 /* "Global" is the root of the module tree: no event may name a module so. */
+/* The ddp event and the coll event's bucket index: both parsers agree; the
+ * rest of a ddp event (caps, buckets) is buckets.c's to check. */
+static void test_ddp(void)
+{
+	struct cd_event e;
+	struct cd_err err = {0};
+	const char *l = "{\"ev\":\"ddp\",\"mod\":\"DDP\",\"pg\":\"0\",\"cap\":300,"
+			"\"first_cap\":100,\"rebuilt\":false,\"params\":[{\"name\":\"DDP.module.w\","
+			"\"nbytes\":64,\"dtype\":\"torch.float32\",\"shape\":[4,4],"
+			"\"requires_grad\":true}],\"buckets\":[[0]],\"sizes\":[64]}";
+	CHECK(agree(l));
+	CHECK(fast(l, &e, &err) == CD_OK);
+	CHECK(e.ev == CD_EV_DDP);
+	CHECK(streq(e.mod, "DDP") && streq(e.pg, "0"));
+	CHECK(e.nparams == 1 && e.params[0].nbytes == 64 && streq(e.params[0].name, "DDP.module.w"));
+	CHECK(reject("{\"ev\":\"ddp\",\"pg\":\"0\"}", "missing field \"mod\""));
+	CHECK(reject("{\"ev\":\"ddp\",\"mod\":\"D\",\"params\":[{\"nbytes\":1}]}",
+		     "has no \"name\""));
+	CHECK(reject("{\"ev\":\"ddp\",\"mod\":\"D\",\"params\":[{\"name\":\"w\",\"nbytes\":-4}]}",
+		     "negative nbytes"));
+	l = "{\"ev\":\"coll\",\"name\":\"c10d.allreduce_\",\"src\":\"ddp_reducer\",\"bucket\":3}";
+	CHECK(agree(l));
+	CHECK(fast(l, &e, &err) == CD_OK);
+	CHECK((e.have & CD_F_BUCKET) && e.bucket == 3);
+	CHECK(reject("{\"ev\":\"coll\",\"name\":\"x\",\"bucket\":-1}", "negative bucket"));
+	CHECK(reject("{\"ev\":\"coll\",\"name\":\"x\",\"bucket\":\"1\"}", "bucket"));
+	CHECK(reject("{\"ev\":\"coll\",\"name\":\"x\",\"bucket\":1.5}", "bucket"));
+}
+
 static void test_global_reserved(void)
 {
 	CHECK(reject("{\"ev\":\"fw_pre\",\"mod\":\"Global\",\"type\":\"T\"}", "reserved"));
@@ -246,6 +275,7 @@ int main(void)
 	TEST(test_limits);
 	TEST(test_duplicate_keys);
 	TEST(test_global_reserved);
+	TEST(test_ddp);
 	cd_parser_free(&pf);
 	cd_parser_free(&pg);
 	return check_done();
