@@ -68,5 +68,6 @@ int cmd_sharding(int argc, char **argv);
 int cmd_ranks(int argc, char **argv);
 int cmd_colls(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

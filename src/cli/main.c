@@ -21,6 +21,7 @@ static const struct command commands[] = {
 	{"ranks", cmd_ranks, "post-mortem across ranks: desyncs, stragglers, hangs, the culprit"},
 	{"colls", cmd_colls, "every collective of every rank, one per line"},
 	{"check", cmd_check, "check traces against expectations in YAML (a CI gate)"},
+	{"export", cmd_export, "a job's traces as Chrome trace-event JSON (Perfetto)"},
 };
 
 void cd_cli_usage(FILE *f)
@@ -62,7 +63,8 @@ void cd_cli_usage(FILE *f)
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
 		"3 trace cut short (what was read was analyzed), 4 ranks disagree,\n"
 		"5 an expectation does not hold (check).\n"
-		"'commdebug check --help' lists the options of check.\n"
+		"'commdebug check --help' lists the options of check,\n"
+		"'commdebug export --help' those of export.\n"
 		"See commdebug(1), commdebug-trace(5) and commdebug-expect(5).\n");
 }
 
