@@ -25,6 +25,7 @@
 
 struct export_opts {
 	const char *out_path;
+	const char *nccl_path;   /* --nccl: the NCCL-side trace of the one trace */
 	bool general_parser, no_nccl;
 	int jobs;
 	int64_t late_ns;
@@ -46,7 +47,9 @@ static void usage(FILE *f)
 		"  -o, --output=FILE    write to FILE (- for standard output); required\n"
 		"      --late=SECONDS   a rank reaching a collective this much after the\n"
 		"                       others is a straggler (default 5)\n"
-		"      --no-nccl        leave out the NCCL-side traces (NAME.nccl.zst)\n"
+		"      --nccl=FILE      the NCCL-side trace of TRACE (one trace only; default:\n"
+		"                       the TRACE.nccl.zst next to each trace, if there is one)\n"
+		"      --no-nccl        leave out the NCCL-side traces\n"
 		"      --jobs=N         threads reading traces in the first pass (default:\n"
 		"                       cores)\n"
 		"      --parser=KIND    line parser: fast (default) or general\n"
@@ -68,11 +71,12 @@ static int usage_error(const char *msg, const char *arg)
 
 static int parse(struct export_opts *o, int argc, char **argv)
 {
-	enum { OPT_PERFETTO = 256, OPT_LATE, OPT_NO_NCCL, OPT_JOBS, OPT_PARSER };
+	enum { OPT_PERFETTO = 256, OPT_LATE, OPT_NCCL, OPT_NO_NCCL, OPT_JOBS, OPT_PARSER };
 	static const struct option longs[] = {
 		{"perfetto", no_argument, NULL, OPT_PERFETTO},
 		{"output", required_argument, NULL, 'o'},
 		{"late", required_argument, NULL, OPT_LATE},
+		{"nccl", required_argument, NULL, OPT_NCCL},
 		{"no-nccl", no_argument, NULL, OPT_NO_NCCL},
 		{"jobs", required_argument, NULL, OPT_JOBS},
 		{"parser", required_argument, NULL, OPT_PARSER},
@@ -100,6 +104,11 @@ static int parse(struct export_opts *o, int argc, char **argv)
 			o->late_ns = (int64_t)(sec * 1e9);
 			break;
 		}
+		case OPT_NCCL:
+			if (!*optarg)
+				return usage_error("empty file name for --nccl", NULL);
+			o->nccl_path = optarg;
+			break;
 		case OPT_NO_NCCL:
 			o->no_nccl = true;
 			break;
@@ -132,6 +141,10 @@ static int parse(struct export_opts *o, int argc, char **argv)
 		return usage_error("no output file given (-o FILE)", NULL);
 	if (argc - optind < 1)
 		return usage_error("no trace given", NULL);
+	if (o->nccl_path && o->no_nccl)
+		return usage_error("--nccl and --no-nccl together", NULL);
+	if (o->nccl_path && argc - optind != 1)
+		return usage_error("--nccl names the NCCL-side trace of one trace; give one", NULL);
 	o->traces = argv + optind;
 	o->ntraces = argc - optind;
 	for (int i = 0; i < o->ntraces; i++)
@@ -234,9 +247,10 @@ static int write_all(const struct export_opts *o, const struct cd_pm *pm, FILE *
 		struct cd_export_rank_res res;
 		bool ranked = in_list(pm->r, pm->n, s);
 		int64_t pid = ranked ? s->rank : CD_EXPORT_PID_OTHER + i;
-		char *sib = o->no_nccl ? NULL : cd_paths_nccl_name(s->path);
+		char *sib = o->no_nccl ? NULL : o->nccl_path ? strdup(o->nccl_path)
+					  : cd_paths_nccl_name(s->path);
 
-		if (sib && !is_file(sib)) {
+		if (sib && !o->nccl_path && !is_file(sib)) {
 			free(sib);
 			sib = NULL;
 		}
@@ -279,6 +293,8 @@ static int refuse_inputs(const struct export_opts *o)
 	if (strcmp(o->out_path, "-") == 0)
 		return CD_EXIT_OK;
 	const char *in = cd_paths_is_input(o->out_path, o->traces, o->ntraces);
+	if (!in && o->nccl_path)
+		in = cd_paths_is_input(o->out_path, (char *const *)&o->nccl_path, 1);
 	for (int i = 0; !in && i < o->ntraces; i++) {
 		char *sib = cd_paths_nccl_name(o->traces[i]);
 		if (sib && cd_paths_is_input(o->out_path, &sib, 1)) {
