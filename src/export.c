@@ -732,9 +732,17 @@ static void on_event(void *ud, const struct cd_event *e, const struct cd_replay 
 	if (k->ignore)
 		return;
 	if (!(e->have & CD_F_T)) {
-		/* an op's collective was counted (or not) by on_collective */
-		if (e->ev != CD_EV_OP && e->ev != CD_EV_UNKNOWN)
+		/* events the timeline shows (an op's collective was counted by
+		 * on_collective) */
+		switch (e->ev) {
+		case CD_EV_REGION_ENTER: case CD_EV_REGION_EXIT: case CD_EV_FW_PRE:
+		case CD_EV_FW_POST: case CD_EV_BW_ENTER: case CD_EV_BW_EXIT: case CD_EV_BW_END:
+		case CD_EV_NCCL: case CD_EV_NCCL_LOST:
 			k->x->st.untimed++;
+			break;
+		default:
+			break;
+		}
 		return;
 	}
 	int64_t ts = e->t + k->off;
