@@ -4,15 +4,16 @@
  * Layout.  One process per trace: pid is the rank (a trace without a rank,
  * or a second trace of a rank, gets CD_EXPORT_PID_OTHER + its index), named
  * "rank N (host)" and sorted by rank.  Its threads:
- *   tid 1   findings      instants: the post-mortem's findings about this rank
- *   tid 2   regions       B/E slices: region_enter .. region_exit (steps)
- *   tid 10+ forward       B/E slices: fw_pre .. fw_post (bw false)
- *   tid 20+ recompute     B/E slices: fw_pre .. fw_post (bw true)
- *   tid 30+ backward      B/E slices: bw_enter .. bw_exit
- *   tid 3   collectives   instants: every collective the replay counts, with
- *                         pg, seq, bytes, dtype, module, phase, region in args
- *   tid 4   NCCL calls    instants: nccl events (enqueued), nccl_lost
- *   tid 40+ NCCL GPU      X slices: a completed call's GPU time [t-dur, t]
+ *   tid 1     findings      instants: the post-mortem's findings about this rank
+ *   tid 2     regions       B/E slices: region_enter .. region_exit (steps)
+ *   tid 1000+ forward       B/E slices: fw_pre .. fw_post (bw false)
+ *   tid 2000+ recompute     B/E slices: fw_pre .. fw_post (bw true)
+ *   tid 3000+ backward      B/E slices: bw_enter .. bw_exit
+ *   tid 3     collectives   instants: every collective the replay counts, with
+ *                           pg, seq, bytes, dtype, module, phase, region in args
+ *   tid 4     NCCL calls    instants: nccl events (enqueued), nccl_lost
+ *   tid 4000+ NCCL GPU      X slices: a completed call's GPU time [t-dur, t]
+ * (thread_name and thread_sort_index metadata name and order them.)
  * Module spans of one phase that do not nest (a backward module whose
  * bw_exit comes after a later module's bw_enter and before its bw_exit) go
  * to further threads of the phase ("backward 2", ...): the spans of a phase
@@ -28,7 +29,7 @@
  * the job's start, the earliest t0 of the ranks (as the post-mortem aligns
  * ranks: see findings.h).  A trace without t0 is placed at t / 1000.
  * Events without "t" cannot be placed: they are left out and counted
- * (otherData.untimed); a closing event without "t" leaves its span open
+ * (otherData.untimed_events_left_out); a closing event without "t" leaves its span open
  * until one that closes it or an outer span.
  *
  * Streaming: events are written as they are read; what is held is the open

@@ -4,9 +4,11 @@
 # usage: tests/bench/export.sh [BUILD_DIR] [RANKS] [EVENTS]
 #        (defaults: build, 64 ranks, 20000 events per rank)
 #
-# Two inputs:
+# Three inputs:
 #  - a real trace, $CD_BENCH_GPT2 (default /work/shared/traces/gpt2-400steps.zst,
 #    1.28M events; skipped with a note when missing);
+#  - a generated trace of $BENCH_EVENTS events (default 2000000), the one
+#    run.sh uses (tests/bench/out/trace-N.jsonl.zst, made when missing);
 #  - a generated job of RANKS traces of EVENTS events (gen_trace.py --rank R
 #    --world RANKS --seed R, as ranks.sh makes them) in
 #    tests/bench/out/export-RANKS-EVENTS/, made once and reused while
@@ -55,7 +57,15 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 . "$root/tests/bench/lib.sh"
 
-# ------------------------------------------------------------------ the job
+# ------------------------------------------------------------------ the traces
+big_events=${BENCH_EVENTS:-2000000}
+big=tests/bench/out/trace-$big_events.jsonl.zst
+if ! { [ -s "$big" ] && [ "$big" -nt tests/bench/gen_trace.py ]; }; then
+	echo "export.sh: generating $big" >&2
+	mkdir -p tests/bench/out || exit 1
+	{ python3 tests/bench/gen_trace.py --events "$big_events" "$big.tmp" && mv "$big.tmp" "$big"; } ||
+		die "cannot generate $big"
+fi
 if [ ! -f "$dir/.done" ] || [ tests/bench/gen_trace.py -nt "$dir/.done" ]; then
 	echo "export.sh: generating $ranks traces of $events events in $dir" >&2
 	rm -rf "$dir"
@@ -103,6 +113,7 @@ if [ -f "$gpt2" ]; then
 else
 	printf '\n  %s missing (set CD_BENCH_GPT2): real-trace measurement skipped\n' "$gpt2"
 fi
+bench "generated trace $big" "$big"
 files=()
 for ((r = 0; r < ranks; r++)); do
 	files+=("$dir/rank$r.jsonl.zst")
