@@ -46,7 +46,9 @@ struct phase {
 	CD_VEC(struct span) buf;    /* the spans of this pass, open or closed */
 	struct idxv open;           /* indexes in buf of the open ones, oldest first */
 	struct idxv stack[CD_EXPORT_LANE_MAX];   /* layout scratch, per lane */
+	int64_t floor[CD_EXPORT_LANE_MAX];      /* per lane: the last time written */
 	bool named[CD_EXPORT_LANE_MAX];
+	uint32_t nlanes;                        /* lanes written to so far */
 };
 
 /* An NCCL call waiting for its completion. */
@@ -296,6 +298,9 @@ static void flush(struct rk *k, int p)
 			struct idxv *st = &ph->stack[l];
 			while (st->n && v[st->v[st->n - 1]].end <= v[i].start)
 				st->n--;
+			/* a thread's times never go back, even when the trace's do */
+			if (!st->n && l < ph->nlanes && v[i].start < ph->floor[l])
+				continue;
 			if (!st->n || v[st->v[st->n - 1]].end >= v[i].end) {
 				if (!cd_vec_push(st, i)) {
 					k->oom = true;
@@ -321,8 +326,14 @@ static void flush(struct rk *k, int p)
 			if (!cd_vec_push(st, i))
 				k->oom = true;
 		}
-		while (st->n)
-			span_e(k, p, &v[st->v[--st->n]]);
+		while (st->n) {
+			const struct span *e = &v[st->v[--st->n]];
+			span_e(k, p, e);
+			if (l >= ph->nlanes || e->end > ph->floor[l])
+				ph->floor[l] = e->end;
+		}
+		if (l >= ph->nlanes)
+			ph->nlanes = l + 1;
 	}
 	ph->buf.n = 0;
 	ph->open.n = 0;
