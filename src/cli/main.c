@@ -63,8 +63,8 @@ void cd_cli_usage(FILE *f)
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
 		"3 trace cut short (what was read was analyzed), 4 ranks disagree,\n"
 		"5 an expectation does not hold (check).\n"
-		"'commdebug check --help' lists the options of check,\n"
-		"'commdebug export --help' those of export.\n"
+		"'commdebug check --help' lists the options of check.\n"
+		"'commdebug export --help' lists the options of export.\n"
 		"See commdebug(1), commdebug-trace(5) and commdebug-expect(5).\n");
 }
 
