@@ -231,6 +231,26 @@ static bool in_list(struct cd_rank_summary *const *v, int n, const struct cd_ran
 	return false;
 }
 
+/* The process id of trace i (pm->all[i]): its rank, when it is the trace
+ * compared for that rank or an empty trace named after a rank no other
+ * trace has; else CD_EXPORT_PID_OTHER + i. */
+static int64_t pid_of(const struct cd_pm *pm, const struct cd_rank_summary *s, int i)
+{
+	if (in_list(pm->r, pm->n, s))
+		return s->rank;
+	if (s->end == CD_END_EMPTY && s->rank_from_name) {
+		for (int k = 0; k < pm->n; k++)
+			if (pm->r[k]->rank == s->rank)
+				return CD_EXPORT_PID_OTHER + i;
+		for (int k = 0; k < i; k++)
+			if (pm->all[k]->end == CD_END_EMPTY && pm->all[k]->rank_from_name &&
+			    pm->all[k]->rank == s->rank)
+				return CD_EXPORT_PID_OTHER + i;
+		return s->rank;
+	}
+	return CD_EXPORT_PID_OTHER + i;
+}
+
 /* Write every trace to f; returns the exit code. */
 static int write_all(const struct export_opts *o, const struct cd_pm *pm, FILE *f,
 		     const char *out_name)
@@ -245,8 +265,7 @@ static int write_all(const struct export_opts *o, const struct cd_pm *pm, FILE *
 	for (int i = 0; i < pm->nall; i++) {
 		const struct cd_rank_summary *s = pm->all[i];
 		struct cd_export_rank_res res;
-		bool ranked = in_list(pm->r, pm->n, s);
-		int64_t pid = ranked ? s->rank : CD_EXPORT_PID_OTHER + i;
+		int64_t pid = pid_of(pm, s, i);
 		char *sib = o->no_nccl ? NULL : o->nccl_path ? strdup(o->nccl_path)
 					  : cd_paths_nccl_name(s->path);
 
@@ -364,7 +383,7 @@ int cmd_export(int argc, char **argv)
 		goto nomem;
 	snprintf(tmp, n, "%s.tmp%ld", o.out_path, (long)getpid());
 	if (!(f = fopen(tmp, "wb"))) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", tmp, strerror(errno));
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", o.out_path, strerror(errno));
 		rc = CD_EXIT_DATA;
 		goto out;
 	}

@@ -139,6 +139,15 @@ def edges(cd, data, tmp):
         else:
             print("ok   cut: exit 3, valid")
 
+    # a job with an empty trace: exported as its rank (by its file name), with
+    # its finding
+    job = os.path.join(tmp, "job-empty")
+    shutil.copytree(data + "/jobs/desync", job)
+    open(os.path.join(job, "rank3.zst"), "w").close()
+    export_case(cd, tmp, "empty-rank", [job], [job], expect=lambda doc: None if any(
+        e.get("cat") == "finding" and e["pid"] == 3 and e["name"] == "empty_trace"
+        for e in doc["traceEvents"]) else "no empty_trace finding on pid 3")
+
     # a broken line in the middle: one line naming file and line, exit 1,
     # the output file left as it was
     with open(data + "/two-regions.jsonl") as f:
