@@ -1053,3 +1053,8 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 	}
 	cd_pm_free(&pm);
 }
+
+void cd_finding_headline(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
+{
+	text_headline(o, pm, f);
+}

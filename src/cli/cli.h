@@ -70,5 +70,6 @@ int cmd_colls(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_buckets(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -23,6 +23,7 @@ static const struct command commands[] = {
 	{"check", cmd_check, "check traces against expectations in YAML (a CI gate)"},
 	{"report", cmd_report, "one self-contained HTML page: post-mortem, counts, module tree"},
 	{"buckets", cmd_buckets, "DDP's gradient buckets: observed, DDPOptimizer's plan, compared"},
+	{"export", cmd_export, "a job's traces as Chrome trace-event JSON (Perfetto)"},
 };
 
 void cd_cli_usage(FILE *f)
@@ -64,8 +65,8 @@ void cd_cli_usage(FILE *f)
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
 		"3 trace cut short (what was read was analyzed), 4 ranks disagree,\n"
 		"5 an expectation does not hold (check).\n"
-		"'commdebug check --help', 'commdebug report --help' and 'commdebug buckets\n"
-		"--help' list the options of check, report and buckets.\n"
+		"'commdebug check --help', 'report --help', 'buckets --help' and 'export\n"
+		"--help' list the options of check, report, buckets and export.\n"
 		"See commdebug(1), commdebug-trace(5) and commdebug-expect(5).\n");
 }
 

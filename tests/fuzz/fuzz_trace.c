@@ -5,7 +5,9 @@
  * through both parsers, which must agree whenever the fast one accepts;
  * accepted events are replayed and every report is rendered; NCCL calls
  * are joined to the replayed collectives and their report rendered; the
- * trace is also summarized as a rank (with each parser) and the two merged. */
+ * trace is also summarized as a rank (with each parser) and the two merged,
+ * and the two are exported as a job (export --perfetto), which must always
+ * be valid JSON. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "buckets.h"
+#include "export.h"
+#include "findings.h"
 #include "nccl.h"
 #include "out.h"
 #include "parse.h"
@@ -150,6 +156,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cd_ranks_report(&o, both, 2, &(struct cd_ranks_opts){.json = false});
 	cd_ranks_report(&o, both, 2, &(struct cd_ranks_opts){.json = true});
 	cd_out_free(&o);
+	struct cd_pm pm;
+	if (cd_pm_build(&pm, both, 2, 0)) {
+		struct cd_export x;
+		cd_out_init(&o, NULL);
+		o.hold = true;
+		cd_export_begin(&x, &o, &pm, false, false);
+		for (int i = 0; i < pm.nall; i++) {
+			struct cd_export_rank_res res;
+			struct cd_err ee = {0};
+			if (cd_export_rank(&x, pm.all[i], i, NULL, &res, &ee) != CD_OK)
+				break;
+		}
+		cd_export_end(&x);
+		if (!o.failed) {
+			cJSON *j = cJSON_ParseWithLength(o.buf, o.len);
+			if (!j) {
+				fprintf(stderr, "export wrote invalid JSON:\n%.*s\n", (int)o.len, o.buf);
+				abort();
+			}
+			cJSON_Delete(j);
+		}
+		cd_out_free(&o);
+	}
+	cd_pm_free(&pm);
 	cd_rank_summary_free(&a);
 	cd_rank_summary_free(&b);
 	cd_parser_free(&pf);

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Benchmark of `commdebug export --perfetto` against `zstd -dc` of the same files.
+#
+# usage: tests/bench/export.sh [BUILD_DIR] [RANKS] [EVENTS]
+#        (defaults: build, 64 ranks, 20000 events per rank)
+#
+# Three inputs:
+#  - a real trace, $CD_BENCH_GPT2 (default /work/shared/traces/gpt2-400steps.zst,
+#    1.28M events; skipped with a note when missing);
+#  - a generated trace of $BENCH_EVENTS events (default 2000000), the one
+#    run.sh uses (tests/bench/out/trace-N.jsonl.zst, made when missing);
+#  - a generated job of RANKS traces of EVENTS events (gen_trace.py --rank R
+#    --world RANKS --seed R, as ranks.sh makes them) in
+#    tests/bench/out/export-RANKS-EVENTS/, made once and reused while
+#    gen_trace.py is not newer.
+# For each: `zstd -dc` of the files (the baseline, one process) and
+# `commdebug export --perfetto -o FILE` (two passes: summaries in parallel, then
+# each trace streamed to FILE), 3 runs each, median wall time and peak RSS,
+# and their ratio.  Timings never fail the run: the exit status is 0 unless a
+# command fails or the analyzer is not built.
+set -u
+
+orig=$PWD
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-build}
+ranks=${2:-64}
+events=${3:-20000}
+case $build in
+/*) ;;
+*) if [ -d "$orig/$build" ]; then build=$orig/$build; else build=$root/$build; fi ;;
+esac
+cd "$root" || exit 1
+
+die() {
+	echo "export.sh: $*" >&2
+	exit 1
+}
+case $ranks$events in
+*[!0-9]*) die "RANKS and EVENTS must be numbers (usage: export.sh [BUILD_DIR] [RANKS] [EVENTS])" ;;
+esac
+[ "$ranks" -ge 1 ] || die "RANKS must be >= 1"
+
+bin=$build/commdebug
+gpt2=${CD_BENCH_GPT2:-/work/shared/traces/gpt2-400steps.zst}
+dir=tests/bench/out/export-$ranks-$events
+runs=3
+name=export.sh
+cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+
+for tool in python3 zstd; do
+	command -v "$tool" >/dev/null || die "$tool not found"
+done
+[ -x "$bin" ] || die "analyzer not built: $bin missing"
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+. "$root/tests/bench/lib.sh"
+
+# ------------------------------------------------------------------ the traces
+big_events=${BENCH_EVENTS:-2000000}
+big=tests/bench/out/trace-$big_events.jsonl.zst
+if ! { [ -s "$big" ] && [ "$big" -nt tests/bench/gen_trace.py ]; }; then
+	echo "export.sh: generating $big" >&2
+	mkdir -p tests/bench/out || exit 1
+	{ python3 tests/bench/gen_trace.py --events "$big_events" "$big.tmp" && mv "$big.tmp" "$big"; } ||
+		die "cannot generate $big"
+fi
+if [ ! -f "$dir/.done" ] || [ tests/bench/gen_trace.py -nt "$dir/.done" ]; then
+	echo "export.sh: generating $ranks traces of $events events in $dir" >&2
+	rm -rf "$dir"
+	mkdir -p "$dir" || exit 1
+	seq 0 $((ranks - 1)) | xargs -P "$cores" -I{} sh -c \
+		'python3 tests/bench/gen_trace.py --events "$1" --rank "$2" --world "$3" --seed "$2" \
+			"$4/rank$2.jsonl.zst.tmp" 2>/dev/null && mv "$4/rank$2.jsonl.zst.tmp" "$4/rank$2.jsonl.zst"' \
+		_ "$events" {} "$ranks" "$dir" || die "cannot generate the traces"
+	for ((r = 0; r < ranks; r++)); do
+		[ -s "$dir/rank$r.jsonl.zst" ] || die "cannot generate $dir/rank$r.jsonl.zst"
+	done
+	: >"$dir/.done"
+fi
+
+row() { printf '  %-36s %9s %11s %13s  %s\n' "$@"; }
+
+# bench LABEL FILE...: the baseline and the export of FILE...
+bench() {
+	local label=$1 n_events n_bytes
+	shift
+	read -r n_events n_bytes < <(zstd -dcq "$@" | wc -lc) || die "cannot read $*"
+	printf '\n  %s: %d file(s), %d events, %.1f MiB JSONL\n' "$label" "$#" "$n_events" \
+		"$(awk -v b="$n_bytes" 'BEGIN { print b / 1048576 }')"
+	row "" "median s" "x zstd -dc" "peak RSS MiB" "exit"
+	measure "0" zstd -dcq "$@"
+	local base_s=$med_s
+	row "zstd -dc (baseline)" "$med_s" "1.00" "$(mib "$med_kib")" ""
+	measure "0 3" "$bin" export --perfetto -o "$tmp/out.json" "$@"
+	row "commdebug export --perfetto" "$med_s" "$(ratio "$med_s" "$base_s")" \
+		"$(mib "$med_kib")" "$last_rc"
+	printf '  %-36s %.1f MiB, %s trace events\n' "output" \
+		"$(awk -v b="$(wc -c <"$tmp/out.json")" 'BEGIN { print b / 1048576 }')" \
+		"$(sed -n 's/.*"trace_events_written":\([0-9]*\).*/\1/p' "$tmp/out.json")"
+	measure "0 3" "$bin" export --perfetto --jobs=1 -o "$tmp/out.json" "$@"
+	row "commdebug export --jobs=1" "$med_s" "$(ratio "$med_s" "$base_s")" \
+		"$(mib "$med_kib")" "$last_rc"
+	rm -f "$tmp/out.json"
+}
+
+echo "commdebug export --perfetto benchmark"
+printf '  build %s; median of %d runs on %d cores; peak RSS from %s\n' "$bin" "$runs" "$cores" \
+	"$([ -x /usr/bin/time ] && echo /usr/bin/time || echo "python3 getrusage")"
+if [ -f "$gpt2" ]; then
+	bench "real trace $gpt2" "$gpt2"
+else
+	printf '\n  %s missing (set CD_BENCH_GPT2): real-trace measurement skipped\n' "$gpt2"
+fi
+bench "generated trace $big" "$big"
+files=()
+for ((r = 0; r < ranks; r++)); do
+	files+=("$dir/rank$r.jsonl.zst")
+done
+bench "generated job $dir" "${files[@]}"
+exit 0
