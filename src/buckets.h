@@ -171,6 +171,10 @@ void cd_bk_trace_free(struct cd_bk_trace *t);
 
 /* Print traces (one per rank) as text or as one JSON document.  Sets
  * *differ when the ranks' buckets differ.  Fails only when out of memory. */
+/* The bytes of bucket b: the sum of its members' nbytes, or DDP's own count
+ * when the set has sizes only (members false). */
+int64_t cd_bk_set_size(const struct cd_bk_ddp *d, const struct cd_bk_bucket *b, bool members);
+
 enum cd_status cd_buckets_report(struct cd_out *o, struct cd_bk_trace *const *t, uint32_t n,
 				 bool json, bool *differ, struct cd_err *err);
 
