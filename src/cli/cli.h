@@ -62,6 +62,16 @@ struct cd_out;
  * to out; returns the exit code (cmd_ranks.c). */
 int cd_cli_run_ranks(struct cd_cli *cli, struct cd_out *out);
 
+/* Shared by the commands' own option parsers (opts.c). */
+/* "commdebug CMD: MSG[: ARG]" and the --help hint on stderr; CD_EXIT_USAGE. */
+int cd_cli_usage_error(const char *cmd, const char *msg, const char *arg);
+/* A whole decimal integer within lo..hi. */
+bool cd_cli_int_arg(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* --late: seconds above 0 (at most 10^6), as nanoseconds. */
+bool cd_cli_seconds_arg(const char *s, int64_t *ns);
+/* --parser: fast or general. */
+bool cd_cli_parser_arg(const char *s, bool *general);
+
 int cmd_analyze(int argc, char **argv);
 int cmd_counts(int argc, char **argv);
 int cmd_sharding(int argc, char **argv);

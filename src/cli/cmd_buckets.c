@@ -48,10 +48,7 @@ static void usage(FILE *f)
 
 static int usage_error(const char *msg, const char *arg)
 {
-	fprintf(stderr, "commdebug buckets: %s%s%s\n"
-			"Try 'commdebug buckets --help' for more information.\n",
-		msg, arg ? ": " : "", arg ? arg : "");
-	return CD_EXIT_USAGE;
+	return cd_cli_usage_error("buckets", msg, arg);
 }
 
 /* A byte count: digits only, within min .. 2^53-1. */
@@ -114,11 +111,7 @@ static int parse(struct bk_opts *o, int argc, char **argv)
 			o->no_nccl = true;
 			break;
 		case OPT_PARSER:
-			if (strcmp(optarg, "fast") == 0)
-				o->general_parser = false;
-			else if (strcmp(optarg, "general") == 0)
-				o->general_parser = true;
-			else
+			if (!cd_cli_parser_arg(optarg, &o->general_parser))
 				return usage_error("--parser takes fast or general", optarg);
 			break;
 		case 'h':

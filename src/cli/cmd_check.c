@@ -50,10 +50,7 @@ static void usage(FILE *f)
 
 static int usage_error(const char *msg, const char *arg)
 {
-	fprintf(stderr, "commdebug check: %s%s%s\n"
-			"Try 'commdebug check --help' for more information.\n",
-		msg, arg ? ": " : "", arg ? arg : "");
-	return CD_EXIT_USAGE;
+	return cd_cli_usage_error("check", msg, arg);
 }
 
 static int parse(struct check_opts *o, int argc, char **argv)
@@ -90,11 +87,7 @@ static int parse(struct check_opts *o, int argc, char **argv)
 			o->junit_path = optarg;
 			break;
 		case OPT_PARSER:
-			if (strcmp(optarg, "fast") == 0)
-				o->general_parser = false;
-			else if (strcmp(optarg, "general") == 0)
-				o->general_parser = true;
-			else
+			if (!cd_cli_parser_arg(optarg, &o->general_parser))
 				return usage_error("--parser takes fast or general", optarg);
 			break;
 		case 'h':
@@ -481,44 +474,6 @@ static void write_junit(struct cd_out *o, const struct cd_check *c, const struct
 	cd_out_str(o, "</testsuite>\n");
 }
 
-/* Write text to path ("-": standard output) through a temporary file, so a
- * failed write never leaves half a file. */
-static int save(const char *path, struct cd_out *o)
-{
-	if (strcmp(path, "-") == 0) {
-		if (fwrite(o->buf, 1, o->len, stdout) != o->len || fflush(stdout) != 0) {
-			fprintf(stderr, "commdebug: standard output: %s\n", strerror(errno));
-			return CD_EXIT_DATA;
-		}
-		return CD_EXIT_OK;
-	}
-	size_t n = strlen(path) + 16;
-	char *tmp = malloc(n);
-	if (!tmp) {
-		fprintf(stderr, "commdebug: out of memory\n");
-		return CD_EXIT_DATA;
-	}
-	snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-	FILE *f = fopen(tmp, "wb");
-	int rc = CD_EXIT_OK;
-	if (!f || fwrite(o->buf, 1, o->len, f) != o->len || fflush(f) != 0) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", f ? tmp : path, strerror(errno));
-		rc = CD_EXIT_DATA;
-	}
-	if (f && fclose(f) != 0 && rc == CD_EXIT_OK) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", tmp, strerror(errno));
-		rc = CD_EXIT_DATA;
-	}
-	if (rc == CD_EXIT_OK && rename(tmp, path) != 0) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", path, strerror(errno));
-		rc = CD_EXIT_DATA;
-	}
-	if (rc != CD_EXIT_OK && f)
-		unlink(tmp);
-	free(tmp);
-	return rc;
-}
-
 static void skip_note(void *ud, const char *path, const char *why)
 {
 	(void)ud;
@@ -601,7 +556,7 @@ int cmd_check(int argc, char **argv)
 	}
 	if (o.write) {
 		cd_check_write_yaml(&c, &out, o.ntraces > 1 && agree);
-		rc = save(o.expect_path, &out);
+		rc = cd_paths_save(o.expect_path, &out);
 		if (rc == CD_EXIT_OK)
 			rc = worst;
 		goto done;
@@ -616,13 +571,13 @@ int cmd_check(int argc, char **argv)
 		write_json(&out, &c, &x, o.expect_path);
 	else
 		write_text(&out, &c, &x, o.expect_path);
-	rc = save(o.out_path ? o.out_path : "-", &out);
+	rc = cd_paths_save(o.out_path ? o.out_path : "-", &out);
 	if (rc == CD_EXIT_OK && o.junit_path) {
 		struct cd_out ju;
 		cd_out_init(&ju, NULL);
 		ju.hold = true;
 		write_junit(&ju, &c, &x, o.expect_path);
-		rc = save(o.junit_path, &ju);
+		rc = cd_paths_save(o.junit_path, &ju);
 		cd_out_free(&ju);
 	}
 	if (rc == CD_EXIT_OK)

@@ -63,10 +63,7 @@ static void usage(FILE *f)
 
 static int usage_error(const char *msg, const char *arg)
 {
-	fprintf(stderr, "commdebug export: %s%s%s\n"
-			"Try 'commdebug export --help' for more information.\n",
-		msg, arg ? ": " : "", arg ? arg : "");
-	return CD_EXIT_USAGE;
+	return cd_cli_usage_error("export", msg, arg);
 }
 
 static int parse(struct export_opts *o, int argc, char **argv)
@@ -84,7 +81,6 @@ static int parse(struct export_opts *o, int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	int c;
-	char *end;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
@@ -96,14 +92,10 @@ static int parse(struct export_opts *o, int argc, char **argv)
 				return usage_error("empty file name for --output", NULL);
 			o->out_path = optarg;
 			break;
-		case OPT_LATE: {
-			errno = 0;
-			double sec = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(sec > 0) || sec > 1e6)
+		case OPT_LATE:
+			if (!cd_cli_seconds_arg(optarg, &o->late_ns))
 				return usage_error("--late takes seconds above 0", optarg);
-			o->late_ns = (int64_t)(sec * 1e9);
 			break;
-		}
 		case OPT_NCCL:
 			if (!*optarg)
 				return usage_error("empty file name for --nccl", NULL);
@@ -113,19 +105,14 @@ static int parse(struct export_opts *o, int argc, char **argv)
 			o->no_nccl = true;
 			break;
 		case OPT_JOBS: {
-			errno = 0;
-			long v = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 1 || v > 256)
+			int64_t v;
+			if (!cd_cli_int_arg(optarg, 1, 256, &v))
 				return usage_error("--jobs takes a number from 1 to 256", optarg);
 			o->jobs = (int)v;
 			break;
 		}
 		case OPT_PARSER:
-			if (strcmp(optarg, "fast") == 0)
-				o->general_parser = false;
-			else if (strcmp(optarg, "general") == 0)
-				o->general_parser = true;
-			else
+			if (!cd_cli_parser_arg(optarg, &o->general_parser))
 				return usage_error("--parser takes fast or general", optarg);
 			break;
 		case 'h':
@@ -340,8 +327,6 @@ int cmd_export(int argc, char **argv)
 	struct cd_pm pm;
 	struct cd_err err = {0};
 	bool have_pm = false;
-	char *tmp = NULL;
-	FILE *f = NULL;
 	const char *bad = NULL;
 	int rc = parse(&o, argc, argv);
 
@@ -378,27 +363,14 @@ int cmd_export(int argc, char **argv)
 		rc = write_all(&o, &pm, stdout, "standard output");
 		goto out;
 	}
-	size_t n = strlen(o.out_path) + 32;
-	if (!(tmp = malloc(n)))
-		goto nomem;
-	snprintf(tmp, n, "%s.tmp%ld", o.out_path, (long)getpid());
-	if (!(f = fopen(tmp, "wb"))) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", o.out_path, strerror(errno));
+	struct cd_tmpfile t;
+	if (!cd_paths_tmp_open(&t, o.out_path)) {
 		rc = CD_EXIT_DATA;
 		goto out;
 	}
-	rc = write_all(&o, &pm, f, tmp);
-	if (fclose(f) != 0 && rc != CD_EXIT_DATA) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", tmp, strerror(errno));
+	rc = write_all(&o, &pm, t.f, t.tmp);
+	if (!cd_paths_tmp_commit(&t, rc != CD_EXIT_DATA))
 		rc = CD_EXIT_DATA;
-	}
-	f = NULL;
-	if (rc != CD_EXIT_DATA && rename(tmp, o.out_path) != 0) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", o.out_path, strerror(errno));
-		rc = CD_EXIT_DATA;
-	}
-	if (rc == CD_EXIT_DATA)
-		unlink(tmp);
 	goto out;
 nomem:
 	fprintf(stderr, "commdebug: out of memory\n");
@@ -410,7 +382,6 @@ out:
 		cd_rank_summary_free(&sums[i]);
 	free(sums);
 	free(ptrs);
-	free(tmp);
 	cd_paths_free(&paths);
 	return rc;
 }

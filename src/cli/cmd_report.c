@@ -88,21 +88,7 @@ static void usage(FILE *f)
 
 static int usage_error(const char *msg, const char *arg)
 {
-	fprintf(stderr, "commdebug report: %s%s%s\n"
-			"Try 'commdebug report --help' for more information.\n",
-		msg, arg ? ": " : "", arg ? arg : "");
-	return CD_EXIT_USAGE;
-}
-
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
+	return cd_cli_usage_error("report", msg, arg);
 }
 
 static int parse(struct report_opts *o, int argc, char **argv)
@@ -135,19 +121,19 @@ static int parse(struct report_opts *o, int argc, char **argv)
 			o->out_path = optarg;
 			break;
 		case 'r':
-			if (!parse_i64(optarg, 0, INT32_MAX, &v))
+			if (!cd_cli_int_arg(optarg, 0, INT32_MAX, &v))
 				return usage_error("--region takes a region number", optarg);
 			o->select = true;
 			o->region = v;
 			break;
 		case OPT_RANK:
-			if (!parse_i64(optarg, 0, INT32_MAX, &v))
+			if (!cd_cli_int_arg(optarg, 0, INT32_MAX, &v))
 				return usage_error("--rank takes a rank number", optarg);
 			o->has_rank = true;
 			o->rank = v;
 			break;
 		case OPT_MAX_OPS:
-			if (!parse_i64(optarg, 0, INT32_MAX, &v))
+			if (!cd_cli_int_arg(optarg, 0, INT32_MAX, &v))
 				return usage_error("--max-ops takes a number (0: every operation)", optarg);
 			o->max_ops = (uint64_t)v;
 			break;
@@ -159,26 +145,17 @@ static int parse(struct report_opts *o, int argc, char **argv)
 		case OPT_NO_NCCL:
 			o->no_nccl = true;
 			break;
-		case OPT_LATE: {
-			char *end;
-			errno = 0;
-			double sec = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(sec > 0) || sec > 1e6)
+		case OPT_LATE:
+			if (!cd_cli_seconds_arg(optarg, &o->late_ns))
 				return usage_error("--late takes seconds above 0", optarg);
-			o->late_ns = (int64_t)(sec * 1e9);
 			break;
-		}
 		case OPT_JOBS:
-			if (!parse_i64(optarg, 1, 256, &v))
+			if (!cd_cli_int_arg(optarg, 1, 256, &v))
 				return usage_error("--jobs takes a number from 1 to 256", optarg);
 			o->jobs = (int)v;
 			break;
 		case OPT_PARSER:
-			if (strcmp(optarg, "fast") == 0)
-				o->general_parser = false;
-			else if (strcmp(optarg, "general") == 0)
-				o->general_parser = true;
-			else
+			if (!cd_cli_parser_arg(optarg, &o->general_parser))
 				return usage_error("--parser takes fast or general", optarg);
 			break;
 		case 'h':
@@ -484,60 +461,6 @@ static void meta_json(struct cd_out *o, const struct report_opts *opts, const st
 	cJSON_Delete(tree);
 }
 
-/* Write the page to path ("-": standard output) through a temporary file
- * renamed into place.  Returns an exit code. */
-static int save(const char *path, const struct cd_out *o)
-{
-	if (strcmp(path, "-") == 0) {
-		if (fwrite(o->buf, 1, o->len, stdout) != o->len || fflush(stdout) != 0) {
-			fprintf(stderr, "commdebug: standard output: %s\n", strerror(errno));
-			return CD_EXIT_DATA;
-		}
-		return CD_EXIT_OK;
-	}
-	size_t n = strlen(path) + 16;
-	char *tmp = malloc(n);
-	int rc = CD_EXIT_DATA, fd = -1;
-	FILE *f = NULL;
-
-	if (!tmp) {
-		fprintf(stderr, "commdebug: out of memory\n");
-		return CD_EXIT_DATA;
-	}
-	snprintf(tmp, n, "%s.XXXXXX", path);
-	if ((fd = mkstemp(tmp)) < 0) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", path, strerror(errno));
-		free(tmp);
-		return CD_EXIT_DATA;
-	}
-	mode_t mask = umask(0);
-	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) != 0 || !(f = fdopen(fd, "wb"))) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", tmp, strerror(errno));
-		close(fd);
-		goto out;
-	}
-	if (fwrite(o->buf, 1, o->len, f) != o->len || fflush(f) != 0) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", tmp, strerror(errno));
-		fclose(f);
-		goto out;
-	}
-	if (fclose(f) != 0) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", tmp, strerror(errno));
-		goto out;
-	}
-	if (rename(tmp, path) != 0) {
-		fprintf(stderr, "commdebug: %s: cannot write: %s\n", path, strerror(errno));
-		goto out;
-	}
-	rc = CD_EXIT_OK;
-out:
-	if (rc != CD_EXIT_OK)
-		unlink(tmp);
-	free(tmp);
-	return rc;
-}
-
 /* The page (metadata, post-mortem, counts, tree, NCCL traffic), written to
  * -o's file.  Returns an exit code. */
 static int write_page(const struct report_opts *o, const struct pass *p, const struct cd_out *ranks,
@@ -568,7 +491,7 @@ static int write_page(const struct report_opts *o, const struct pass *p, const s
 		fprintf(stderr, "commdebug: out of memory\n");
 		rc = CD_EXIT_DATA;
 	} else {
-		rc = save(o->out_path, &page);
+		rc = cd_paths_save(o->out_path, &page);
 	}
 	free(nccl);
 	cd_out_free(&meta);

@@ -56,17 +56,6 @@ static int usage_error(const char *fmt, const char *arg)
 	return CD_EXIT_USAGE;
 }
 
-static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
-
 /* A size: digits and an optional K, M, G or T (powers of 1024), as in
  * 512M, 4G or 4GiB; plain digits are bytes. */
 static bool parse_size(const char *s, uint64_t *out)
@@ -157,7 +146,7 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 		int64_t v;
 		switch (c) {
 		case 'n':
-			if (!parse_int(optarg, 0, 3, &v))
+			if (!cd_cli_int_arg(optarg, 0, 3, &v))
 				return usage_error("--noise takes 0, 1, 2 or 3, not '%s'", optarg);
 			cli->noise = (int)v;
 			break;
@@ -170,7 +159,7 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 			color = optarg;
 			break;
 		case 'r':
-			if (!parse_int(optarg, 0, INT32_MAX, &v))
+			if (!cd_cli_int_arg(optarg, 0, INT32_MAX, &v))
 				return usage_error("--region takes a region number, not '%s'", optarg);
 			cli->select = true;
 			cli->region = v;
@@ -209,19 +198,14 @@ int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
 			cli->no_nccl = true;
 			break;
 		case O_JOBS:
-			if (!parse_int(optarg, 1, 256, &v))
+			if (!cd_cli_int_arg(optarg, 1, 256, &v))
 				return usage_error("--jobs takes a number from 1 to 256, not '%s'", optarg);
 			cli->jobs = (int)v;
 			break;
-		case O_LATE: {
-			char *end;
-			errno = 0;
-			double sec = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(sec > 0) || sec > 1e6)
+		case O_LATE:
+			if (!cd_cli_seconds_arg(optarg, &cli->late_ns))
 				return usage_error("--late takes seconds above 0, not '%s'", optarg);
-			cli->late_ns = (int64_t)(sec * 1e9);
 			break;
-		}
 		case 'h':
 			cd_cli_usage(stdout);
 			return CD_EXIT_OK;

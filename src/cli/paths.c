@@ -1,8 +1,12 @@
 /* Directory arguments and the output file (see paths.h). */
 #include "paths.h"
 
+#include "cli.h"
+#include "out.h"
+
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,4 +259,74 @@ out:
 	free(own);
 	free(in);
 	return rc;
+}
+
+bool cd_paths_tmp_open(struct cd_tmpfile *t, const char *path)
+{
+	size_t n = strlen(path) + sizeof ".XXXXXX";
+	int fd;
+	t->f = NULL;
+	t->path = path;
+	if (!(t->tmp = malloc(n))) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		return false;
+	}
+	snprintf(t->tmp, n, "%s.XXXXXX", path);
+	if ((fd = mkstemp(t->tmp)) < 0) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", path, strerror(errno));
+		free(t->tmp);
+		t->tmp = NULL;
+		return false;
+	}
+	mode_t mask = umask(0);
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask) != 0 || !(t->f = fdopen(fd, "wb"))) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", t->tmp, strerror(errno));
+		close(fd);
+		unlink(t->tmp);
+		free(t->tmp);
+		t->tmp = NULL;
+		return false;
+	}
+	return true;
+}
+
+bool cd_paths_tmp_commit(struct cd_tmpfile *t, bool ok)
+{
+	if (!t->tmp)
+		return false;
+	if (ok && (ferror(t->f) || fflush(t->f) != 0)) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", t->tmp, strerror(errno));
+		ok = false;
+	}
+	if (fclose(t->f) != 0 && ok) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", t->tmp, strerror(errno));
+		ok = false;
+	}
+	if (ok && rename(t->tmp, t->path) != 0) {
+		fprintf(stderr, "commdebug: %s: cannot write: %s\n", t->path, strerror(errno));
+		ok = false;
+	}
+	if (!ok)
+		unlink(t->tmp);
+	free(t->tmp);
+	t->tmp = NULL;
+	t->f = NULL;
+	return ok;
+}
+
+int cd_paths_save(const char *path, const struct cd_out *o)
+{
+	struct cd_tmpfile t;
+	if (strcmp(path, "-") == 0) {
+		if (fwrite(o->buf, 1, o->len, stdout) != o->len || fflush(stdout) != 0) {
+			fprintf(stderr, "commdebug: standard output: %s\n", strerror(errno));
+			return CD_EXIT_DATA;
+		}
+		return CD_EXIT_OK;
+	}
+	if (!cd_paths_tmp_open(&t, path))
+		return CD_EXIT_DATA;
+	bool ok = fwrite(o->buf, 1, o->len, t.f) == o->len;
+	return cd_paths_tmp_commit(&t, ok) ? CD_EXIT_OK : CD_EXIT_DATA;
 }

@@ -59,4 +59,22 @@ enum cd_open_out cd_paths_open_output(const char *path, char *const *inputs, int
 enum cd_open_out cd_paths_open_report(const char *path, char *const *traces, int n,
 				      const char *nccl, FILE **f, char **which, struct cd_err *err);
 
+/* A file written whole or not at all: a temporary beside path (with the
+ * mode a new file gets under the umask), renamed over path only when the
+ * writing succeeded.  Both functions print a one-line error on failure. */
+struct cd_tmpfile {
+	FILE *f;
+	char *tmp;
+	const char *path;
+};
+bool cd_paths_tmp_open(struct cd_tmpfile *t, const char *path);
+/* Close t; rename it over its path when ok and every write succeeded, else
+ * remove it.  Returns whether path now holds the new file. */
+bool cd_paths_tmp_commit(struct cd_tmpfile *t, bool ok);
+
+struct cd_out;
+/* Write o's text to path ("-": standard output) through cd_tmpfile;
+ * returns an exit code. */
+int cd_paths_save(const char *path, const struct cd_out *o);
+
 #endif

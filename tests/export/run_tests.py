@@ -164,7 +164,7 @@ def edges(cd, data, tmp):
     with open(out) as f:
         kept = f.read() == "old"
     if (r.returncode != 1 or len(err) != 1 or not err[0].startswith("commdebug: %s:4:" % bad)
-            or not kept or [n for n in os.listdir(tmp) if ".tmp" in n]):
+            or not kept or [n for n in os.listdir(tmp) if n.startswith("bad.json.")]):
         fail("bad-line", "exit %d, stderr %r, old output kept %s" % (r.returncode, err, kept))
     else:
         print("ok   bad-line: %s" % err[0])
