@@ -105,6 +105,7 @@ void cd_bk_trace_free(struct cd_bk_trace *t)
 	}
 	cd_vec_free(&t->mrec);
 	cd_intern_free(&t->mods);
+	free(t->unread);
 	free(t->path);
 	memset(t, 0, sizeof *t);
 }
@@ -374,6 +375,26 @@ out:
 	return st;
 }
 
+/* A ddp event that only says why the recorder could not read DDP's
+ * buckets: a note on the module's buckets when it has them, else kept for
+ * the error that the trace has none. */
+static enum cd_status on_unread(struct cd_bk_trace *t, const struct cd_event *e, const char *note,
+				struct cd_err *err)
+{
+	for (uint32_t i = t->ddp.n; i-- > 0;)
+		if (strlen(t->ddp.v[i].mod) == e->mod.n &&
+		    memcmp(t->ddp.v[i].mod, e->mod.p, e->mod.n) == 0)
+			return add_diff(&t->ddp.v[i].notes, err, "recorder", "the recorder: %.900s",
+					note);
+	if (t->unread)
+		return CD_OK;
+	size_t n = e->mod.n + strlen(note) + 8;
+	if (!(t->unread = malloc(n)))
+		return nomem(err);
+	snprintf(t->unread, n, "%.*s: %s", (int)e->mod.n, e->mod.p, note);
+	return CD_OK;
+}
+
 /* One ddp event (its whole line): a new DDP module, or its rebuilt buckets. */
 static enum cd_status on_ddp(struct cd_bk_trace *t, const struct cd_event *e, const char *text,
 			     size_t n, long long line, struct cd_err *err)
@@ -390,12 +411,17 @@ static enum cd_status on_ddp(struct cd_bk_trace *t, const struct cd_event *e, co
 	}
 	const cJSON *pg = cJSON_GetObjectItemCaseSensitive(root, "pg");
 	const cJSON *note = cJSON_GetObjectItemCaseSensitive(root, "note");
-	if (!cJSON_IsString(pg)) {
-		st = cd_fail(err, CD_ERR_TRACE, "missing field \"pg\" in ddp event");
-		goto out;
-	}
 	if (note && !cJSON_IsNull(note) && !cJSON_IsString(note)) {
 		st = cd_fail(err, CD_ERR_TRACE, "field \"note\" must be a string in ddp event");
+		goto out;
+	}
+	if (cJSON_IsString(note) && (!cJSON_IsString(pg) || !cJSON_HasObjectItem(root, "cap"))) {
+		/* the recorder could not read DDP's buckets: its note says why */
+		st = on_unread(t, e, note->valuestring, err);
+		goto out;
+	}
+	if (!cJSON_IsString(pg)) {
+		st = cd_fail(err, CD_ERR_TRACE, "missing field \"pg\" in ddp event");
 		goto out;
 	}
 	/* every field of every ddp event is checked, the first one's kept */
@@ -733,7 +759,10 @@ enum cd_status cd_buckets_collect(const char *path, const struct cd_bk_opts *o,
 	if (st)
 		goto out;
 	if (!t->ddp.n) {
-		if (t->ddp_colls)
+		if (t->unread)
+			st = cd_fail(err, CD_ERR_TRACE, "no ddp event with DDP's buckets; the recorder's note "
+				     "on %.900s", t->unread);
+		else if (t->ddp_colls)
 			st = cd_fail(err, CD_ERR_TRACE,
 				     "no ddp event: the trace has %" PRIu64 " bucket all-reduce%s of "
 				     "DDP's reducer but not DDP's buckets (written by a recorder "

@@ -144,6 +144,9 @@ struct cd_bk_trace {
 	uint64_t unmatched;         /* ... that no DDP module's pg took */
 	uint64_t outside;           /* ... outside every region */
 	bool saw_ddp_module;        /* a fw_pre of type ...DistributedDataParallel */
+	/* the note of a ddp event without pg or cap (the recorder could not
+	 * read DDP's buckets) whose module has no other ddp event; NULL: none */
+	char *unread;
 	/* model: modules in first-forward order (internal) */
 	struct cd_intern mods;
 	CD_VEC(struct cd_bk_mod) mrec;

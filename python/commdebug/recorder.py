@@ -835,6 +835,9 @@ class Recorder:
         return ev
 
     def _ddp_emit(self, ev):
+        if ("pg" not in ev or "cap" not in ev) and "note" not in ev:
+            # readers need both to analyze the buckets; without them, say why
+            ev["note"] = "DDP's process group or bucket cap could not be read"
         self._emit(_dumps(ev, separators=(",", ":"))[:-1])
 
     def _ddp_failed(self, ddp, rebuilt, e):
