@@ -1008,7 +1008,8 @@ static enum cd_status compare_set(struct cd_bk_ddp *d, uint32_t which, const str
 			return st;
 		if (!s->members)
 			continue;
-		const uint32_t *yp = pl->order.v + y->first;
+		/* an empty bucket of an empty plan: no order to point into */
+		const uint32_t *yp = y->n ? pl->order.v + y->first : NULL;
 		uint32_t only_x[CD_LIST_MAX], nx = 0, only_y[CD_LIST_MAX], ny = 0;
 		for (uint32_t m = 0; m < x->n; m++)
 			if (!member_of(yp, y->n, x->p[m]))

@@ -535,7 +535,7 @@ static void json_plan(struct cd_out *o, const struct cd_bk_ddp *d)
 		cd_pj_key(o, "size");
 		cd_pj_int(o, b->size);
 		cd_pj_key(o, "params");
-		pj_names(o, d, d->plan.order.v + b->first, b->n);
+		pj_names(o, d, b->n ? d->plan.order.v + b->first : NULL, b->n);
 		cd_pj_key(o, "param_names");
 		cd_pj_begin_arr(o);
 		for (uint32_t j = 0; j < b->n; j++)
