@@ -41,13 +41,22 @@ static uint32_t call_key(const struct cd_event *e, char *buf, size_t cap)
 }
 
 /* The tag id of (pg, pseq), adding it if add; CD_NOID if absent. */
-static uint32_t tag_id(struct cd_nccl *n, uint32_t pg, int64_t pseq, bool add)
+/* The tag of (group, sequence number), or CD_NOID when none was made. */
+static uint32_t find_tag(const struct cd_nccl *n, uint32_t pg, int64_t pseq)
 {
 	char key[12];
 	memcpy(key, &pg, 4);
 	memcpy(key + 4, &pseq, 8);
+	return cd_intern_find(&n->tags, key, sizeof key);
+}
+
+static uint32_t tag_id(struct cd_nccl *n, uint32_t pg, int64_t pseq, bool add)
+{
+	char key[12];
 	if (!add)
-		return cd_intern_find(&n->tags, key, sizeof key);
+		return find_tag(n, pg, pseq);
+	memcpy(key, &pg, 4);
+	memcpy(key + 4, &pseq, 8);
 	uint32_t id = cd_intern(&n->tags, key, sizeof key);
 	if (id != CD_NOID && id == n->tag_head.n && !cd_vec_push(&n->tag_head, CD_NOID))
 		return CD_NOID;
@@ -176,7 +185,7 @@ void cd_nccl_served(const struct cd_nccl *n, struct cd_str pg, int64_t seq, uint
 		    int64_t *bytes, int64_t *dur)
 {
 	uint32_t g = pg.p ? cd_intern_find(&n->names, pg.p, pg.n) : CD_NOID;
-	uint32_t t = g == CD_NOID ? CD_NOID : tag_id((struct cd_nccl *)n, g, seq, false);
+	uint32_t t = g == CD_NOID ? CD_NOID : find_tag(n, g, seq);
 
 	*ncalls = 0;
 	*bytes = *dur = 0;
