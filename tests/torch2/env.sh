@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# A Debian root with a current PyTorch (python3-torch 2.14 from the suite after
+# trixie, CPU and gloo, Python 3.14), next to the host system, for the recorder's
+# tests on torch 2.x.
+#
+#   tests/torch2/env.sh setup          build the root, or reuse one that works
+#   tests/torch2/env.sh run CMD ARG... run CMD inside it, in this checkout
+#   tests/torch2/env.sh path           print where the root is
+#   tests/torch2/env.sh ok             exit 0 when the root is ready
+#
+# The root is $COMMDEBUG_TORCH2_ROOT (default /var/tmp/commdebug-torch2). Needs
+# root (debootstrap, mount, chroot); `setup` installs debootstrap when missing.
+# Inside, this checkout is bind-mounted at its own absolute path, so paths to
+# the build directory work the same inside and out (the analyzer built on the
+# host runs there: the root has libzstd, libcjson and libyaml).
+set -euo pipefail
+
+ROOT=${COMMDEBUG_TORCH2_ROOT:-/var/tmp/commdebug-torch2}
+SUITE=${COMMDEBUG_TORCH2_SUITE:-forky}
+MIRROR=${COMMDEBUG_TORCH2_MIRROR:-http://deb.debian.org/debian}
+PKGS=python3-torch,python3-transformers,python3-tabulate,libcjson1,libyaml-0-2,libzstd1,zstd
+REPO=$(cd "$(dirname "$0")/../.." && pwd -P)
+SUDO=
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+die() { echo "torch2: $*" >&2; exit 1; }
+
+ready() {
+	[ -x "$ROOT/usr/bin/python3" ] && [ -f "$ROOT/.commdebug-ready" ]
+}
+
+mounts() {
+	# /proc for Python's multiprocessing and torch; /dev (with /dev/shm) for
+	# shared memory; this checkout at its own path.
+	mountpoint -q "$ROOT/proc" || $SUDO mount -t proc proc "$ROOT/proc"
+	mountpoint -q "$ROOT/dev" || $SUDO mount --rbind /dev "$ROOT/dev"
+	$SUDO mkdir -p "$ROOT$REPO"
+	mountpoint -q "$ROOT$REPO" || $SUDO mount --bind "$REPO" "$ROOT$REPO"
+}
+
+setup() {
+	if ready; then
+		echo "torch2: reusing $ROOT ($(cat "$ROOT/.commdebug-ready"))"
+		return 0
+	fi
+	command -v debootstrap >/dev/null || {
+		$SUDO apt-get update -q
+		$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap
+	}
+	# Bookworm's debootstrap has no script for the newest suites: sid's fits them.
+	local script=/usr/share/debootstrap/scripts/sid
+	[ -f "$script" ] || die "no debootstrap script $script"
+	if mountpoint -q "$ROOT/proc" 2>/dev/null || mountpoint -q "$ROOT/dev" 2>/dev/null; then
+		die "$ROOT is half made and still mounted; unmount it (umount -R) and remove it"
+	fi
+	$SUDO rm -rf "$ROOT"
+	$SUDO mkdir -p "$ROOT"
+	echo "torch2: debootstrap $SUITE into $ROOT (about 2 GB)"
+	$SUDO debootstrap --variant=minbase --include="$PKGS" "$SUITE" "$ROOT" "$MIRROR" "$script" \
+		>"$ROOT.log" 2>&1 || { tail -n 20 "$ROOT.log" >&2; die "debootstrap failed (log: $ROOT.log)"; }
+	# The suite's Release file may be past its Valid-Until on an old snapshot.
+	echo 'Acquire::Check-Valid-Until "false";' | $SUDO tee "$ROOT/etc/apt/apt.conf.d/99commdebug" >/dev/null
+	mounts
+	local v
+	v=$($SUDO chroot "$ROOT" python3 -c 'import sys, torch; print("torch %s, Python %d.%d" % (torch.__version__, *sys.version_info[:2]))') \
+		|| die "python3 -c 'import torch' fails inside $ROOT"
+	echo "$v" | $SUDO tee "$ROOT/.commdebug-ready" >/dev/null
+	echo "torch2: ready: $v"
+}
+
+run() {
+	ready || die "no root at $ROOT: run tests/torch2/env.sh setup"
+	mounts
+	# No libuv in Debian's torch: the TCP store must not ask for it.
+	exec $SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp \
+		LANG=C.UTF-8 USE_LIBUV=0 TORCH_CPP_LOG_LEVEL=ERROR \
+		${COMMDEBUG_TORCH2_ENV:-} /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$PWD" "$@"
+}
+
+case "${1:-}" in
+setup) setup ;;
+run) shift; [ $# -gt 0 ] || die "run: no command"; run "$@" ;;
+path) echo "$ROOT" ;;
+ok) ready ;;
+*) echo "usage: $0 setup | run CMD [ARG...] | path | ok" >&2; exit 2 ;;
+esac
