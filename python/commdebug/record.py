@@ -86,7 +86,10 @@ def _child_env(out, every_step, label):
     e["COMMDEBUG_RECORD_OUT"] = os.path.abspath(out)
     e["COMMDEBUG_RECORD_EVERY_STEP"] = "1" if every_step else "0"
     e["COMMDEBUG_RECORD_LABEL"] = label
-    e.setdefault("COMMDEBUG_RECORD_T0", str(time.time_ns()))
+    # Names this job in every trace's meta, so that a trace left by an
+    # earlier run into the same directory is never taken for one of this
+    # job's (see Recorder._other_traces_of_this_job).
+    e.setdefault("COMMDEBUG_RECORD_JOB", "%x-%x" % (time.time_ns(), os.getpid()))
     parts = [p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]
     for p in (_PKG_PARENT, _AUTOREC):
         if p in parts:
@@ -174,6 +177,13 @@ def main(argv=None):
             runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as e:
         code = e.code
+        from .recorder import note_ending
+        note_ending(code=code)
+    except BaseException as e:
+        # the interpreter's excepthook sees it only after rec.close() below
+        from .recorder import note_ending
+        note_ending(exc=e)
+        raise
     finally:
         undo()
         rec.__exit__(*sys.exc_info())

@@ -165,6 +165,75 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# How this process is ending, as far as the recorder can see it: the end
+# event every trace gets when its Recorder closes (commdebug-trace(5)).
+_ENDING = {"exc": None, "code": None}
+_end_hooks = []
+
+
+def _exc_name(tp):
+    mod = getattr(tp, "__module__", None)
+    name = getattr(tp, "__qualname__", None) or getattr(tp, "__name__", "?")
+    return name if mod in (None, "builtins") else "%s.%s" % (mod, name)
+
+
+def note_ending(exc=None, code=None):
+    """Say how the process is ending: an exception that nothing caught, or
+    the status passed to sys.exit.  The traces closed after this end with
+    it.  commdebug.record calls it for the script it runs; the hooks below
+    see the rest."""
+    if isinstance(exc, SystemExit):
+        code, exc = exc.code, None
+    if exc is not None:
+        try:
+            msg = str(exc)
+        except Exception:
+            msg = "<str() failed>"
+        _ENDING["exc"] = (_exc_name(type(exc)), msg)
+    elif code is not None or _ENDING["code"] is None:
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            code = 1          # sys.exit("message") prints it and exits 1
+        _ENDING["code"] = code
+
+
+def _install_end_hooks():
+    """An uncaught exception of the main thread (sys.excepthook) and
+    sys.exit's status are noted, then handed on unchanged.  Installed once,
+    when the first trace opens."""
+    if _end_hooks:
+        return
+    _end_hooks.append(True)
+    prev_hook = sys.excepthook
+    prev_exit = sys.exit
+
+    def excepthook(tp, value, tb):
+        try:
+            note_ending(exc=value if value is not None else tp())
+        except Exception:
+            pass
+        return prev_hook(tp, value, tb)
+
+    def exit(status=None):
+        note_ending(code=status)
+        prev_exit(status)
+    exit.__doc__ = getattr(prev_exit, "__doc__", None)
+    sys.excepthook = excepthook
+    sys.exit = exit
+
+
+def _end_line():
+    exc = _ENDING["exc"]
+    if exc is not None:
+        return '{"ev":"end","how":"exception","exc":%s,"msg":%s' % (
+            _dumps(exc[0]), _dumps(exc[1][:4096]))
+    code = _ENDING["code"]
+    if code:
+        return '{"ev":"end","how":"exit","code":%d' % code
+    return '{"ev":"end","how":"exit"'
+
+
 def _note(msg):
     """Say something on stderr once per process."""
     if msg in _notes:
@@ -229,6 +298,17 @@ def _launcher_rank_world():
         if mark == inherited:
             return None
         return rank, _int_env(_WORLD_VARS[var]), mark
+    return None
+
+
+def _first_event(path):
+    """The first event of a trace file, or None when it cannot be read."""
+    try:
+        from .tracefile import read_events
+        for ev in read_events(path, allow_cut=True):
+            return ev if isinstance(ev, dict) else None
+    except Exception:
+        pass
     return None
 
 
@@ -334,7 +414,13 @@ class Recorder:
             "rank": self._rank, "world_size": self._world, "host": socket.gethostname(),
             "pid": os.getpid(), "t0": self._t0, "torch": torch.__version__,
             "recorder": "commdebug-py " + RECORDER_VERSION,
+            # this recorder ends every trace with an end event: one without
+            # it was cut off (the process was killed or died in C)
+            "ends": True,
         }
+        job = os.environ.get("COMMDEBUG_RECORD_JOB")
+        if job:
+            meta["job"] = job
         return _dumps(meta, separators=(",", ":")) + "\n"
 
     def _pending_path(self):
@@ -372,6 +458,7 @@ class Recorder:
         _nccl.point_to(_nccl.sibling_trace(self.path))
         _LIVE.append(weakref.ref(self))
         _wrap_init_process_group()
+        _install_end_hooks()
         C.install_bw_tracking()
         notes = list(C.degraded)
         missing = _install_python_api()
@@ -425,15 +512,15 @@ class Recorder:
             self._w.flush()
 
     def _other_traces_of_this_job(self):
-        """Traces of other processes in this recorder's directory, written
-        since the job started (COMMDEBUG_RECORD_T0, set by commdebug.record;
-        else since this recorder opened its file)."""
+        """Whether other processes of this job wrote traces in this
+        recorder's directory.  A trace is of this job when its meta names
+        the same job (COMMDEBUG_RECORD_JOB, which commdebug.record gives
+        every process it starts) or, without a job, when it was opened after
+        this one (a worker started by this process).  A trace of an earlier
+        run into the same directory is neither, however recent."""
         d, base = os.path.split(self.path_template)
         pre, _, post = base.partition("{rank}")
-        try:
-            since = int(os.environ.get("COMMDEBUG_RECORD_T0", "0")) or self._t0
-        except ValueError:
-            since = self._t0
+        job = os.environ.get("COMMDEBUG_RECORD_JOB") or None
         mine = os.path.basename(self.path)
         try:
             names = os.listdir(d or ".")
@@ -444,11 +531,20 @@ class Recorder:
                 continue
             if n.endswith(".nccl.zst"):
                 continue
+            p = os.path.join(d, n)
             try:
-                if os.stat(os.path.join(d, n)).st_mtime_ns >= since - 10 ** 9:
-                    return True
+                if os.stat(p).st_mtime_ns < self._t0 - 10 ** 9:
+                    continue      # not written since this process started
             except OSError:
-                pass
+                continue
+            meta = _first_event(p)
+            if meta is None or meta.get("ev") != "meta" or meta.get("pid") == os.getpid():
+                continue
+            if job is not None:
+                if meta.get("job") == job:
+                    return True
+            elif isinstance(meta.get("t0"), int) and meta["t0"] >= self._t0:
+                return True
         return False
 
     def close(self):
@@ -471,6 +567,8 @@ class Recorder:
             else:
                 self._rank_src = "default"
                 self._move(self.path_template.replace("{rank}", "0"))
+        if not discard and self._forked_from is None:
+            self._emit(_end_line())
         w.close(discard=discard)
 
     # --------------------------------------------------------------- regions
@@ -1197,7 +1295,18 @@ def _ddp_reducer_buckets(ddp, info):
 
 _EMULATE_BW_PRE = C.EMULATE_BW_PRE
 _NEED_PG_CTX = not C.can_unbox_process_group()
+# The frames between the dispatcher and the Python code that issued an op:
+# the recorder's own, and torch 1.13's _TorchDispatchStackMode (the only mode
+# its C++ dispatcher calls; it calls the current one).  torch 2.x calls the
+# mode's __torch_dispatch__ itself, but TorchDispatchMode.__init_subclass__
+# wraps it with torch._disable_dynamo: torch._compile's inner, which calls
+# dynamo's disabled copy (torch._dynamo.eval_frame's _fn).  Those wrappers
+# are found from the mode's class (_dispatch_wrappers), not by their names.
 _SKIP_MODULES = ("commdebug.recorder", "commdebug._compat", "torch.utils._python_dispatch")
+# The Python functions that hand a backward pass to the C++ autograd engine
+# (Variable._execution_engine.run_backward): torch.autograd.backward and
+# grad on 1.13; torch.autograd.graph._engine_run_backward, which both call,
+# on 2.x.  An op they issue came from a C++ autograd hook.
 _ENGINE_ENTRIES = {("torch.autograd", "backward"), ("torch.autograd", "grad"),
                    ("torch.autograd.graph", "_engine_run_backward")}
 
@@ -1205,22 +1314,59 @@ _ENGINE_ENTRIES = {("torch.autograd", "backward"), ("torch.autograd", "grad"),
 # Python modules that issue collectives themselves (their tensors are Python's).
 _PY_COLLECTIVES = ("torch.distributed", "torch._ops", "torch.testing")
 
+# How torch's wrappers lead to the function they wrap: functools.wraps'
+# __wrapped__; torch._disable_dynamo keeps dynamo's disabled copy on the
+# wrapped function as __dynamo_disable (from its first call), and that copy
+# names its original as _torchdynamo_orig_callable.
+_WRAP_LINKS = ("__wrapped__", "__dynamo_disable", "_torchdynamo_orig_callable")
+
+
+def _dispatch_wrappers(cls):
+    """The code objects of a dispatch mode's __torch_dispatch__ and of the
+    functions torch wrapped around it, following _WRAP_LINKS from the
+    class attribute."""
+    codes = set()
+    todo = [cls.__dict__.get("__torch_dispatch__")]
+    seen = set()
+    while todo and len(seen) < 16:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            codes.add(code)
+        for attr in _WRAP_LINKS:
+            nxt = getattr(fn, attr, None)
+            if callable(nxt):
+                todo.append(nxt)
+    return codes
+
 
 def _issuer():
     """(module, function) of the first Python frame below the dispatch
     machinery -- the Python code that issued the op being dispatched -- or
     None when there is none (the op comes from C++ on a thread without
     Python frames, such as a device thread of the autograd engine).  An op
-    whose issuer is the autograd engine's entry (torch.autograd.backward /
-    grad, _engine_run_backward) was issued by a C++ autograd hook, such as
-    DDP's reducer."""
+    whose issuer is one of _ENGINE_ENTRIES was issued by a C++ autograd
+    hook, such as DDP's reducer."""
     f = sys._getframe(1)
+    wrappers = ()
     while f is not None:
+        code = f.f_code
         mod = f.f_globals.get("__name__")
         if mod in _SKIP_MODULES:
+            if mod == "commdebug.recorder" and code.co_name == "__torch_dispatch__":
+                # The recorder's mode: what torch wrapped around it comes next.
+                mode = f.f_locals.get("self")
+                if mode is not None:
+                    wrappers = _dispatch_wrappers(type(mode))
             f = f.f_back
             continue
-        return (mod or "", f.f_code.co_name)
+        if code in wrappers:
+            f = f.f_back
+            continue
+        return (mod or "", code.co_name)
     return None
 
 

@@ -60,6 +60,44 @@ static int trace_entry(const struct dirent *d)
 	return cd_paths_trace_name(d->d_name);
 }
 
+/* A trace the Python recorder keeps under a hidden name until its process
+ * learns its rank (.rank-pending-PID.zst): never expanded, but named. */
+static int pending_entry(const struct dirent *d)
+{
+	return d->d_name[0] == '.' && strstr(d->d_name, "-pending-") &&
+	       cd_paths_trace_name(d->d_name + 1);
+}
+
+/* Name the pending traces of directory a: as a note beside other traces,
+ * or in the error when there is nothing else.  Returns how many there are. */
+static int pending_traces(const char *a, const char *sep, bool alone,
+			  void (*note)(void *ud, const char *path, const char *why), void *ud,
+			  struct cd_err *err)
+{
+	static const char why[] = "a trace still waiting for its rank: its process was "
+				  "killed or died before it learned one (from a launcher "
+				  "variable or init_process_group)";
+	struct dirent **ents;
+	int k = scandir(a, &ents, pending_entry, alphasort);
+
+	if (k <= 0)
+		return 0;
+	if (alone)
+		cd_fail(err, CD_ERR_TRACE, "no traces (*.zst, *.jsonl, *.json) in this directory, "
+			"only %s, %s; give it by name to read it", ents[0]->d_name, why);
+	for (int j = 0; j < k; j++) {
+		if (!alone && note) {
+			char path[4096], msg[sizeof why + 16];
+			snprintf(path, sizeof path, "%s%s%s", a, sep, ents[j]->d_name);
+			snprintf(msg, sizeof msg, "%s; skipped", why);
+			note(ud, path, msg);
+		}
+		free(ents[j]);
+	}
+	free(ents);
+	return k;
+}
+
 static const char *kind(mode_t m)
 {
 	return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISDIR(m) ? "a directory"
@@ -115,6 +153,8 @@ static bool expand_one(const char *a, struct cd_paths *out,
 		added++;
 	}
 	free(ents);
+	if (ok && pending_traces(a, sep, added == 0, note, ud, err) > 0 && added == 0)
+		return false;
 	if (ok && added == 0) {
 		cd_fail(err, CD_ERR_TRACE, "no traces (*.zst, *.jsonl, *.json) in this directory");
 		return false;

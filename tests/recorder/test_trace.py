@@ -449,7 +449,7 @@ def test_unclosed_recorder_named_at_exit(ctx):
               "    with rec: torch.ones(2) + 1\n" % os.path.join(out, "rank{rank}.zst"))
     e = env()
     for var in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
-                "COMMDEBUG_RECORD_T0"):
+                "COMMDEBUG_RECORD_JOB"):
         e.pop(var, None)
     r = subprocess.run([PYTHON, "-c", script], env=e, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
