@@ -22,6 +22,7 @@ static const char *const ev_names[CD_EV__COUNT] = {
 	[CD_EV_NCCL] = "nccl",
 	[CD_EV_NCCL_LOST] = "nccl_lost",
 	[CD_EV_DDP] = "ddp",
+	[CD_EV_END] = "end",
 };
 
 const char *cd_ev_name(enum cd_ev ev)
@@ -85,6 +86,12 @@ static const struct cd_field fields[] = {
 	{"state", 5, CD_FI_STATE, CD_FT_STR},
 	{"pseq", 4, CD_FI_PSEQ, CD_FT_INT},
 	{"bucket", 6, CD_FI_BUCKET, CD_FT_INT},
+	{"how", 3, CD_FI_HOW, CD_FT_STR},
+	{"exc", 3, CD_FI_EXC, CD_FT_STR},
+	{"msg", 3, CD_FI_MSG, CD_FT_STR},
+	{"signal", 6, CD_FI_SIGNAL, CD_FT_INT},
+	{"code", 4, CD_FI_CODE, CD_FT_INT},
+	{"ends", 4, CD_FI_ENDS, CD_FT_BOOL},
 };
 
 const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
@@ -176,6 +183,9 @@ enum cd_status cd_field_set_str(struct cd_event *e, const struct cd_field *f,
 	case CD_FI_COMM: dst = &e->comm; break;
 	case CD_FI_STREAM: dst = &e->stream; break;
 	case CD_FI_STATE: dst = &e->state; break;
+	case CD_FI_HOW: dst = &e->how; bit = CD_F_HOW; break;
+	case CD_FI_EXC: dst = &e->exc; bit = CD_F_EXC; break;
+	case CD_FI_MSG: dst = &e->msg; bit = CD_F_MSG; break;
 	default:
 		return cd_fail(err, CD_ERR_TRACE, "internal: field \"%s\" is not a string", f->key);
 	}
@@ -208,6 +218,8 @@ enum cd_status cd_field_set_int(struct cd_event *e, const struct cd_field *f,
 	case CD_FI_DUR: e->dur = v; e->have |= CD_F_DUR; break;
 	case CD_FI_PSEQ: e->pseq = v; e->have |= CD_F_PSEQ; break;
 	case CD_FI_BUCKET: e->bucket = v; e->have |= CD_F_BUCKET; break;
+	case CD_FI_SIGNAL: e->signal = v; e->have |= CD_F_SIGNAL; break;
+	case CD_FI_CODE: e->code = v; e->have |= CD_F_CODE; break;
 	default:
 		return cd_fail(err, CD_ERR_TRACE, "internal: field \"%s\" is not an integer", f->key);
 	}
@@ -222,6 +234,7 @@ void cd_field_set_bool(struct cd_event *e, const struct cd_field *f, bool v)
 	case CD_FI_FAKE: e->fake = v; break;
 	case CD_FI_GRAD_IN: e->grad_in = v; break;
 	case CD_FI_GRAD_OUT: e->grad_out = v; break;
+	case CD_FI_ENDS: e->ends = v; break;
 	default: break;
 	}
 }
@@ -369,6 +382,21 @@ enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 			return cd_fail(err, CD_ERR_TRACE, "nranks %lld is out of range",
 				       (long long)e->nranks);
 		break;
+	case CD_EV_END:
+		/* how the process ended (an unknown "how" is kept: ranks reports it
+		 * as such, so a newer recorder's traces still read) */
+		if ((st = need(e, CD_F_HOW, "how", err)) || (st = nonempty(e->how, "how", e, err)))
+			return st;
+		if (e->how.n == 9 && memcmp(e->how.p, "exception", 9) == 0 &&
+		    (st = need(e, CD_F_EXC, "exc", err)))
+			return st;
+		if (e->how.n == 6 && memcmp(e->how.p, "signal", 6) == 0 &&
+		    (st = need(e, CD_F_SIGNAL, "signal", err)))
+			return st;
+		if ((e->have & CD_F_SIGNAL) && (e->signal < 1 || e->signal > 255))
+			return cd_fail(err, CD_ERR_TRACE, "signal %lld is out of range in end event",
+				       (long long)e->signal);
+		break;
 	case CD_EV_NCCL_LOST:
 		if ((st = need(e, CD_F_COUNT, "count", err)))
 			return st;
@@ -396,7 +424,8 @@ static bool dims_eq(const int64_t *a, uint32_t na, const int64_t *b, uint32_t nb
 bool cd_event_equal(const struct cd_event *a, const struct cd_event *b)
 {
 	if (a->ev != b->ev || a->have != b->have || a->bw != b->bw || a->dt != b->dt ||
-	    a->fake != b->fake || a->grad_in != b->grad_in || a->grad_out != b->grad_out)
+	    a->fake != b->fake || a->grad_in != b->grad_in || a->grad_out != b->grad_out ||
+	    a->ends != b->ends || a->signal != b->signal || a->code != b->code)
 		return false;
 	if (a->t != b->t || a->region != b->region || a->version != b->version ||
 	    a->rank != b->rank || a->world_size != b->world_size || a->pid != b->pid ||
@@ -407,11 +436,11 @@ bool cd_event_equal(const struct cd_event *a, const struct cd_event *b)
 	const struct cd_str *sa[] = {&a->mod, &a->type, &a->name, &a->label, &a->format, &a->host,
 				     &a->torch, &a->recorder, &a->pg, &a->desc, &a->backend,
 				     &a->dtype, &a->src, &a->func, &a->comm, &a->redop, &a->state,
-				     &a->stream};
+				     &a->stream, &a->how, &a->exc, &a->msg};
 	const struct cd_str *sb[] = {&b->mod, &b->type, &b->name, &b->label, &b->format, &b->host,
 				     &b->torch, &b->recorder, &b->pg, &b->desc, &b->backend,
 				     &b->dtype, &b->src, &b->func, &b->comm, &b->redop, &b->state,
-				     &b->stream};
+				     &b->stream, &b->how, &b->exc, &b->msg};
 	for (size_t i = 0; i < sizeof sa / sizeof sa[0]; i++)
 		if (!str_eq(*sa[i], *sb[i]))
 			return false;

@@ -44,6 +44,7 @@ enum cd_ev {
 	CD_EV_NCCL,
 	CD_EV_NCCL_LOST,   /* NCCL calls the recorder could not queue */
 	CD_EV_DDP,         /* a DDP module's buckets (read whole by buckets.c) */
+	CD_EV_END,         /* how the recording process ended (read by ranks.c) */
 	CD_EV__COUNT,
 };
 
@@ -96,6 +97,11 @@ enum {
 	CD_F_PEER = 1u << 22,
 	CD_F_PSEQ = 1u << 23,
 	CD_F_BUCKET = 1u << 24,
+	CD_F_HOW = 1u << 25,
+	CD_F_EXC = 1u << 26,
+	CD_F_MSG = 1u << 27,
+	CD_F_SIGNAL = 1u << 28,
+	CD_F_CODE = 1u << 29,
 };
 
 struct cd_event {
@@ -104,16 +110,19 @@ struct cd_event {
 
 	/* flags; false when absent */
 	bool bw, dt, fake, grad_in, grad_out;
+	bool ends;              /* meta: this recorder ends its traces with an end event */
 
 	int64_t t;
 	int64_t region;
 	int64_t version, rank, world_size, pid, t0;
 	int64_t seq, bytes, count, dur, nranks, root, peer, pseq;
 	int64_t bucket;         /* coll: DDP's bucket index */
+	int64_t signal, code;   /* end: the signal that ended the process; sys.exit's status */
 
 	struct cd_str mod, type, name, label;
 	struct cd_str format, host, torch, recorder;
 	struct cd_str pg, desc, backend, dtype, src, func, comm, redop, state, stream;
+	struct cd_str how, exc, msg;   /* end: "exit", "exception", "signal"; the exception */
 
 	const struct cd_arg *args;
 	uint32_t nargs;

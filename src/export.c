@@ -649,6 +649,15 @@ static int64_t finding_time(const struct rk *k, const struct cd_finding *f, uint
 {
 	int64_t t = -1;
 	*how = "at this rank's arrival";
+	if (f->kind == CD_FK_DIED) {
+		const struct cd_rank_summary *s = k->s;
+		t = s->has_end ? s->end_time : -1;
+		*how = "at this rank's end event";
+		if (t < 0) {
+			t = s->last_time;
+			*how = "where this rank's trace ends";
+		}
+	}
 	if (j < f->odd_rec.n && f->odd_rec.v[j])
 		t = f->odd_rec.v[j]->time;
 	if (t < 0 && f->kind == CD_FK_HANG) {
@@ -686,7 +695,9 @@ static void finding_event(struct rk *k, const struct cd_finding *f, uint32_t num
 	kv_str(o, &first, "finding", line.buf ? line.buf : "", line.len);
 	kv_cstr(o, &first, "kind", cd_fkind_names[f->kind]);
 	kv_int(o, &first, "number", num);
-	if (f->kind != CD_FK_EMPTY) {
+	if (f->kind == CD_FK_DIED)
+		kv_cstr(o, &first, "end", cd_end_names[k->s->end]);
+	if (f->kind != CD_FK_EMPTY && f->kind != CD_FK_DIED) {
 		kv_cstr(o, &first, "pg", cd_pm_str(pm, f->pg));
 		kv_int(o, &first, "seq", f->seq);
 		kv_int(o, &first, "seq_end", f->seq_end);

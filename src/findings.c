@@ -5,7 +5,9 @@
 
 const char *const cd_fkind_names[] = {"empty_trace", "type_mismatch", "dtype_mismatch",
 				      "size_mismatch", "desync", "skip", "extra", "hang",
-				      "straggler", "gap"};
+				      "straggler", "gap", "died"};
+const char *const cd_basis_names[] = {"position", "own_steps_history", "own_steps", "sibling_group",
+				      "lowest_rank"};
 
 #define REALIGN_WINDOW 8
 #define REALIGN_MAX_SHIFT 4
@@ -137,6 +139,12 @@ struct matcher {
 	int64_t next;      /* positions below were matched */
 	int *act;          /* the ranks taking part in this group */
 	int nact;
+	/* what decided the reference at the current position (a tie) */
+	uint8_t basis;
+	int basis_rank;
+	int64_t basis_region;
+	uint32_t basis_pg;
+	uint32_t basis_votes[2];
 };
 
 static struct key key_of(const struct matcher *mt, int i, const struct cd_crec *c)
@@ -221,7 +229,8 @@ static struct cd_finding *new_finding(struct cd_pm *pm, enum cd_fkind kind, uint
 {
 	struct cd_finding f = {.kind = kind, .pg = pg, .pg_name = cd_pm_str(pm, pg), .seq = seq,
 			       .seq_end = seq, .ref = -1, .time = -1, .t_last = -1,
-			       .last_rank = -1, .delay = -1};
+			       .last_rank = -1, .delay = -1, .basis_rank = -1,
+			       .basis_region = -1, .basis_pg = CD_NOID};
 	if (!cd_vec_push(&pm->f, f))
 		return NULL;
 	return &pm->f.v[pm->f.n - 1];
@@ -417,14 +426,239 @@ static int ranks_at(struct matcher *mt, int64_t pos, const struct cd_crec **at, 
 	return nhas;
 }
 
-/* The reference rank at pos: the one that issued the majority's record
- * (ties: the lowest rank); its key goes to *refk.  Few distinct keys, so
- * count per distinct key, eight at most. */
-static int pick_ref(const struct matcher *mt, const struct cd_crec *const *at, const int *has,
-		    int nhas, struct key *refk)
+/* ---- evidence beyond the position: a rank's own earlier steps, sibling
+ * groups ---- */
+
+/* How many earlier regions of a rank are tried as the template of a step. */
+#define HISTORY_REGIONS 4
+/* How many ranks of other groups are looked at to decide a tie. */
+#define SIBLING_RANKS 256
+
+/* Same collective, dtype, payload, module and phase (the region left out:
+ * the same place in another step). */
+static bool same_sig(const struct matcher *mt, int i, const struct cd_crec *a, int j,
+		     const struct cd_crec *b)
 {
-	struct { struct key k; int votes, first; } cand[8];
+	struct key ka = key_of(mt, i, a), kb = key_of(mt, j, b);
+	ka.region = kb.region = 0;
+	return key_diff(&ka, &kb) == CD_FK_EMPTY;
+}
+
+/* The index in rank i's lane of its record at pos, or -1. */
+static int64_t lane_index(const struct matcher *mt, int i, int64_t pos)
+{
+	const struct lane *l = &mt->ln[i];
+	int64_t seq = pos - l->shift;
+	uint32_t lo = 0, hi = l->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (rec_of(mt, i, mid)->seq < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < l->n && rec_of(mt, i, lo)->seq == seq ? (int64_t)lo : -1;
+}
+
+/* Rank i's own template of the step it is in at lane index x: the start
+ * (lane index) of its latest earlier region, finished, in which its first
+ * *off collectives of this group are those it issued in this step before x
+ * (*off of them), and which holds at least *off + 1.  Returns -1 when none;
+ * *region: that region. */
+static int64_t own_template(const struct matcher *mt, int i, int64_t x, int64_t *off,
+			    int64_t *region)
+{
+	int64_t g = rec_of(mt, i, (uint32_t)x)->region, a = x;
+	while (a > 0 && rec_of(mt, i, (uint32_t)(a - 1))->region == g)
+		a--;
+	*off = x - a;
+	int tried = 0;
+	for (int64_t e = a; e > 0 && tried < HISTORY_REGIONS; tried++) {
+		int64_t h = rec_of(mt, i, (uint32_t)(e - 1))->region, hs = e - 1;
+		while (hs > 0 && rec_of(mt, i, (uint32_t)(hs - 1))->region == h)
+			hs--;
+		bool done = false;
+		int64_t ok = h >= 0 && h != g && cd_pm_rank_region(mt->pm, i, h, &done) >= 0 && done &&
+			     e - hs > *off;
+		for (int64_t k = 0; ok && k < *off; k++)
+			ok = same_sig(mt, i, rec_of(mt, i, (uint32_t)(hs + k)), i,
+				      rec_of(mt, i, (uint32_t)(a + k)));
+		if (ok) {
+			*region = h;
+			return hs;
+		}
+		e = hs;
+	}
+	return -1;
+}
+
+/* Does rank i's own earlier step agree with what it issued at pos?  1: its
+ * template issued the same there, -1: something else, 0: no template. */
+static int own_steps_vote(const struct matcher *mt, int i, int64_t pos, int64_t *region)
+{
+	int64_t x = lane_index(mt, i, pos), off;
+	if (x < 0)
+		return 0;
+	int64_t hs = own_template(mt, i, x, &off, region);
+	if (hs < 0)
+		return 0;
+	return same_sig(mt, i, rec_of(mt, i, (uint32_t)(hs + off)), i, rec_of(mt, i, (uint32_t)x))
+		       ? 1 : -1;
+}
+
+/* A sibling group's vote: rank j (not in this group) issued, in another
+ * group, in region `region`, first the n collectives of pre (rank i's), then
+ * one more: it, else NULL; *pg: that group (id in g). */
+static const struct cd_crec *sibling_at(const struct matcher *mt, int j, int i,
+					const struct cd_crec *const *pre, int64_t n,
+					int64_t region, uint32_t *pg)
+{
+	const struct cd_rank_summary *s = mt->pm->r[j];
+	uint32_t other[4];
+	int nother = 0;
+	for (uint32_t k = 0; k < s->colls.n; k++) {
+		const struct cd_crec *c = &s->colls.v[k];
+		uint32_t g = cd_pm_gid(mt->pm, j, c->pg);
+		if (c->region != region || g == mt->pg)
+			continue;
+		int o;
+		for (o = 0; o < nother && other[o] != g; o++)
+			;
+		if (o < nother || nother == 4)
+			continue;
+		other[nother++] = g;
+		/* this group's collectives of that region, from c on, in trace order */
+		int64_t m = 0;
+		uint32_t q;
+		for (q = k; q < s->colls.n && m <= n; q++) {
+			const struct cd_crec *d = &s->colls.v[q];
+			if (d->region != region || cd_pm_gid(mt->pm, j, d->pg) != g)
+				continue;
+			if (m == n) {
+				*pg = g;
+				return d;
+			}
+			if (!same_sig(mt, j, d, i, pre[m]))
+				break;
+			m++;
+		}
+	}
+	return NULL;
+}
+
+/* A tie between the candidates' keys at pos: who is the reference?  Each
+ * tied rank's own earlier steps first, then sibling groups, else the lowest
+ * rank's (the order of cand).  Sets mt->basis and the rest; returns the
+ * winning candidate's index. */
+struct cand { struct key k; int votes, first; };
+
+static int decide_tie(struct matcher *mt, const struct cd_crec *const *at, const int *has,
+		      int nhas, const struct cand *cand, int ncand, int best, int64_t pos)
+{
+	struct cd_pm *pm = mt->pm;
+	int score[8] = {0}, good[8] = {0}, tied[8] = {0}, ntied = 0;
+	int64_t region[8];
+	for (int c = 0; c < ncand; c++)
+		if (cand[c].votes == cand[best].votes)
+			tied[ntied++] = c;
+	/* 1: own steps */
+	for (int h = 0; h < nhas; h++) {
+		int i = has[h];
+		struct key k = key_of(mt, i, at[i]);
+		for (int t = 0; t < ntied; t++) {
+			int c = tied[t];
+			if (key_diff(&cand[c].k, &k) != CD_FK_EMPTY)
+				continue;
+			int64_t rg = -1;
+			int v = own_steps_vote(mt, i, pos, &rg);
+			score[c] += v;
+			if (v > 0) {
+				good[c]++;
+				region[c] = rg;
+			}
+		}
+	}
+	int win = -1;
+	for (int t = 0; t < ntied; t++) {
+		int c = tied[t], more = 1;
+		for (int u = 0; u < ntied; u++)
+			if (u != t && score[tied[u]] >= score[c])
+				more = 0;
+		if (more)
+			win = c;
+	}
+	if (win >= 0) {
+		mt->basis = CD_BY_OWN_STEPS;
+		mt->basis_rank = cand[win].first;
+		mt->basis_region = region[win];
+		for (int t = 0; t < ntied && t < 2; t++)
+			mt->basis_votes[t] = (uint32_t)good[tied[t]];
+		return win;
+	}
+	/* 2: sibling groups at the same place of the same region */
+	int i0 = cand[tied[0]].first;
+	int64_t x0 = lane_index(mt, i0, pos), a = x0;
+	int64_t g = at[i0]->region;
+	while (a > 0 && rec_of(mt, i0, (uint32_t)(a - 1))->region == g)
+		a--;
+	const struct cd_crec **pre = malloc((size_t)(x0 - a + 1) * sizeof *pre);
+	int sib[8] = {0}, seen = 0;
+	uint32_t spg = CD_NOID;
+	for (int64_t k = a; pre && k < x0; k++)
+		pre[k - a] = rec_of(mt, i0, (uint32_t)k);
+	for (int j = 0; pre && g >= 0 && j < pm->n && seen < SIBLING_RANKS; j++) {
+		bool in = false;
+		for (int h = 0; h < nhas && !in; h++)
+			in = has[h] == j;
+		if (in)
+			continue;
+		seen++;
+		uint32_t pg = CD_NOID;
+		const struct cd_crec *c = sibling_at(mt, j, i0, pre, x0 - a, g, &pg);
+		if (!c)
+			continue;
+		for (int t = 0; t < ntied; t++) {
+			int f = cand[tied[t]].first;
+			if (same_sig(mt, j, c, f, at[f])) {
+				sib[t]++;
+				spg = pg;
+			}
+		}
+	}
+	free(pre);
+	for (int t = 0; t < ntied; t++) {
+		int more = sib[t] > 0;
+		for (int u = 0; u < ntied; u++)
+			if (u != t && sib[u] >= sib[t])
+				more = 0;
+		if (more)
+			win = tied[t];
+	}
+	if (win >= 0) {
+		mt->basis = CD_BY_SIBLING;
+		mt->basis_rank = -1;
+		mt->basis_pg = spg;
+		for (int t = 0; t < ntied && t < 2; t++)
+			mt->basis_votes[t] = (uint32_t)sib[t];
+		return win;
+	}
+	mt->basis = CD_BY_LOWEST;
+	return best;
+}
+
+/* The reference rank at pos: the one that issued the majority's record
+ * (ties: see decide_tie); its key goes to *refk.  Few distinct keys, so
+ * count per distinct key, eight at most. */
+static int pick_ref(struct matcher *mt, const struct cd_crec *const *at, const int *has,
+		    int nhas, struct key *refk, int64_t pos)
+{
+	struct cand cand[8];
 	int ncand = 0, best = 0;
+	mt->basis = CD_BY_POS;
+	mt->basis_rank = -1;
+	mt->basis_region = -1;
+	mt->basis_pg = CD_NOID;
+	mt->basis_votes[0] = mt->basis_votes[1] = 0;
 	for (int h = 0; h < nhas; h++) {
 		struct key k = key_of(mt, has[h], at[has[h]]);
 		int c;
@@ -444,6 +678,11 @@ static int pick_ref(const struct matcher *mt, const struct cd_crec *const *at, c
 	for (int c = 1; c < ncand; c++)
 		if (cand[c].votes > cand[best].votes)
 			best = c;
+	for (int c = 0; c < ncand; c++)
+		if (c != best && cand[c].votes == cand[best].votes) {
+			best = decide_tie(mt, at, has, nhas, cand, ncand, best, pos);
+			break;
+		}
 	*refk = cand[best].k;
 	return cand[best].first;
 }
@@ -475,6 +714,35 @@ static void move_lane(struct lane *l, enum realign ra, int64_t pos, int64_t by)
 	}
 }
 
+/* Every rank stopped at pos (nothing after it to realign against): did
+ * rank i skip?  Its own template of this step (own_template) must hold,
+ * at this place, what the others issued at pos, and k places on what rank
+ * i issued at pos, and its later records then too.  *k: how many;
+ * *region: the template's region. */
+static bool history_skip(const struct matcher *mt, int i, int ref, int64_t pos, int64_t *k,
+			 int64_t *region)
+{
+	int64_t x = lane_index(mt, i, pos), off;
+	const struct cd_crec *rc = rec_at(mt, ref, pos);
+	if (x < 0 || !rc || rec_at(mt, ref, pos + 1))
+		return false;
+	int64_t hs = own_template(mt, i, x, &off, region);
+	if (hs < 0 || !same_sig(mt, i, rec_of(mt, i, (uint32_t)(hs + off)), ref, rc))
+		return false;
+	for (*k = 1; *k <= REALIGN_MAX_SHIFT; (*k)++) {
+		bool ok = true;
+		int compared = 0;
+		for (int64_t j = 0; ok && x + j < mt->ln[i].n && hs + off + *k + j < x; j++) {
+			ok = same_sig(mt, i, rec_of(mt, i, (uint32_t)(hs + off + *k + j)), i,
+				      rec_of(mt, i, (uint32_t)(x + j)));
+			compared++;
+		}
+		if (ok && compared)
+			return true;
+	}
+	return false;
+}
+
 /* Rank i issued at pos a record with key *k that differs from the reference's
  * as kind says.  Realigning it with ref tells whether it skipped records
  * (SKIP), issued extra ones (EXTRA) or differs at pos only (AGAIN, kind
@@ -488,6 +756,10 @@ static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fki
 	int64_t by = 0;
 	enum realign ra = l->realigned < REALIGN_MAX_TIMES
 				  ? realign(mt, i, ref, pos, &by) : RA_NONE;
+	int64_t hregion = -1;
+	bool hist = ra == RA_NONE && history_skip(mt, i, ref, pos, &by, &hregion);
+	if (hist)
+		ra = RA_SKIP;
 	if (ra == RA_SKIP)
 		kind = CD_FK_SKIP;
 	else if (ra == RA_EXTRA)
@@ -505,6 +777,17 @@ static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fki
 	if (!f && (f = new_finding(pm, kind, mt->pg, pos))) {
 		f->ref = ref;
 		f->ref_rec = at[ref];
+		f->basis = mt->basis;
+		f->basis_rank = mt->basis_rank;
+		f->basis_region = mt->basis_region;
+		f->basis_pg = mt->basis_pg;
+		f->basis_votes[0] = mt->basis_votes[0];
+		f->basis_votes[1] = mt->basis_votes[1];
+		if (hist) {
+			f->basis = CD_BY_HISTORY;
+			f->basis_rank = i;
+			f->basis_region = hregion;
+		}
 		f->count = ra == RA_NONE ? 0 : by;
 		if (ra == RA_AGAIN)
 			f->seq_end = pos + by - 1;
@@ -604,7 +887,7 @@ static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, in
 			continue;
 		}
 		struct key refk;
-		int ref = pick_ref(mt, at, has, nhas, &refk);
+		int ref = pick_ref(mt, at, has, nhas, &refk, pos);
 		const struct cd_crec *ref_rec = at[ref];
 		int nodd = classify_pos(mt, at, has, nhas, list, pos, ref, &refk, &nsame);
 		record_hang(mt, at, has, nhas, list, nend, pos, ref);
@@ -747,6 +1030,60 @@ static void empty_findings(struct cd_pm *pm)
 		}
 }
 
+/* Ranks whose process died, one finding per way of dying (the same end,
+ * exception, message, status or signal), in rank order. */
+struct death { int end; uint32_t how, exc, msg, signame; int64_t code, signal; bool has_code; };
+
+static struct death death_of(const struct cd_pm *pm, int i)
+{
+	const struct cd_rank_summary *s = pm->r[i];
+	return (struct death){s->end, cd_pm_gid(pm, i, s->end_how), cd_pm_gid(pm, i, s->end_exc),
+			      cd_pm_gid(pm, i, s->end_msg), cd_pm_gid(pm, i, s->end_signame),
+			      s->has_code ? s->end_code : 0, s->end_signal, s->has_code};
+}
+
+static bool same_death(const struct death *a, const struct death *b)
+{
+	return a->end == b->end && a->how == b->how && a->exc == b->exc && a->msg == b->msg &&
+	       a->signame == b->signame && a->code == b->code && a->signal == b->signal &&
+	       a->has_code == b->has_code;
+}
+
+/* When rank i died: its end event, else its last event (-1: unknown). */
+static int64_t death_time(const struct cd_rank_summary *s)
+{
+	return s->has_end && s->end_time >= 0 ? s->end_time : s->last_time;
+}
+
+static void died_findings(struct cd_pm *pm)
+{
+	uint32_t first = pm->f.n;
+	for (int i = 0; i < pm->n; i++) {
+		if (!cd_rank_died(pm->r[i]))
+			continue;
+		struct death d = death_of(pm, i);
+		struct cd_finding *f = NULL;
+		for (uint32_t k = first; k < pm->f.n && !f; k++) {
+			struct death e = death_of(pm, pm->f.v[k].odd.v[0]);
+			if (same_death(&d, &e))
+				f = &pm->f.v[k];
+		}
+		if (!f && (f = new_finding(pm, CD_FK_DIED, CD_NOID, -1)))
+			f->trace = pm->r[i];
+		if (!f)
+			continue;
+		cd_vec_push(&f->odd, i);
+		cd_vec_push(&f->odd_rec, NULL);
+		int64_t t = death_time(pm->r[i]);
+		if (t >= 0 && (f->time < 0 || t < f->time))
+			f->time = t;
+		if (t >= 0 && t >= f->t_last) {
+			f->t_last = t;
+			f->last_rank = i;
+		}
+	}
+}
+
 /* ---- step 3: order them ---- */
 
 static int finding_class(const struct cd_finding *f)
@@ -754,7 +1091,9 @@ static int finding_class(const struct cd_finding *f)
 	if (f->kind == CD_FK_EMPTY)
 		return 0;          /* a rank that left nothing: the clearest evidence */
 	if (f->kind == CD_FK_GAP)
-		return 3;          /* lost events, not a fault of the job */
+		return 4;          /* lost events, not a fault of the job */
+	if (f->kind == CD_FK_DIED)
+		return 3;          /* after what the collectives show, by time */
 	return f->time >= 0 ? 1 : 2;
 }
 
@@ -771,8 +1110,13 @@ static int cmp_finding(const void *a, const void *b)
 			return rx < ry ? -1 : 1;
 		return strcmp(x->trace->path, y->trace->path);
 	}
-	if (cx == 1 && x->time != y->time)
+	if ((cx == 1 || cx == 3) && x->time != y->time) {
+		if (x->time < 0 || y->time < 0)
+			return x->time < 0 ? 1 : -1;   /* untimed deaths last */
 		return x->time < y->time ? -1 : 1;
+	}
+	if (cx == 3)
+		return x->odd.v[0] - y->odd.v[0];
 	if (x->pg != y->pg) {
 		int c = strcmp(x->pg_name, y->pg_name);
 		if (c)
@@ -1020,6 +1364,7 @@ bool cd_pm_build(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n, i
 	empty_findings(pm);
 	if (!find_findings(pm))
 		return false;
+	died_findings(pm);
 	order_findings(pm);
 	module_rows(pm);
 	step_lines(pm);

@@ -42,6 +42,7 @@ enum cd_fkind {
 	CD_FK_HANG,        /* the rank's trace ends before a collective the others reached */
 	CD_FK_STRAGGLER,   /* the rank reached a collective late */
 	CD_FK_GAP,         /* the rank's trace lacks sequence numbers */
+	CD_FK_DIED,        /* the rank's process died (cd_rank_died): ranks with the same end */
 	CD_FK__COUNT,
 };
 extern const char *const cd_fkind_names[];
@@ -61,8 +62,26 @@ struct cd_finding {
 	int last_rank;                /* who arrived last (index in pm->r), -1 */
 	int64_t delay;                /* straggler: how late; hang: longest wait; -1 */
 	int64_t count;                /* skip, extra, gap: how many positions */
-	const struct cd_rank_summary *trace;   /* empty: the trace */
+	const struct cd_rank_summary *trace;   /* empty: the trace; died: the first rank's */
+	/* what decided the finding where the ranks at its position alone could
+	 * not: CD_BY_POS (they could), else see enum cd_basis */
+	uint8_t basis;
+	int basis_rank;               /* the rank whose own steps (or group) decided, -1 */
+	int64_t basis_region;         /* history: the region of that rank's that showed it */
+	uint32_t basis_pg;            /* sibling: the group that showed it (id in pm->g) */
+	uint32_t basis_votes[2];      /* tie: the evidence for each side (sides' ranks' history) */
 };
+
+/* What decided a finding (cd_finding.basis). */
+enum cd_basis {
+	CD_BY_POS,          /* the majority at the position */
+	CD_BY_HISTORY,      /* skip: the odd rank's own earlier step issued what was skipped,
+			     * then what it issued instead (every rank stopped there) */
+	CD_BY_OWN_STEPS,    /* tie: the ranks' own earlier steps at the same place in the step */
+	CD_BY_SIBLING,      /* tie: another group running the same modules at that position */
+	CD_BY_LOWEST,       /* tie with no evidence: the lowest rank's side is the reference */
+};
+extern const char *const cd_basis_names[];
 
 /* A row of the per-module count table: a (module, direction, collective)
  * whose count differs between ranks over the regions every rank finished. */

@@ -9,7 +9,12 @@
 #include "trace.h"
 
 const char *const cd_phase_names[] = {"forward", "backward", "recompute"};
-const char *const cd_end_names[] = {"closed", "abrupt", "cut", "empty", "error"};
+const char *const cd_end_names[] = {"closed", "abrupt", "cut", "empty", "error",
+				     "exception", "exited", "signal", "other", "killed"};
+
+/* An end event's message is kept to its first line, at most this many
+ * bytes (then "..."). */
+#define END_MSG_MAX 160
 
 /* ---- building one rank's summary ---- */
 
@@ -38,6 +43,8 @@ static void on_collective(void *ud, const struct cd_replay *r, const struct cd_e
 	struct cd_rank_summary *s = b->s;
 	struct cd_crec c = {0};
 
+	if (s->has_end)
+		return;   /* after the end event: an error (after_event) */
 	c.pg = e->pg.p ? sid(s, e->pg.p, e->pg.n) : sidz(s, "?");
 	if (c.pg == CD_NOID)
 		return;
@@ -62,15 +69,82 @@ static void on_collective(void *ud, const struct cd_replay *r, const struct cd_e
 	cd_vec_push(&s->colls, c);
 }
 
+static void end_state(struct cd_rank_summary *s, const struct cd_replay *r);
+
+/* The first line of msg, at most END_MSG_MAX bytes (cut at a UTF-8
+ * character boundary), "..." when anything was left out. */
+static uint32_t first_line(struct cd_rank_summary *s, struct cd_str msg)
+{
+	char buf[END_MSG_MAX + 4];
+	uint32_t n = 0;
+	while (n < msg.n && msg.p[n] != '\n' && msg.p[n] != '\r')
+		n++;
+	bool more = n < msg.n;
+	while (n > 0 && (msg.p[n - 1] == ' ' || msg.p[n - 1] == '\t'))
+		n--;
+	if (n > END_MSG_MAX) {
+		n = END_MSG_MAX;
+		while (n > 0 && ((unsigned char)msg.p[n] & 0xC0) == 0x80)
+			n--;   /* msg.p[n] starts the first character left out */
+		more = true;
+	}
+	/* other control characters (a terminal's escapes) become spaces */
+	for (uint32_t k = 0; k < n; k++)
+		buf[k] = (unsigned char)msg.p[k] < 0x20 || msg.p[k] == 0x7f ? ' ' : msg.p[k];
+	if (more) {
+		memcpy(buf + n, "...", 3);
+		n += 3;
+	}
+	return sid(s, buf, n);
+}
+
+/* The end event: how the process ended, and where the rank was then (the
+ * summary stops here: what follows is an error). */
+static void on_end(struct build *b, const struct cd_event *e, const struct cd_replay *r,
+		   int64_t t)
+{
+	struct cd_rank_summary *s = b->s;
+	s->has_end = true;
+	s->end_line = b->tr->line;
+	s->end_time = t;
+	s->end_how = first_line(s, e->how);
+	s->end_exc = e->exc.p ? first_line(s, e->exc) : CD_NOID;
+	s->end_msg = e->msg.p ? first_line(s, e->msg) : CD_NOID;
+	s->end_signame = e->name.p && e->name.n ? first_line(s, e->name) : CD_NOID;
+	s->has_code = (e->have & CD_F_CODE) != 0;
+	s->end_code = e->code;
+	s->end_signal = (e->have & CD_F_SIGNAL) ? e->signal : 0;
+	end_state(s, r);
+	s->in_region = r->in_region;
+	s->open_region = r->region;
+	if (r->last_op != CD_NOID) {
+		s->has_last_op = true;
+		s->last_op = sidz(s, cd_intern_str(&r->ops, r->last_op));
+		s->last_op_module = sidz(s, cd_intern_str(&r->mods, r->last_op_mod));
+	}
+}
+
 static void after_event(void *ud, const struct cd_event *e, const struct cd_replay *r)
 {
 	struct build *b = ud;
 	struct cd_rank_summary *s = b->s;
+	char msg[160];
 
-	(void)r;
+	if (s->has_end) {
+		if (!s->error) {
+			snprintf(msg, sizeof msg, "%lld: %s event after the end event of line %lld",
+				 b->tr->line, cd_ev_name(e->ev), (long long)s->end_line);
+			s->error = strdup(msg);
+		}
+		return;
+	}
 	int64_t t = (e->have & CD_F_T) && b->tr->t0 ? b->tr->t0 + e->t : -1;
 	if (t >= 0)
 		s->last_time = t;
+	if (e->ev == CD_EV_META)
+		s->ends = e->ends;
+	if (e->ev == CD_EV_END)
+		on_end(b, e, r, t);
 	if (e->ev == CD_EV_REGION_ENTER) {
 		struct cd_rregion g = {.region = e->region, .label = CD_NOID, .t_enter = t,
 				       .t_exit = -1};
@@ -138,7 +212,7 @@ static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd
 {
 	struct build *b = ud;
 	(void)err;
-	if (r->region_cut)
+	if (r->region_cut || b->s->has_end)
 		return CD_OK;
 	for (uint32_t h = 0; h < r->helper.n; h++) {
 		uint32_t id = r->helper.v[h];
@@ -185,6 +259,35 @@ static void end_state(struct cd_rank_summary *s, const struct cd_replay *r)
 	}
 }
 
+/* The end state an end event gives. */
+static enum cd_rank_end end_how(const struct cd_rank_summary *s)
+{
+	const char *how = cd_rank_str(s, s->end_how);
+	if (strcmp(how, "exit") == 0)
+		return s->has_code && s->end_code != 0 ? CD_END_EXITED : CD_END_CLOSED;
+	if (strcmp(how, "exception") == 0)
+		return CD_END_EXCEPTION;
+	if (strcmp(how, "signal") == 0)
+		return CD_END_SIGNAL;
+	return CD_END_OTHER;
+}
+
+bool cd_rank_died(const struct cd_rank_summary *s)
+{
+	switch (s->end) {
+	case CD_END_EXCEPTION:
+	case CD_END_EXITED:
+	case CD_END_SIGNAL:
+	case CD_END_OTHER:
+	case CD_END_KILLED:
+		return true;
+	case CD_END_CUT:
+		return s->ends && !s->has_end;   /* killed mid-write */
+	default:
+		return false;
+	}
+}
+
 /* rankN (then a non-digit or the end) in the file name: N. */
 static bool name_rank(const char *path, int64_t *rank)
 {
@@ -216,6 +319,8 @@ void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_sum
 
 	b.tr = &tr;
 	s->last_time = -1;
+	s->end_time = -1;
+	s->end_how = s->end_exc = s->end_msg = s->end_signame = CD_NOID;
 	s->path = strdup(path);
 	if (cd_replay_init(&rp, &ro, &err)) {
 		s->error = strdup(err.msg);
@@ -238,24 +343,30 @@ void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_sum
 	s->rank = tr.rank;
 	s->has_world = tr.has_world;
 	s->world_size = tr.world_size;
-	end_state(s, &rp);
-	if (rp.last_op != CD_NOID) {
-		s->has_last_op = true;
-		s->last_op = sidz(s, cd_intern_str(&rp.ops, rp.last_op));
-		s->last_op_module = sidz(s, cd_intern_str(&rp.mods, rp.last_op_mod));
+	if (!s->has_end) {   /* else taken at the end event */
+		end_state(s, &rp);
+		if (rp.last_op != CD_NOID) {
+			s->has_last_op = true;
+			s->last_op = sidz(s, cd_intern_str(&rp.ops, rp.last_op));
+			s->last_op_module = sidz(s, cd_intern_str(&rp.mods, rp.last_op_mod));
+		}
+		s->in_region = rp.in_region;
+		s->open_region = rp.region;
 	}
-	s->in_region = rp.in_region;
-	s->open_region = rp.region;
 	if (!tr.seen_meta && (tr.cut || (st && strncmp(err.msg, "empty trace", 11) == 0))) {
 		/* nothing to read: an empty file or one cut before its first line */
 		s->end = CD_END_EMPTY;
 		s->rank_from_name = name_rank(path, &s->rank);
-	} else if (st && !tr.cut) {
-		s->end = CD_END_ERROR;
+	} else if ((st && !tr.cut) || s->error) {
+		s->end = CD_END_ERROR;   /* unreadable, or events after the end event */
+	} else if (s->has_end) {
+		s->end = end_how(s);
 	} else if (tr.cut) {
 		s->end = CD_END_CUT;
+	} else if (s->ends) {
+		s->end = CD_END_KILLED;   /* its recorder would have written an end event */
 	} else {
-		s->end = rp.in_region ? CD_END_ABRUPT : CD_END_CLOSED;
+		s->end = s->in_region ? CD_END_ABRUPT : CD_END_CLOSED;
 	}
 	if (!st)
 		cd_replay_finish(&rp, &err);

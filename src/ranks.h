@@ -58,13 +58,23 @@ struct cd_frame {
 	uint8_t phase;
 };
 
-/* How a trace ended. */
+/* How a trace ended.  A trace whose meta says "ends" (its recorder writes
+ * an end event when the process ends) is judged by its end event: closed
+ * (a normal exit), exception, exited (a non-zero status), signal, other (an
+ * end event of a kind this reader does not know), or, without one, killed
+ * (whole lines) or cut.  Other traces are closed or abrupt by whether the
+ * last region exited. */
 enum cd_rank_end {
-	CD_END_CLOSED,   /* whole lines, the last region exited */
-	CD_END_ABRUPT,   /* whole lines, but inside a region: no region_exit */
+	CD_END_CLOSED,   /* whole lines, the last region exited; or an end event of a normal exit */
+	CD_END_ABRUPT,   /* whole lines, but inside a region: no region_exit (no "ends" in meta) */
 	CD_END_CUT,      /* a partial line or zstd frame at the end */
 	CD_END_EMPTY,    /* no event at all (an empty file, or cut before its first line) */
 	CD_END_ERROR,    /* unreadable (error) */
+	CD_END_EXCEPTION,   /* end event: an uncaught exception ended the process */
+	CD_END_EXITED,      /* end event: sys.exit with a non-zero status */
+	CD_END_SIGNAL,      /* end event: a signal the recorder saw ended it */
+	CD_END_OTHER,       /* end event with a "how" this reader does not know */
+	CD_END_KILLED,      /* "ends" in meta, whole lines, but no end event: cut off */
 };
 extern const char *const cd_end_names[];
 
@@ -80,6 +90,16 @@ struct cd_rank_summary {
 	bool rank_from_name;    /* no meta: rank taken from the file name (rankN...) */
 	int64_t rank, world_size;
 	int64_t t0;             /* meta t0 (unix ns), 0 when absent */
+	bool ends;              /* meta "ends": the recorder writes an end event */
+	bool has_end;           /* the trace holds its end event ... */
+	int64_t end_line;       /* ... on this line */
+	int64_t end_time;       /* its time (unix ns), -1: unknown */
+	bool has_code;
+	int64_t end_code;       /* exit: sys.exit's status */
+	int64_t end_signal;     /* signal: its number, 0 when absent */
+	uint32_t end_how, end_exc, end_msg, end_signame;   /* ids in s (CD_NOID: absent);
+							     * end_msg: the first line,
+							     * shortened */
 	int64_t last_time;      /* unix ns of the last event with a time, -1: none */
 	uint64_t events, regions;
 	struct cd_intern s;     /* every string of this summary */
@@ -102,6 +122,11 @@ struct cd_rank_summary {
  * Ownership: s owns everything it points to; free with cd_rank_summary_free. */
 void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_summary *s);
 void cd_rank_summary_free(struct cd_rank_summary *s);
+
+/* Did the process behind a trace die (every end but a normal one, for the
+ * traces that can tell)?  Legacy traces (no "ends") die only by their
+ * end event. */
+bool cd_rank_died(const struct cd_rank_summary *s);
 
 /* Bytes held by a summary (for the scale estimate). */
 uint64_t cd_rank_summary_bytes(const struct cd_rank_summary *s);

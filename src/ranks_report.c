@@ -174,12 +174,80 @@ static const struct cd_crec *last_coll(const struct cd_rank_summary *s)
 	return s->colls.n ? &s->colls.v[s->colls.n - 1] : NULL;
 }
 
+/* "after region 3 "step 3"" or "inside region 4 "step 4"" or nothing:
+ * where a process stood when it ended. */
+static void text_where_end(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	if (s->in_region) {
+		cd_out_str(o, " inside ");
+		text_region(o, s, s->open_region);
+	} else if (s->rgn.n) {
+		cd_out_str(o, " after ");
+		text_region(o, s, s->rgn.v[s->rgn.n - 1].region);
+	} else {
+		cd_out_str(o, " before its first region");
+	}
+}
+
+/* How the process ended, from its end event (or its absence), with where
+ * it stood: "ended by an exception inside region 2 "step 2": RuntimeError:
+ * boom". */
+static void text_death(struct cd_out *o, const struct cd_rank_summary *s, bool where)
+{
+	switch (s->end) {
+	case CD_END_EXCEPTION:
+		cd_out_str(o, "ended by an exception");
+		if (where)
+			text_where_end(o, s);
+		cd_out_printf(o, ": %s", cd_rank_str(s, s->end_exc));
+		if (s->end_msg != CD_NOID && *cd_rank_str(s, s->end_msg))
+			cd_out_printf(o, ": %s", cd_rank_str(s, s->end_msg));
+		break;
+	case CD_END_EXITED:
+		cd_out_printf(o, "exited with status %" PRId64, s->end_code);
+		if (where)
+			text_where_end(o, s);
+		break;
+	case CD_END_SIGNAL:
+		cd_out_printf(o, "ended by signal %" PRId64, s->end_signal);
+		if (s->end_signame != CD_NOID)
+			cd_out_printf(o, " (%s)", cd_rank_str(s, s->end_signame));
+		if (where)
+			text_where_end(o, s);
+		break;
+	case CD_END_OTHER:
+		cd_out_str(o, "ended");
+		if (where)
+			text_where_end(o, s);
+		cd_out_printf(o, ", its end event says how: \"%s\"", cd_rank_str(s, s->end_how));
+		break;
+	case CD_END_KILLED:
+		cd_out_str(o, "cut off");
+		if (where)
+			text_where_end(o, s);
+		cd_out_str(o, ": no end event (killed by a signal it could not see, such as "
+			      "SIGKILL, or died in C)");
+		break;
+	case CD_END_CUT:
+		cd_out_str(o, "cut off");
+		if (where)
+			text_where_end(o, s);
+		cd_out_str(o, ": its trace is cut and has no end event (killed while writing)");
+		break;
+	default:
+		cd_out_str(o, cd_end_names[s->end]);
+		break;
+	}
+}
+
 /* How a trace ended, in words (no times: those are shown per group). */
 static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 {
 	switch (s->end) {
 	case CD_END_CLOSED:
 		cd_out_str(o, "closed");
+		if (s->has_end && s->in_region)
+			text_where_end(o, s);
 		break;
 	case CD_END_ABRUPT:
 		cd_out_str(o, "ended abruptly inside ");
@@ -191,6 +259,8 @@ static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 			cd_out_str(o, " inside ");
 			text_region(o, s, s->open_region);
 		}
+		if (s->ends)
+			cd_out_str(o, ", no end event: killed while writing");
 		break;
 	case CD_END_EMPTY:
 		cd_out_str(o, s->cut_first ? "empty: cut before its first line" : "empty");
@@ -198,13 +268,20 @@ static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 	case CD_END_ERROR:
 		cd_out_printf(o, "error: %s", s->error ? s->error : "unreadable");
 		break;
+	case CD_END_EXCEPTION:
+	case CD_END_EXITED:
+	case CD_END_SIGNAL:
+	case CD_END_OTHER:
+	case CD_END_KILLED:
+		text_death(o, s, true);
+		break;
 	}
 }
 
 /* Where a rank was when its trace ends (no times). */
 static void text_state(struct cd_out *o, const struct cd_rank_summary *s)
 {
-	if (s->end == CD_END_CLOSED) {
+	if (s->end == CD_END_CLOSED && !s->in_region) {
 		cd_out_str(o, "went on to the end of its trace (closed)");
 		return;
 	}
@@ -359,6 +436,76 @@ static void text_pos(struct cd_out *o, const struct cd_pm *pm, const struct cd_f
 		cd_out_printf(o, "-%" PRId64, f->seq_end);
 }
 
+/* What decided a finding the position alone could not (findings.h). */
+static void text_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
+{
+	const struct cd_rank_summary *bs = f->basis_rank >= 0 ? fsum(pm, f->basis_rank) : NULL;
+	switch (f->basis) {
+	case CD_BY_HISTORY:
+		cd_out_printf(o, " (every rank stopped there; rank %" PRId64 "'s own ", bs->rank);
+		text_region(o, bs, f->basis_region);
+		cd_out_printf(o, " issued that collective at this place in the step and, %" PRId64
+			      " later, what it issued here)", f->count);
+		break;
+	case CD_BY_OWN_STEPS:
+		cd_out_printf(o, "; a tie, decided by the ranks' own earlier steps: rank %" PRId64
+			      " issued the same at this place in ", bs->rank);
+		text_region(o, bs, f->basis_region);
+		cd_out_str(o, f->odd.n == 1 ? ", the other side did not" : ", the others did not");
+		break;
+	case CD_BY_SIBLING:
+		cd_out_printf(o, "; a tie, decided by process group %s, which ran the same collectives "
+			      "up to this place in this step and then issued what ",
+			      cd_pm_str(pm, f->basis_pg));
+		text_ranks(o, pm, f->others.v, f->others.n);
+		cd_out_str(o, " issued");
+		break;
+	case CD_BY_LOWEST:
+		cd_out_str(o, "; a tie that no earlier step or sibling group decides: the side of the "
+			      "lowest rank is taken as the reference");
+		break;
+	default:
+		break;
+	}
+}
+
+static void json_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
+{
+	if (f->basis == CD_BY_POS)
+		return;
+	const struct cd_rank_summary *bs = f->basis_rank >= 0 ? fsum(pm, f->basis_rank) : NULL;
+	cd_pj_key(o, "decided_by");
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "basis");
+	cd_pj_cstr(o, cd_basis_names[f->basis]);
+	cd_pj_key(o, "rank");
+	if (bs)
+		cd_pj_int(o, bs->rank);
+	else
+		cd_pj_raw(o, "null", 4);
+	if (bs && f->basis_region >= 0) {
+		json_region(o, bs, f->basis_region);
+	} else {
+		cd_pj_key(o, "region");
+		cd_pj_raw(o, "null", 4);
+		cd_pj_key(o, "label");
+		cd_pj_raw(o, "null", 4);
+	}
+	cd_pj_key(o, "pg");
+	if (f->basis_pg != CD_NOID)
+		cd_pj_cstr(o, cd_pm_str(pm, f->basis_pg));
+	else
+		cd_pj_raw(o, "null", 4);
+	if (f->basis == CD_BY_OWN_STEPS || f->basis == CD_BY_SIBLING) {
+		cd_pj_key(o, "votes");
+		cd_pj_begin_arr(o);
+		cd_pj_int(o, f->basis_votes[0]);
+		cd_pj_int(o, f->basis_votes[1]);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+}
+
 /* The sentence that names the culprit: its rank(s), module and step. */
 static void text_headline(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
 {
@@ -397,6 +544,7 @@ static void text_headline(struct cd_out *o, const struct cd_pm *pm, const struct
 		text_payload(o, rs, rc);
 		cd_out_str(o, " ");
 		text_where(o, rs, rc);
+		text_basis(o, pm, f);
 		break;
 	case CD_FK_SKIP:
 		text_ranks(o, pm, f->odd.v, f->odd.n);
@@ -410,6 +558,7 @@ static void text_headline(struct cd_out *o, const struct cd_pm *pm, const struct
 		cd_out_str(o, ", which ");
 		text_ranks(o, pm, f->others.v, f->others.n);
 		cd_out_printf(o, " issued; its later collectives are shifted by %" PRId64, f->count);
+		text_basis(o, pm, f);
 		break;
 	case CD_FK_EXTRA:
 		text_ranks(o, pm, f->odd.v, f->odd.n);
@@ -423,6 +572,7 @@ static void text_headline(struct cd_out *o, const struct cd_pm *pm, const struct
 		cd_out_str(o, ", before what ");
 		text_ranks(o, pm, f->others.v, f->others.n);
 		cd_out_str(o, " issued there");
+		text_basis(o, pm, f);
 		break;
 	case CD_FK_HANG:
 		text_ranks(o, pm, f->odd.v, f->odd.n);
@@ -447,6 +597,12 @@ static void text_headline(struct cd_out *o, const struct cd_pm *pm, const struct
 		text_where(o, rs, rc);
 		cd_out_printf(o, " %.1f s after ", (double)f->delay / 1e9);
 		text_ranks(o, pm, f->others.v, f->others.n);
+		break;
+	case CD_FK_DIED:
+		/* where each of several stood is in its state line */
+		text_ranks(o, pm, f->odd.v, f->odd.n);
+		cd_out_str(o, " ");
+		text_death(o, f->trace, f->odd.n == 1);
 		break;
 	case CD_FK_GAP:
 		cd_out_str(o, "the trace of ");
@@ -477,13 +633,72 @@ static void text_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 		else
 			cd_out_printf(o, ": reached it from %.3f s\n", secs(pm, f->time));
 	}
-	if (f->last_rank >= 0 && f->kind != CD_FK_HANG && timed(pm, f->t_last))
+	if (f->last_rank >= 0 && f->kind != CD_FK_HANG && f->kind != CD_FK_DIED &&
+	    timed(pm, f->t_last))
 		cd_out_printf(o, "     arrived last: rank %" PRId64 " at %.3f s\n",
 			      pm->r[f->last_rank]->rank, secs(pm, f->t_last));
 	text_groups(o, pm, f->odd.v, f->odd.n, text_state, "     ");
 }
 
 /* ---- findings, as JSON ---- */
+
+static void json_str_or_null(struct cd_out *o, const struct cd_rank_summary *s, uint32_t id)
+{
+	if (id != CD_NOID)
+		cd_pj_cstr(o, cd_rank_str(s, id));
+	else
+		cd_pj_raw(o, "null", 4);
+}
+
+/* "end_event": what the trace's end event said (null: none), and
+ * "end_text", the sentence; only for traces that can tell (meta "ends" or
+ * an end event), so older reports keep their keys. */
+static void json_end_event(struct cd_out *o, const struct cd_pm *pm,
+			   const struct cd_rank_summary *s)
+{
+	if (!s->ends && !s->has_end)
+		return;
+	cd_pj_key(o, "ends");
+	cd_pj_bool(o, s->ends);
+	cd_pj_key(o, "died");
+	cd_pj_bool(o, cd_rank_died(s));
+	cd_pj_key(o, "end_text");
+	struct cd_out tmp;
+	cd_out_init(&tmp, NULL);
+	tmp.hold = true;
+	text_end(&tmp, s);
+	cd_pj_str(o, tmp.buf ? tmp.buf : "", tmp.len);
+	cd_out_free(&tmp);
+	cd_pj_key(o, "end_event");
+	if (!s->has_end) {
+		cd_pj_raw(o, "null", 4);
+		return;
+	}
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "how");
+	json_str_or_null(o, s, s->end_how);
+	cd_pj_key(o, "exc");
+	json_str_or_null(o, s, s->end_exc);
+	cd_pj_key(o, "msg");
+	json_str_or_null(o, s, s->end_msg);
+	cd_pj_key(o, "code");
+	if (s->has_code)
+		cd_pj_int(o, s->end_code);
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, "signal");
+	if (s->end_signal)
+		cd_pj_int(o, s->end_signal);
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, "signal_name");
+	json_str_or_null(o, s, s->end_signame);
+	cd_pj_key(o, "line");
+	cd_pj_int(o, s->end_line);
+	cd_pj_key(o, "time_s");
+	json_secs(o, pm, s->end_time);
+	cd_pj_end(o);
+}
 
 static void json_state(struct cd_out *o, const struct cd_pm *pm, const struct cd_rank_summary *s)
 {
@@ -494,6 +709,7 @@ static void json_state(struct cd_out *o, const struct cd_pm *pm, const struct cd
 	cd_pj_cstr(o, cd_end_names[s->end]);
 	cd_pj_key(o, "last_event_s");
 	json_secs(o, pm, s->last_time);
+	json_end_event(o, pm, s);
 	json_region(o, s, s->in_region ? s->open_region : -1);
 	cd_pj_key(o, "stack");
 	cd_pj_begin_arr(o);
@@ -554,6 +770,25 @@ static void json_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 		cd_pj_end(o);
 		return;
 	}
+	if (f->kind == CD_FK_DIED) {
+		json_ranks(o, pm, f->odd.v, f->odd.n);
+		cd_pj_key(o, "end");
+		cd_pj_cstr(o, cd_end_names[f->trace->end]);
+		cd_pj_key(o, "times");
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "first_death_s");
+		json_secs(o, pm, f->time);
+		cd_pj_key(o, "last_death_s");
+		json_secs(o, pm, f->t_last);
+		cd_pj_end(o);
+		cd_pj_key(o, "states");
+		cd_pj_begin_arr(o);
+		for (uint32_t k = 0; k < f->odd.n; k++)
+			json_state(o, pm, fsum(pm, f->odd.v[k]));
+		cd_pj_end(o);
+		cd_pj_end(o);
+		return;
+	}
 	json_ranks(o, pm, f->odd.v, f->odd.n);
 	cd_pj_key(o, "others");
 	json_ranks(o, pm, f->others.v, f->others.n);
@@ -567,6 +802,7 @@ static void json_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 		cd_pj_key(o, "count");
 		cd_pj_int(o, f->count);
 	}
+	json_basis(o, pm, f);
 	/* the step: where the other side issued it (or the odd rank, alone) */
 	const struct cd_rank_summary *ss = NULL;
 	const struct cd_crec *sc = NULL;
@@ -826,6 +1062,7 @@ static void json_report(struct cd_out *o, const struct cd_pm *pm, bool agree, st
 		cd_pj_int(o, (int64_t)s->regions);
 		cd_pj_key(o, "collectives");
 		cd_pj_int(o, s->colls.n);
+		json_end_event(o, pm, s);
 		json_region(o, s, s->in_region ? s->open_region : -1);
 		cd_pj_end(o);
 	}

@@ -89,7 +89,7 @@
 
 	/* ---- post-mortem (several ranks) ---- */
 	function stateLine(s) {
-		var parts = ["rank " + s.rank + ": " + s.end];
+		var parts = ["rank " + s.rank + ": " + (s.end_text || s.end)];
 		if (s.stack && s.stack.length)
 			parts.push("stopped in " + s.stack.map(function (f) { return f.module + " (" + f.phase + ")"; }).join(" > "));
 		if (s.last_collective) {
@@ -129,7 +129,7 @@
 		ranks.traces.forEach(function (t) {
 			tb.appendChild(el("tr", {"data-rank": t.rank},
 				el("td.num", null, t.rank === null ? "-" : t.rank), el("td.mono", null, t.path),
-				el("td", null, t.end + (t.region !== null && t.region !== undefined ? " in " + regionName(t.region, t.label) : "")),
+				el("td", null, t.end_text ? t.end_text : t.end + (t.region !== null && t.region !== undefined ? " in " + regionName(t.region, t.label) : "")),
 				el("td.num", null, t.events), el("td.num", null, t.regions), el("td.num", null, t.collectives),
 				el("td.num", null, t.last_event_s === null || t.last_event_s === undefined ? "-" : t.last_event_s.toFixed(3))));
 		});

@@ -16,6 +16,13 @@
 #          others waiting ARG s (a hung job killed)
 #   empty  RANK's trace is an empty file      cutfirst  RANK's trace is cut
 #                                                    before its first line
+#   after  RANK's trace ends right after the region_exit of STEP (BLOCK: any)
+# With E=1 the meta events say "ends":true and each rank's trace ends with an
+# end event of a normal exit, or as D says for its rank: D="RANK:HOW ...",
+# HOW one of none (no end event: killed), exc (a RuntimeError whose message
+# has two lines), codeN (sys.exit(N)), sigN (signal N), odd (an unknown how).
+# With P=1 the blocks' collectives go to tensor-parallel pairs instead: process
+# group "1" holds ranks 0 and 1, "2" ranks 2 and 3, and so on.
 # Output: rankR.jsonl for each rank.
 # 0 when RANK has no fault KIND at (s, b, phase), else its ARG (1 without)
 function fault(kind, r, s, b, phase,   i, p, bw, arg) {
@@ -29,6 +36,28 @@ function fault(kind, r, s, b, phase,   i, p, bw, arg) {
 	}
 	return 0
 }
+# the end event of rank r (E=1), as D says
+function endev(r,   i, p, n, how) {
+	how = "exit"
+	n = split(D, p, " ")
+	for (i = 1; i <= n; i++)
+		if (p[i] ~ ("^" r ":"))
+			how = substr(p[i], length(r) + 2)
+	if (how == "none") return
+	if (how == "exit") ev("{\"ev\":\"end\",\"how\":\"exit\"")
+	else if (how == "exc") ev("{\"ev\":\"end\",\"how\":\"exception\",\"exc\":\"RuntimeError\",\"msg\":\"[../gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:29500\\nException raised from recvBytes\"")
+	else if (how ~ /^code/) ev(sprintf("{\"ev\":\"end\",\"how\":\"exit\",\"code\":%d", substr(how, 5)))
+	else if (how ~ /^sig/) ev(sprintf("{\"ev\":\"end\",\"how\":\"signal\",\"signal\":%d,\"name\":\"%s\"", substr(how, 4), substr(how, 4) == 15 ? "SIGTERM" : "SIGINT"))
+	else ev("{\"ev\":\"end\",\"how\":\"vanished\"")
+}
+# the BLOCK of fault KIND of rank r in step s (any), for faults not tied to one
+function fault_block(kind, r, s,   i, p) {
+	for (i = 1; i <= nf; i++) {
+		split(fs[i], p, ":")
+		if (p[1] == kind && p[2] == r && p[3] == s) return p[4]
+	}
+	return -1
+}
 function ev(text) {
 	t += 1000000
 	printf "%s,\"t\":%.0f}\n", text, t > f
@@ -41,10 +70,10 @@ function coll(r, s, b, m, phase,   by, name, w) {
 	if ((w = fault("sleep", r, s, b, phase)) > 0) t += w * 1e9
 	seq++
 	if (!fault("gap", r, s, b, phase))
-		ev(sprintf("{\"ev\":\"op\",\"name\":\"%s.default\",\"bw\":%s,\"pg\":\"0\",\"seq\":%d,\"bytes\":%d,\"dtype\":\"torch.float32\"", name, phase == "bw" ? "true" : "false", seq, by))
+		ev(sprintf("{\"ev\":\"op\",\"name\":\"%s.default\",\"bw\":%s,\"pg\":\"%s\",\"seq\":%d,\"bytes\":%d,\"dtype\":\"torch.float32\"", name, phase == "bw" ? "true" : "false", pgname, seq, by))
 	if (fault("extra", r, s, b, phase)) {
 		seq++
-		ev(sprintf("{\"ev\":\"op\",\"name\":\"%s.default\",\"bw\":%s,\"pg\":\"0\",\"seq\":%d,\"bytes\":%d,\"dtype\":\"torch.float32\"", name, phase == "bw" ? "true" : "false", seq, by))
+		ev(sprintf("{\"ev\":\"op\",\"name\":\"%s.default\",\"bw\":%s,\"pg\":\"%s\",\"seq\":%d,\"bytes\":%d,\"dtype\":\"torch.float32\"", name, phase == "bw" ? "true" : "false", pgname, seq, by))
 	}
 	if ((w = fault("end", r, s, b, phase)) > 0) {
 		t += (w == 1 ? 0 : w) * 1e9
@@ -62,8 +91,13 @@ BEGIN {
 		t = 0; seq = 0; stopped = 0
 		if (fault("empty", r, 0, 0)) { printf "" > f; close(f); continue }
 		if (fault("cutfirst", r, 0, 0)) { printf "{\"ev\":\"meta\",\"form" > f; close(f); continue }
-		printf "{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":%d,\"world_size\":%d,\"t0\":1700000000000000000}\n", r, W > f
+		printf "{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":%d,\"world_size\":%d,\"t0\":1700000000000000000%s}\n", r, W, E ? ",\"ends\":true" : "" > f
 		printf "{\"ev\":\"pg\",\"name\":\"0\",\"ranks\":[],\"t\":0}\n" > f
+		pgname = "0"
+		if (P) {
+			pgname = int(r / 2) + 1
+			printf "{\"ev\":\"pg\",\"name\":\"%s\",\"ranks\":[%d,%d],\"t\":0}\n", pgname, r - r % 2, r - r % 2 + 1 > f
+		}
 		for (s = 1; s <= S && !stopped; s++) {
 			ev(sprintf("{\"ev\":\"region_enter\",\"region\":%d,\"label\":\"step %d\"", s, s))
 			ev("{\"ev\":\"fw_pre\",\"mod\":\"Net\",\"type\":\"m.Net\",\"bw\":false")
@@ -95,7 +129,9 @@ BEGIN {
 			ev("{\"ev\":\"bw_exit\",\"mod\":\"Net\"")
 			ev("{\"ev\":\"bw_end\"")
 			ev(sprintf("{\"ev\":\"region_exit\",\"region\":%d", s))
+			if (fault("after", r, s, fault_block("after", r, s))) stopped = 1
 		}
+		if (E) endev(r)
 		close(f)
 	}
 }
