@@ -922,7 +922,8 @@ class Recorder:
             pg = None
         if pg is not None:
             ev["pg"] = pg
-        for k in ("cap", "first_cap", "find_unused", "static_graph", "grad_as_view"):
+        for k in ("cap", "first_cap", "default_first_cap", "find_unused", "static_graph",
+                  "grad_as_view"):
             if info.get(k) is not None:
                 ev[k] = info[k]
         ev["rebuilt"] = rebuilt
@@ -1230,6 +1231,11 @@ def _ddp_info(ddp):
                 notes.append("first_cap is dist._DEFAULT_FIRST_BUCKET_BYTES as read at "
                              "DDP's first forward")
     info["first_cap"] = int(first) if first is not None else None
+    # The first-bucket cap of torch.compile's DDPOptimizer, which is built
+    # with DDP's bucket_bytes_cap alone and takes this default for its first
+    # bucket (DDP itself may use its cap there instead).
+    default = getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", None)
+    info["default_first_cap"] = int(default) if isinstance(default, int) else None
     info["find_unused"] = bool(getattr(ddp, "find_unused_parameters", False))
     info["static_graph"] = bool(getattr(ddp, "static_graph", False))
     info["grad_as_view"] = bool(getattr(ddp, "gradient_as_bucket_view", False))
