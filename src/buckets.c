@@ -223,6 +223,17 @@ static enum cd_status get_cap(const cJSON *root, const char *key, int64_t *v, st
 	return CD_OK;
 }
 
+/* An optional cap: -1 when absent or null. */
+static enum cd_status get_opt_cap(const cJSON *root, const char *key, int64_t *v,
+				  struct cd_err *err)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+	*v = -1;
+	if (!j || cJSON_IsNull(j))
+		return CD_OK;
+	return get_cap(root, key, v, err);
+}
+
 static enum cd_status read_params(const cJSON *root, struct cd_bk_ddp *d, struct cd_err *err)
 {
 	const cJSON *ps = cJSON_GetObjectItemCaseSensitive(root, "params");
@@ -428,6 +439,7 @@ static enum cd_status on_ddp(struct cd_bk_trace *t, const struct cd_event *e, co
 	if ((st = get_flag(root, "rebuilt", &rebuilt, err)) ||
 	    (st = get_cap(root, "cap", &nd.cap, err)) ||
 	    (st = get_cap(root, "first_cap", &nd.first_cap, err)) ||
+	    (st = get_opt_cap(root, "default_first_cap", &nd.default_first_cap, err)) ||
 	    (st = get_flag(root, "find_unused", &nd.find_unused, err)) ||
 	    (st = get_flag(root, "static_graph", &nd.static_graph, err)) ||
 	    (st = get_flag(root, "grad_as_view", &nd.grad_as_view, err)))
@@ -914,9 +926,20 @@ static enum cd_status model(struct cd_bk_trace *t, struct cd_bk_ddp *d, const st
 			j++;
 		nodes[k].n = j - nodes[k].first;
 	}
+	/* DDPOptimizer's caps: torch.compile builds it with DDP's bucket cap
+	 * and leaves its first cap at dist._DEFAULT_FIRST_BUCKET_BYTES */
 	int64_t cap = o->cap >= 0 ? o->cap : d->cap;
-	int64_t first_cap = o->first_cap >= 0 ? o->first_cap : d->first_cap;
+	int64_t first_cap = d->first_cap;
+	int from = CD_BK_FC_DDP;
+	if (o->first_cap >= 0) {
+		first_cap = o->first_cap;
+		from = CD_BK_FC_OPTION;
+	} else if (d->default_first_cap >= 0) {
+		first_cap = d->default_first_cap;
+		from = CD_BK_FC_DEFAULT;
+	}
 	st = cd_bk_plan_build(&d->plan, nodes, nnodes, params, sizes, cap, first_cap, err);
+	d->plan.first_cap_from = from;
 out:
 	free(mods);
 	free(nodes);
@@ -957,7 +980,7 @@ static bool member_of(const uint32_t *p, uint32_t n, uint32_t x)
 	return false;
 }
 
-static enum cd_status compare_set(struct cd_bk_ddp *d, uint32_t which, const struct cd_bk_set *s,
+static enum cd_status compare_set(struct cd_bk_ddp *d, const struct cd_bk_set *s,
 				  const struct cd_bk_plan *pl, const char *wn, uint32_t plan_n,
 				  char *a, char *b, struct cd_err *err);
 
@@ -977,14 +1000,14 @@ static enum cd_status compare(struct cd_bk_ddp *d, uint32_t which, struct cd_err
 	if (!s->present)
 		return CD_OK;
 	uint32_t before = d->compared.n;
-	if ((st = compare_set(d, which, s, pl, wn, plan_n, a, b, err)))
+	if ((st = compare_set(d, s, pl, wn, plan_n, a, b, err)))
 		return st;
 	for (uint32_t i = before; i < d->compared.n; i++)
 		d->compared.v[i].buckets = wn;
 	return CD_OK;
 }
 
-static enum cd_status compare_set(struct cd_bk_ddp *d, uint32_t which, const struct cd_bk_set *s,
+static enum cd_status compare_set(struct cd_bk_ddp *d, const struct cd_bk_set *s,
 				  const struct cd_bk_plan *pl, const char *wn, uint32_t plan_n,
 				  char *a, char *b, struct cd_err *err)
 {
@@ -1024,19 +1047,9 @@ static enum cd_status compare_set(struct cd_bk_ddp *d, uint32_t which, const str
 					   "%s: bucket %u: only in DDP's: %s; only in the plan's: %s",
 					   wn, i, nx ? a : "none", ny ? b : "none")))
 				return st;
-		} else if (which == CD_BK_REBUILT) {
-			for (uint32_t m = 0; m < x->n; m++)
-				if (x->p[m] != yp[m]) {
-					if ((st = add_diff(&d->compared, err, "order",
-							   "rebuilt: bucket %u holds the plan's "
-							   "parameters in another order: %s at "
-							   "position %u, the plan has %s", i,
-							   d->params.v[x->p[m]].name, m,
-							   d->params.v[yp[m]].name)))
-						return st;
-					break;
-				}
 		}
+		/* the order inside a bucket is DDP's gradient-ready order, which
+		 * the plan does not claim to know: not a difference */
 	}
 	/* DDP's own byte counts against its members */
 	for (uint32_t i = 0; s->members && i < s->b.n; i++) {

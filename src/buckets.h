@@ -50,6 +50,7 @@ struct cd_bk_set {
 	CD_VEC(uint32_t) unbucketed;  /* params (requires_grad) in none of b (members) */
 };
 enum { CD_BK_INITIAL = 0, CD_BK_REBUILT = 1, CD_BK_NOSET = 2 };
+enum { CD_BK_FC_DDP = 0, CD_BK_FC_DEFAULT = 1, CD_BK_FC_OPTION = 2 };
 
 /* One bucket all-reduce of DDP's reducer (a coll event). */
 struct cd_bk_fire {
@@ -88,6 +89,10 @@ struct cd_bk_pbucket {
 };
 struct cd_bk_plan {
 	int64_t cap, first_cap;
+	/* where first_cap is from: CD_BK_FC_OPTION (--first-cap), CD_BK_FC_DEFAULT
+	 * (the event's default_first_cap: DDPOptimizer's own) or CD_BK_FC_DDP (the
+	 * event's first_cap, for traces without default_first_cap) */
+	int first_cap_from;
 	CD_VEC(struct cd_bk_pbucket) b;  /* index order: 0 all-reduces first */
 	CD_VEC(uint32_t) order;          /* parameter indices, bucket by bucket */
 };
@@ -115,6 +120,9 @@ struct cd_bk_diff {
 struct cd_bk_ddp {
 	char *mod, *pg;
 	int64_t cap, first_cap;
+	/* dist._DEFAULT_FIRST_BUCKET_BYTES ("default_first_cap"): the first cap
+	 * of DDPOptimizer as torch.compile builds it; -1 when the event has none */
+	int64_t default_first_cap;
 	int8_t find_unused, static_graph, grad_as_view;  /* -1 unknown */
 	char *note;
 	bool params_from_fw_pre;  /* the ddp event listed none: fw_pre's were used */

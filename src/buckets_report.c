@@ -175,6 +175,25 @@ static enum cd_status plan_table(struct cd_out *o, const struct cd_bk_ddp *d, st
 	return CD_OK;
 }
 
+/* The lines printed under the plan (each without its "note: "): a first
+ * cap that DDPOptimizer would refuse, and DDP's own first cap where it is
+ * not DDPOptimizer's.  Returns how many were written to line. */
+static uint32_t plan_notes(const struct cd_bk_ddp *d, char line[2][400])
+{
+	const struct cd_bk_plan *pl = &d->plan;
+	uint32_t n = 0;
+	if (pl->first_cap > pl->cap)
+		snprintf(line[n++], 400, "first cap %" PRId64 " is above cap %" PRId64 ": "
+			 "DDPOptimizer would stop at its assertion; planned as if they were equal",
+			 pl->first_cap, pl->cap);
+	if (pl->first_cap_from == CD_BK_FC_DEFAULT && d->first_cap != pl->first_cap)
+		snprintf(line[n++], 400, "DDP's own first bucket cap is %" PRId64 " bytes, "
+			 "DDPOptimizer's %" PRId64 " (torch.compile gives it DDP's bucket cap "
+			 "only): DDP's first bucket can differ from the compiled graph's",
+			 d->first_cap, pl->first_cap);
+	return n;
+}
+
 static void text_set(struct cd_out *o, const struct cd_bk_ddp *d, uint32_t which)
 {
 	const struct cd_bk_set *s = &d->sets[which];
@@ -335,10 +354,10 @@ static enum cd_status text_ddp(struct cd_out *o, const struct cd_bk_ddp *d, stru
 	cd_out_str(o, "\nPlanned\n");
 	if ((st = plan_table(o, d, err)))
 		return st;
-	if (d->plan.first_cap > d->plan.cap)
-		cd_out_printf(o, "note: first cap %" PRId64 " is above cap %" PRId64 ": DDPOptimizer "
-			      "would stop at its assertion; planned as if they were equal\n",
-			      d->plan.first_cap, d->plan.cap);
+	char line[2][400];
+	uint32_t nn = plan_notes(d, line);
+	for (uint32_t i = 0; i < nn; i++)
+		cd_out_printf(o, "note: %s\n", line[i]);
 	if (d->unplanned.n) {
 		cd_out_str(o, "not planned (their module never ran forward):");
 		for (uint32_t i = 0; i < d->unplanned.n; i++)
@@ -525,6 +544,17 @@ static void json_plan(struct cd_out *o, const struct cd_bk_ddp *d)
 	cd_pj_int(o, d->plan.cap);
 	cd_pj_key(o, "first_cap");
 	cd_pj_int(o, d->plan.first_cap);
+	cd_pj_key(o, "first_cap_from");
+	cd_pj_cstr(o, d->plan.first_cap_from == CD_BK_FC_OPTION	   ? "option"
+		      : d->plan.first_cap_from == CD_BK_FC_DEFAULT ? "default_first_cap"
+								   : "first_cap");
+	char line[2][400];
+	uint32_t nn = plan_notes(d, line);
+	cd_pj_key(o, "notes");
+	cd_pj_begin_arr(o);
+	for (uint32_t i = 0; i < nn; i++)
+		cd_pj_cstr(o, line[i]);
+	cd_pj_end(o);
 	cd_pj_key(o, "buckets");
 	cd_pj_begin_arr(o);
 	for (uint32_t i = 0; i < d->plan.b.n; i++) {
@@ -571,6 +601,7 @@ static void json_ddp(struct cd_out *o, const struct cd_bk_trace *t, const struct
 	cd_pj_int(o, d->cap);
 	cd_pj_key(o, "first_cap");
 	cd_pj_int(o, d->first_cap);
+	pj_i64_or_null(o, "default_first_cap", d->default_first_cap);
 	pj_flag(o, "find_unused", d->find_unused);
 	pj_flag(o, "static_graph", d->static_graph);
 	pj_flag(o, "grad_as_view", d->grad_as_view);

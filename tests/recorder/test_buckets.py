@@ -17,7 +17,8 @@ import subprocess
 from _util import check, eq, events, run_ranks
 
 # case: world size (ddp_jobs.CASES has the rest)
-JOBS = {"rebuild": 3, "unused": 2, "static": 2, "caps": 2, "late": 2}
+JOBS = {"rebuild": 3, "unused": 2, "static": 2, "caps": 2, "late": 2, "linear6": 2,
+        "embed": 2}
 # Cases where the rebuilt event is written one forward after the rebuild.
 LATE = ("late",)
 _RAN = {}
@@ -75,6 +76,7 @@ def check_rank(case, truth, evs):
         eq(e["pg"], "0", "%s: pg" % where)
         eq(e["cap"], truth["cap"], "%s: cap" % where)
         eq(e["first_cap"], truth["first_cap"], "%s: first_cap" % where)
+        eq(e["default_first_cap"], truth["default_first_cap"], "%s: default_first_cap" % where)
         for k in ("find_unused", "static_graph", "grad_as_view"):
             eq(e[k], truth[k], "%s: %s" % (where, k))
         managed = [p["name"] for p in truth["params"] if p["managed"]]
@@ -170,6 +172,14 @@ def test_jobs_cover_the_cases(ctx):
     check(any(not s["synced"] for s in t[0]["steps"]), "unused: a no_sync step")
     _, t = job(ctx, "static")
     check(t[0]["static_graph"] and rebuild_step(t[0]) is not None, "static: rebuilt")
+    # first_cap is the first-bucket cap DDP used: its rebuilt buckets are
+    # what DDP's assignment function makes of their own order with it.
+    for case in JOBS:
+        _, t = job(ctx, case)
+        step = rebuild_step(t[0])
+        if step is not None:
+            eq(t[0]["rebuild_check"], t[0]["steps"][step - 1]["buckets"],
+               "%s: rebuilt buckets recomputed with first cap %d" % (case, t[0]["first_cap"]))
 
 
 # ----------------------------------------------------- DDPOptimizer, by hand
@@ -265,7 +275,7 @@ def plan_of(entry):
             for b in entry["planned"]["buckets"]]
 
 
-def check_entry(case, truth, entry, cap, first_cap):
+def check_entry(case, truth, entry, cap, first_cap, given=False):
     where = "%s rank %d" % (case, truth["rank"])
     nb = nbytes_of(truth)
     eq(entry["mod"], "DistributedDataParallel", "%s: mod" % where)
@@ -274,6 +284,13 @@ def check_entry(case, truth, entry, cap, first_cap):
     eq(entry["first_cap"], truth["first_cap"], "%s: first_cap" % where)
     eq(entry["planned"]["cap"], cap, "%s: planned cap" % where)
     eq(entry["planned"]["first_cap"], first_cap, "%s: planned first_cap" % where)
+    eq(entry["planned"]["first_cap_from"], "option" if given else "default_first_cap",
+       "%s: planned first_cap_from" % where)
+    eq(entry["default_first_cap"], truth["default_first_cap"], "%s: default_first_cap" % where)
+    # one line where DDP's own first cap is not DDPOptimizer's
+    eq(sum("DDP's own first bucket cap is %d bytes" % truth["first_cap"] in n
+           for n in entry["planned"]["notes"]),
+       int(not given and truth["first_cap"] != first_cap), "%s: first-cap note" % where)
     eq(plan_of(entry), expected_plan(truth, cap, first_cap), "%s: planned buckets" % where)
     step = rebuild_step(truth)
     eq(entry["ddp_buckets"]["initial"], truth["construction"]["buckets"],
@@ -325,12 +342,14 @@ def test_buckets_command(ctx):
         eq(sorted(e["rank"] for e in entries), list(range(len(truths))), "%s: ranks" % case)
         for e in entries:
             t = truths[e["rank"]]
-            check_entry(case, t, e, t["cap"], t["first_cap"])
+            # DDPOptimizer's own first cap (torch.compile builds it with
+            # DDP's cap alone), not necessarily DDP's
+            check_entry(case, t, e, t["cap"], t["default_first_cap"])
         # What if: other caps (the plan changes, DDP's buckets do not).
         for cap, first in ((4096, 1024), (1 << 20, 100)):
             entries = buckets_json(ctx, traces, "--cap", str(cap), "--first-cap", str(first))
             for e in entries:
                 t = truths[e["rank"]]
-                check_entry(case, t, e, cap, first)
-        plan = expected_plan(truths[0], truths[0]["cap"], truths[0]["first_cap"])
+                check_entry(case, t, e, cap, first, given=True)
+        plan = expected_plan(truths[0], truths[0]["cap"], truths[0]["default_first_cap"])
         ctx.note("%s: planned %s" % (case, [b["size"] for b in plan]))
