@@ -86,6 +86,26 @@ static void test_plan_first_cap(void)
 	CHECK_STR(plan(c2, 2, s2, 50, 50), "80:1,2|10:0");
 }
 
+/* Issue 20's model: DDP, DDP.module, six Linear(512, 512): weight 1048576
+ * and bias 2048 bytes each (params 0-11).  torch 2.14's DDPOptimizer, built
+ * as torch.compile builds it (cap 1572864 = bucket_cap_mb 1.5, first cap
+ * dist._DEFAULT_FIRST_BUCKET_BYTES = 1048576), logged 4 buckets of
+ * 1050624, 2101248, 2101248, 1050624 bytes for it
+ * (tests/recorder/test_ddp_optimizer.py; testdata/ddp/torch2-ddpoptimizer.txt). */
+static void test_plan_torch2(void)
+{
+	static const uint32_t c[] = {0, 0, 2, 2, 2, 2, 2, 2};
+	static const int64_t s[] = {1048576, 2048, 1048576, 2048, 1048576, 2048,
+				    1048576, 2048, 1048576, 2048, 1048576, 2048};
+	/* 5: 1050624 >= first cap 1048576 -> new;  4: 1050624 < cap -> 3 joins
+	 * (2101248) -> new;  2, 1 likewise;  0 alone;  module, DDP: 0 added */
+	CHECK_STR(plan(c, 8, s, 1572864, 1048576),
+		  "1050624:10,11|2101248:8,9,6,7|2101248:4,5,2,3|1050624:0,1");
+	/* with DDP's own first cap on 2.x (its bucket cap): 3 buckets of two */
+	CHECK_STR(plan(c, 8, s, 1572864, 1572864),
+		  "2101248:10,11,8,9|2101248:6,7,4,5|2101248:2,3,0,1");
+}
+
 static void test_plan_fold_and_extend(void)
 {
 	/* two parameter-free modules first in forward, then A of 100, cap 50:
@@ -179,6 +199,7 @@ int main(void)
 {
 	TEST(test_plan_mlp);
 	TEST(test_plan_first_cap);
+	TEST(test_plan_torch2);
 	TEST(test_plan_fold_and_extend);
 	TEST(test_simple_grid);
 	return check_done();
