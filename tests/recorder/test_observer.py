@@ -1,7 +1,14 @@
-"""The recorder must not change what the program dispatches: the ops a
-logging dispatch mode below the recorder sees are the ops it sees without
-the recorder (a leaf input that requires grad, activation checkpointing,
-several steps).
+"""The recorder must not change what the program dispatches.
+
+test_golden_programs: every golden program (tests/golden/programs, the cases
+this torch can run), on every rank, over 3 runs: the op names in the
+Recorder's trace are the op names a do-nothing dispatch mode sees in a
+separate run with the same seeds (tests/golden/observe.py; the do-nothing
+mode has CommDebugMode's module hooks, which dispatch views of their own).
+
+test_same_ops_with_and_without_recorder: the ops a logging dispatch mode below
+the recorder sees are the ops it sees without the recorder (a leaf input that
+requires grad, activation checkpointing, several steps).
 
 On torch 1.13 any dispatch mode above the logging one changes what it sees
 (the autograd engine dispatches extra aten.detach ops while a Python mode is
@@ -10,15 +17,20 @@ do-nothing mode in the recorder's place; where a do-nothing mode changes
 nothing, the baseline is the run without any mode."""
 
 import os
+import subprocess
+import sys
 
 import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
-from _util import eq
+from _util import REPO, eq
 
 from commdebug import Recorder
+
+sys.path.insert(0, os.path.join(REPO, "tests", "golden", "programs"))
+from oplog import install_hooks  # noqa: E402
 
 
 class OpLog(TorchDispatchMode):
@@ -32,6 +44,19 @@ class OpLog(TorchDispatchMode):
 
 
 class Nothing(TorchDispatchMode):
+    """A do-nothing mode, with do-nothing hooks where the recorder has its own."""
+
+    def __enter__(self):
+        self._hooks = install_hooks()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            for h in self._hooks:
+                h.remove()
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return func(*args, **(kwargs or {}))
 
@@ -93,8 +118,13 @@ def ops_of(reentrant, rec):
                     loss = net(x, y).sum()
                     loss.backward()
             else:
-                loss = net(x, y).sum()
-                loss.backward()
+                hooks = install_hooks()
+                try:
+                    loss = net(x, y).sum()
+                    loss.backward()
+                finally:
+                    for h in hooks:
+                        h.remove()
         grads.append(x.grad.clone())
         grads.append(y.grad.clone())
         opt.step()
@@ -122,6 +152,22 @@ def test_same_ops_with_and_without_recorder(ctx):
         for a, b in zip(ggot, gplain):
             eq(torch.equal(a, b), True, "input gradients")
         ctx.note("use_reentrant=%s: %d ops, the same as %s" % (
-            reentrant, len(got), "without a mode" if mode == plain else
+            reentrant, len(got), "without a mode (with do-nothing hooks)" if mode == plain else
             "under a do-nothing mode (which itself adds %d to the %d without one)"
             % (len(mode) - len(plain), len(plain))))
+
+
+def test_golden_programs(ctx):
+    r = subprocess.run([sys.executable, os.path.join(REPO, "tests", "golden", "observe.py"),
+                        os.path.join(ctx.tmp, "obs"), "--runs", "3"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+    out = r.stdout.decode(errors="replace")
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    if r.returncode != 0:
+        raise AssertionError("the recorder changed what a program dispatches "
+                             "(tests/golden/observe.py):\n" + out[-6000:])
+    cases = sorted({ln.split()[1] for ln in out.splitlines() if ln.startswith("ok ")})
+    skipped = [ln.split()[1].rstrip(":") for ln in out.splitlines() if ln.startswith("skip ")]
+    ctx.note("%s: %s the same with and without the recorder%s" % (
+        last, " ".join(cases), "; left out on this torch: " + " ".join(skipped)
+        if skipped else ""))

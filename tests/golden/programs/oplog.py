@@ -47,7 +47,7 @@ class OpLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
     def __enter__(self):
-        self._hooks = _install_hooks()
+        self._hooks = install_hooks()
         return super().__enter__()
 
     def __exit__(self, *exc):
@@ -84,7 +84,7 @@ def _fw_post(mod, inputs, output):
         register_multi_grad_hook(tensors, _nothing, mode="any")
 
 
-def _install_hooks():
+def install_hooks():
     """The hooks of CommDebugMode's module tracker (torch 2.x), doing nothing;
     on a torch without multi-grad or global backward hooks (1.13), none."""
     hooks = []
