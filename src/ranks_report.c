@@ -278,8 +278,9 @@ static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 	}
 }
 
-/* Where a rank was when its trace ends (no times). */
-static void text_state(struct cd_out *o, const struct cd_rank_summary *s)
+/* Where a rank was when its trace ends (no times), and how it ended
+ * unless its finding says that already (died). */
+static void state(struct cd_out *o, const struct cd_rank_summary *s, bool how)
 {
 	if (s->end == CD_END_CLOSED && !s->in_region) {
 		cd_out_str(o, "went on to the end of its trace (closed)");
@@ -302,8 +303,20 @@ static void text_state(struct cd_out *o, const struct cd_rank_summary *s)
 	if (s->has_last_op)
 		cd_out_printf(o, "; last op %s in %s", cd_rank_str(s, s->last_op),
 			      cd_rank_str(s, s->last_op_module));
-	cd_out_str(o, "; trace ");
-	text_end(o, s);
+	if (how) {
+		cd_out_str(o, "; trace ");
+		text_end(o, s);
+	}
+}
+
+static void text_state(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	state(o, s, true);
+}
+
+static void text_state_died(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	state(o, s, false);
 }
 
 /* Print ranks grouped by the text fn gives each; times: the range of
@@ -637,7 +650,8 @@ static void text_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 	    timed(pm, f->t_last))
 		cd_out_printf(o, "     arrived last: rank %" PRId64 " at %.3f s\n",
 			      pm->r[f->last_rank]->rank, secs(pm, f->t_last));
-	text_groups(o, pm, f->odd.v, f->odd.n, text_state, "     ");
+	text_groups(o, pm, f->odd.v, f->odd.n,
+		    f->kind == CD_FK_DIED ? text_state_died : text_state, "     ");
 }
 
 /* ---- findings, as JSON ---- */
