@@ -34,7 +34,7 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -r, --region=N       observed all-reduces of region N only\n"
 		"      --cap=BYTES      plan with this bucket cap (default: DDP's)\n"
-		"      --first-cap=BYTES  plan with this first-bucket cap (default: DDP's)\n"
+		"      --first-cap=BYTES  plan with this first-bucket cap (default: DDPOptimizer's)\n"
 		"  -j, --json           the result as JSON\n"
 		"  -o, --output=FILE    write to FILE instead of standard output\n"
 		"      --no-nccl        leave out the NCCL calls\n"
