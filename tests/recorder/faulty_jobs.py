@@ -56,6 +56,10 @@ is written *before* the collective is handed to gloo:
                                             of the parameters (a silent desync
                                             shows as different sums)
 
+With ``--mesh`` (torch 2.x) the ranks form a 2-D mesh, dp x tp, made by
+init_device_mesh: the blocks all-reduce over their tp pair ({0,1}, {2,3}), the
+gradients over their dp pair ({0,2}, {1,3}), nothing over the world group.
+
 ``pg`` is the process group name the recorder uses (c10d's name for the group:
 "0" for the world group, "1", "2", ... for new groups in creation order), and
 ``t_ns`` is time.time_ns(), the clock of the trace's meta t0.
@@ -112,6 +116,17 @@ SCENARIOS = {
     "abort": dict(faults=["abort:2"], culprits={2: ("Net.blocks.1", 2)}),
     "two": dict(faults=["size:1", "kill:3:2:Net.blocks.2"], groups=True,
                 culprits={1: ("Net.blocks.1", 2), 3: ("Net.blocks.2", 2)}),
+    # A pair is a tie at every position: the higher rank of the pair is the
+    # culprit, so "the lowest rank is the reference" would blame its peer.
+    "pair-size": dict(faults=["size:3"], groups=True, culprits={3: ("Net.blocks.1", 2)}),
+    # A 2-D mesh (torch 2.x, init_device_mesh): dp 2 x tp 2; the blocks
+    # all-reduce over their tp pair, the gradients over their dp pair.
+    "mesh-size": dict(faults=["size:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),
+    "mesh-skip": dict(faults=["skip:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),
+    "mesh-coll": dict(faults=["coll:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),
+    "mesh-straggler": dict(faults=["sleep:3:3:Net.blocks.1:8"], mesh=True,
+                           culprits={3: ("Net.blocks.1", 3)}),
+    "mesh-kill": dict(faults=["kill:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),
 }
 
 
@@ -163,7 +178,15 @@ def worker(args):
 
     groups = {pg_name(None): list(range(world))}  # the world and this rank's pair
     block_group = [None] * world
-    if args.groups:
+    grad_group = None
+    if args.mesh:
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        tp, dp = mesh.get_group("tp"), mesh.get_group("dp")
+        block_group[rank], grad_group = tp, dp
+        groups[pg_name(tp)] = [r for r in range(world) if r // 2 == rank // 2]
+        groups[pg_name(dp)] = [r for r in range(world) if r % 2 == rank % 2]
+    elif args.groups:
         for lo in range(0, world, 2):
             members = list(range(lo, min(lo + 2, world)))
             # Group creation waits for every rank (a store barrier under this
@@ -277,9 +300,9 @@ def worker(args):
             loss.backward()
             flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
             # Outside the autograd engine: CommDebugMode counts it as forward.
-            issue("c10d.allreduce_", None, flat, "Global", "forward",
-                  lambda: dist.all_reduce(flat))
-            flat /= world
+            issue("c10d.allreduce_", grad_group, flat, "Global", "forward",
+                  lambda: dist.all_reduce(flat, group=grad_group))
+            flat /= dist.get_world_size(grad_group)
             off = 0
             for p in model.parameters():
                 n = p.numel()
@@ -336,7 +359,7 @@ def _free_port():
 
 
 def run_job(out, faults, world=4, steps=3, groups=False, timeout=4, deadline=90,
-            python=None):
+            python=None, mesh=False):
     """Run the job as WORLD processes with FAULTS (specs as for --fault) and wait
     until every rank has ended; a rank still running after DEADLINE seconds is
     SIGKILLed, as one kills a hung job.  Returns a Job."""
@@ -353,6 +376,8 @@ def run_job(out, faults, world=4, steps=3, groups=False, timeout=4, deadline=90,
                "--max-seconds", str(deadline + 5)]
         if groups:
             cmd.append("--groups")
+        if mesh:
+            cmd.append("--mesh")
         for f in faults:
             cmd += ["--fault", f]
         log = open(os.path.join(out, "log%d.txt" % rank), "w")
@@ -375,6 +400,9 @@ def main():
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--groups", action="store_true",
                    help="blocks use tensor-parallel pairs of ranks")
+    p.add_argument("--mesh", action="store_true",
+                   help="a 2-D mesh (init_device_mesh, dp x tp): blocks over tp, gradients "
+                        "over dp")
     p.add_argument("--timeout", type=float, default=4, help="gloo timeout, seconds")
     p.add_argument("--max-seconds", type=int, default=120,
                    help="the process exits after this long regardless")
@@ -387,7 +415,7 @@ def main():
         Fault(s)  # reject a bad spec before any process starts
     if args.run:
         job = run_job(args.out, args.fault, world=args.run, steps=args.steps,
-                      groups=args.groups, timeout=args.timeout,
+                      groups=args.groups, timeout=args.timeout, mesh=args.mesh,
                       deadline=args.max_seconds)
         print("exit statuses:", job.rcs)
         return

@@ -545,7 +545,16 @@ JOB_KINDS = {
     "straggler": {"straggler"},
     "kill": {"hang"},
     "abort": {"hang"},
+    "pair-size": {"size_mismatch"},
+    "mesh-size": {"size_mismatch"},
+    "mesh-skip": {"skip"},
+    "mesh-coll": {"type_mismatch"},
+    "mesh-straggler": {"straggler"},
+    "mesh-kill": {"hang"},
 }
+# Where a rank's process can end: traces whose meta says "ends" tell a kill
+# ("killed", or "cut" mid-line) from an abrupt end of an older recorder.
+KILLED_ENDS = ("abrupt", "cut", "killed")
 
 
 def job_report(ctx, name):
@@ -574,13 +583,16 @@ def job_report(ctx, name):
 
 
 def culprit_seq(job, rank, module, step):
-    """The position of the culprit's fault: the seq the other ranks gave the
-    collective in MODULE's forward in STEP, and their process group."""
+    """The position of the culprit's fault: the seq the other ranks of its
+    own groups (its ledger's) gave the collective in MODULE's forward in
+    STEP, and their process group."""
+    mine = set(job.ledgers[rank][0].get("groups", {}))
     for r in range(job.world):
         if r == rank:
             continue
         for c in job.colls(r):
-            if c["module"] == module and c["step"] == step and c["phase"] == "forward":
+            if c["module"] == module and c["step"] == step and c["phase"] == "forward" \
+                    and (not mine or c["pg"] in mine):
                 return c["pg"], c["seq"], r
     return None, None, None
 
@@ -691,7 +703,7 @@ def test_job_kill(ctx):
     if res:
         job, doc, first, rank = res
         st = [s for s in first["states"] if s["rank"] == rank]
-        check(st and st[0]["end"] in ("abrupt", "cut"), "rank %d's end: %r", rank, st)
+        check(st and st[0]["end"] in KILLED_ENDS, "rank %d's end: %r", rank, st)
         eq(st[0]["label"], "step 2", "region the killed rank stopped in")
         last = job.colls(rank)[-1]
         eq((st[0]["last_collective"]["seq"], st[0]["last_collective"]["module"]),
@@ -717,3 +729,105 @@ def test_job_two_faults(ctx):
     first = doc["findings"][0]
     check(any(names_culprit(first, r, m, s) for r, (m, s) in culprits.items()),
           "two faults: the first finding names neither culprit: %r", first["text"])
+
+
+# ------------------------------------------------------------------ pairs and meshes
+def has_device_mesh():
+    try:
+        from torch.distributed.device_mesh import init_device_mesh  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def check_tie(ctx, name):
+    """A size mismatch in a two-rank group (a tie at the position): the
+    culprit (the ledgers' faulty rank) is the one blamed, and the finding
+    says what decided it: its own earlier step or the sibling group (the
+    other pair ran the same modules)."""
+    res = check_job(ctx, name)
+    if not res:
+        return
+    job, doc, first, rank = res
+    eq(first["ranks"], [rank], "%s: the rank blamed" % name)
+    peer = rank ^ 1
+    eq(first["others"], [peer], "%s: the other side" % name)
+    basis = first.get("decided_by", {}).get("basis")
+    check(basis in ("own_steps", "sibling_group"), "%s: the tie's basis: %r", name,
+          first.get("decided_by"))
+    if basis == "own_steps":
+        # the peer's own step 1 issued there what it issues in step 2 (its ledger)
+        eq(first["decided_by"]["rank"], peer, "%s: whose steps decided" % name)
+        eq(first["decided_by"]["label"], "step 1", "%s: the step that decided" % name)
+        pg, seq = first["pg"], first["seq"]
+        led = {(c["module"], c["phase"], c["bytes"]) for c in job.colls(peer)
+               if c["step"] == 1 and c["pg"] == pg}
+        here = [c for c in job.colls(peer) if c["pg"] == pg and c["seq"] == seq]
+        check(here and (here[0]["module"], here[0]["phase"], here[0]["bytes"]) in led,
+              "%s: the peer's step 1 does not hold what it issued at seq %d", name, seq)
+    mine = [m for m in first["modules"] if m["side"] == "odd"]
+    led = [c for c in job.colls(rank) if c["seq"] == first["seq"] and c["pg"] == first["pg"]]
+    eq([m["bytes"] for m in mine], [c["bytes"] for c in led], "%s: the odd size" % name)
+    check("a tie, decided by" in first["text"], "%s: the text does not say what decided "
+          "the tie: %r", name, first["text"])
+
+
+def test_job_pair_size(ctx):
+    """Pairs as process groups; rank 3 (the higher of pair {2,3}) all-reduces
+    twice the elements in Net.blocks.1, step 2: rank 3 is blamed, not rank 2,
+    and the finding says why."""
+    check_tie(ctx, "pair-size")
+
+
+def mesh_job(ctx, name):
+    if not has_device_mesh():
+        raise Skip("no torch.distributed.device_mesh in this torch")
+    return check_job(ctx, name)
+
+
+def test_job_mesh_size(ctx):
+    """2-D mesh (dp 2 x tp 2): rank 3 sends twice the elements over its tp
+    pair in Net.blocks.1, step 2: rank 3 blamed, the tie decided."""
+    if not has_device_mesh():
+        raise Skip("no torch.distributed.device_mesh in this torch")
+    check_tie(ctx, "mesh-size")
+
+
+def test_job_mesh_skip(ctx):
+    """2-D mesh: rank 3 skips its tp all-reduce of Net.blocks.1 in step 2: a
+    skip, blamed on rank 3 (not its peer)."""
+    res = mesh_job(ctx, "mesh-skip")
+    if res:
+        job, doc, first, rank = res
+        eq((first["ranks"], first["count"]), ([rank], 1), "mesh-skip: who skipped how many")
+
+
+def test_job_mesh_coll(ctx):
+    """2-D mesh: rank 3 all-gathers over its tp pair where rank 2 all-reduces."""
+    res = mesh_job(ctx, "mesh-coll")
+    if res:
+        job, doc, first, rank = res
+        eq(first["ranks"], [rank], "mesh-coll: the rank blamed")
+
+
+def test_job_mesh_straggler(ctx):
+    """2-D mesh: rank 3 sleeps 8 s in Net.blocks.1, step 3."""
+    res = mesh_job(ctx, "mesh-straggler")
+    if res:
+        job, doc, first, rank = res
+        eq(first["times"]["last_rank"], rank, "mesh-straggler: who arrived last")
+
+
+def test_job_mesh_kill(ctx):
+    """2-D mesh: rank 3 SIGKILLs itself in Net.blocks.1, step 2: rank 3 hangs
+    there, and (with a recorder that writes end events) died, cut off."""
+    res = mesh_job(ctx, "mesh-kill")
+    if res:
+        job, doc, first, rank = res
+        st = [t for t in doc["traces"] if t["rank"] == rank][0]
+        check(st["end"] in KILLED_ENDS, "mesh-kill: rank %d's end %r", rank, st["end"])
+        if st.get("ends"):
+            died = [f for f in doc["findings"] if f["kind"] == "died" and rank in f["ranks"]]
+            check(died and died[0]["end"] in ("killed", "cut"),
+                  "mesh-kill: no died finding for rank %d: %r", rank,
+                  [f["text"] for f in doc["findings"]])
