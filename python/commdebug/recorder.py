@@ -1097,16 +1097,20 @@ class Recorder:
         origin = _issuer()
         from_engine = allreduce and bw and (origin is None or origin in _ENGINE_ENTRIES)
         held = None
-        if (origin is None or not origin[0].startswith(_PY_COLLECTIVES)) \
+        if C.TORCH < (2,) and (origin is None or not origin[0].startswith(_PY_COLLECTIVES)) \
                 and (self._ddp_groups or self._pg_ctx):
-            # DDP's tensors made in C++ (its gradient buckets, the flat buffers
-            # of its construction-time broadcast) got a Python object when they
-            # were handed to this mode.  Keep them, so that a communication
-            # thread does not free that object last: it would need the GIL,
-            # which the main thread holds while ProcessGroupGloo's destructor
-            # waits for that thread (a hang at destroy_process_group, torch
-            # 1.13).  DDP keeps its buckets for its lifetime anyway, so this
-            # changes nothing the program does; nothing else is kept.
+            # Torch 1.13 only: DDP's tensors made in C++ (its gradient buckets,
+            # the flat buffers of its construction-time broadcast) got a Python
+            # object when they were handed to this mode.  Keep them, so that a
+            # communication thread does not free that object last: it would
+            # need the GIL, which the main thread holds while
+            # ProcessGroupGloo's destructor waits for that thread (a hang at
+            # destroy_process_group).  DDP keeps its buckets for its lifetime
+            # anyway; nothing else is kept.  Torch 2.x needs none of it (its
+            # DDP and destroy_process_group tests pass without), and a
+            # reference kept to a tensor can change what the program
+            # dispatches (the autograd engine copies a gradient someone else
+            # holds instead of stealing it), so there nothing is kept at all.
             held = K.tensors_of(list(args[:3]), [])
         pg_name, no_obj = self._arg_group(pg_kind, pg_idx, args)
         if no_obj:
