@@ -12,7 +12,8 @@ MODE is one of
 
 Adapted from the program that made the PyTorch 2.11 golden data
 (shared/golden-torch2.11/tools/golden.py): the same cases with the same seeds,
-plus cases of our own (twice, shared, locals, c10d, fsdp2, sp_block).  The
+plus cases of our own (twice, shared, locals, c10d, fsdp2, sp_block; compiled,
+which regen.py leaves out).  The
 cases that need DTensor are left out (exit status 3) on a torch without it;
 ddp and c10d also run on torch 1.13.
 """
@@ -39,7 +40,7 @@ except Exception:
     DTensor = None
 
 NEEDS_DTENSOR = {"mlp", "mlp_stacked", "ac", "funcol", "redistribute", "mesh2d", "twice",
-                 "shared", "locals", "fsdp2", "sp_block", "transformer", "transformer_sp"}
+                 "shared", "locals", "compiled", "fsdp2", "sp_block", "transformer", "transformer_sp"}
 
 case, outdir, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
 assert MODE in ("rec", "cdm", "ops"), MODE
@@ -377,6 +378,11 @@ elif case == "mesh2d":  # 2-D mesh: tensor parallel inside, FSDP2 across
     fully_shard(m, mesh=mesh2["dp"])
     x = inp()
     region_run("2d fwd+bwd", lambda: m(x).sum().backward())
+elif case == "compiled":  # torch.compile (aot_eager: no C compiler needed) of a TP MLP
+    # Not in regen.py's list: CommDebugMode's own tree is wrong for it (2.14).
+    m = torch.compile(tp_mlp(), backend="aot_eager")
+    x = inp()
+    region_run("compiled fwd+bwd", lambda: m(x).sum().backward())
 elif case == "locals":  # classes defined in a function (<locals> in their names)
     def build():
         class Inner(nn.Module):
