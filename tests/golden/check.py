@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Golden test: commdebug against PyTorch 2.11's own CommDebugMode on real runs.
+"""Golden test: commdebug against PyTorch's own CommDebugMode on real runs.
 
     check.py COMMDEBUG GOLDEN_DIR [-k CASE] [--list]
 
-GOLDEN_DIR holds one directory per case (testdata/golden/, see its SOURCE.md):
+GOLDEN_DIR holds one directory per case: testdata/golden/ (PyTorch 2.11, see
+testdata/SOURCE.md), or what regen.py made on the installed torch.  In each,
 rankR.zst, the recorder's trace of rank R, and exp-rankR/regionK/, what
 CommDebugMode itself produced for region K of the same program:
 
