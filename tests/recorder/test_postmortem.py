@@ -363,8 +363,18 @@ def check_report(ctx, out, world, how, odd, truths, evs_all, colls_all):
            {k: pos[k] for k in ("collective", "module", "phase")}, "what was skipped")
     else:
         ref = first_divergence([log_of(t) for t in truths])
+        want_kind = ref["kind"]
+        if how == "skip":
+            # Every rank stopped at the skipped seq (killed while hung there),
+            # so nothing follows to realign against; the skipping rank's own
+            # step 1 issued, at this place, the skipped all-reduce and then
+            # what it issued instead: a skip of 1, told by its own history.
+            want_kind = "skip"
+            eq((d.get("count"), d.get("decided_by", {}).get("basis"),
+                d.get("decided_by", {}).get("rank"), d.get("decided_by", {}).get("label")),
+               (1, "own_steps_history", odd, "step 1"), "the skip and what told it")
         eq({k: d.get(k) for k in ("kind", "pg", "seq", "ranks", "others")},
-           {"kind": ref["kind"], "pg": ref["pg"], "seq": ref["seq"], "ranks": ref["odd_ranks"],
+           {"kind": want_kind, "pg": ref["pg"], "seq": ref["seq"], "ranks": ref["odd_ranks"],
             "others": ref["ranks"]}, "the first finding")
         theirs = finding_where(d, "others")
         eq({k: theirs[k] for k in ("collective", "module", "phase")},
@@ -380,7 +390,7 @@ def check_report(ctx, out, world, how, odd, truths, evs_all, colls_all):
           d["text"])
     # Nothing disagrees earlier in that group.
     for later in doc["findings"][1:]:
-        check(later["kind"] == "empty_trace" or later["seq"] >= d["seq"]
+        check(later["kind"] in ("empty_trace", "died") or later["seq"] >= d["seq"]
               or later["pg"] != d["pg"], "finding %r is earlier than the first one", later)
 
     # states: each odd rank as its trace ends.
