@@ -10,6 +10,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "sniff.h"
+
 /* ---- the node tree ---- */
 
 enum ykind { Y_SCALAR, Y_MAP, Y_SEQ };
@@ -593,6 +595,13 @@ enum cd_status cd_expect_parse(const char *buf, size_t n, struct cd_expect *x,
 	if (!st)
 		st = get_top(root, x, err);
 	ynode_free(root);
+	/* another kind of file (a trace, arguments swapped): say so (sniff.h) */
+	const char *what = st && st != CD_ERR_NOMEM ? cd_sniff(buf, n, CD_SNIFF_WANT_YAML) : NULL;
+	if (what) {
+		err->line = 1;
+		err->column = 0;
+		st = cd_fail(err, st, "not an expectations file: %s", what);
+	}
 	if (!st)
 		assign_ids(x);
 	if (st)

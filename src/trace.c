@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include "parse.h"
+#include "sniff.h"
 
 typedef enum cd_status (*parse_fn)(struct cd_parser *, const char *, size_t, struct cd_event *,
 				   struct cd_err *);
@@ -33,6 +34,17 @@ static bool mem_over(struct cd_err *err)
 	cd_fail(err, CD_ERR_LIMIT, "memory use reached %.1f MiB, over the bound of %.1f MiB "
 		"(--max-mem); stopped", (double)used / 1048576.0, (double)limit / 1048576.0);
 	return true;
+}
+
+/* The first line did not parse: if the input is something else said in
+ * words (sniff.h), that replaces the parser's message. */
+static enum cd_status not_a_trace(const char *p, size_t n, enum cd_status st, struct cd_err *err)
+{
+	const char *what = cd_sniff(p, n, CD_SNIFF_WANT_TRACE);
+	if (!what)
+		return st;
+	err->column = 0;
+	return cd_fail(err, st, "not a commdebug trace: %s", what);
 }
 
 enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd_trace_run *run,
@@ -103,6 +115,8 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 			}
 			if (st) {
 				err->line = run->line;
+				if (!run->seen_meta && st != CD_ERR_NOMEM && st != CD_ERR_LIMIT)
+					st = not_a_trace(p, (size_t)(end - p), st, err);
 				goto out;
 			}
 			if (!run->seen_meta) {
