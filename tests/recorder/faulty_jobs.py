@@ -127,6 +127,25 @@ SCENARIOS = {
     "mesh-straggler": dict(faults=["sleep:3:3:Net.blocks.1:8"], mesh=True,
                            culprits={3: ("Net.blocks.1", 3)}),
     "mesh-kill": dict(faults=["kill:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),
+    # FSDP2 (torch 2.x, fully_shard over a 1-D mesh of the 4 ranks; see
+    # fsdp_worker): the collectives are FSDP's all-gathers and reduce-scatters,
+    # and the root module is named FSDPNet (fully_shard changes its class).
+    "fsdp-skip": dict(faults=["skip:1"], fsdp=True, steps=2, timeout=3,
+                      culprits={1: ("FSDPNet.blocks.1", 2)}),
+    "fsdp-size": dict(faults=["size:1"], fsdp=True, steps=2,
+                      culprits={1: ("FSDPNet.blocks.1", 1)}),
+    "fsdp-straggler": dict(faults=["sleep:3:2:Net.blocks.1:6"], fsdp=True, steps=2, timeout=3,
+                           culprits={3: ("FSDPNet.blocks.1", 2)}),
+    "fsdp-kill": dict(faults=["kill:2"], fsdp=True, steps=2,
+                      culprits={2: ("FSDPNet.blocks.1", 2)}),
+    # FSDP2 over dp with tensor parallelism inside (fc1 column-, fc2
+    # row-parallel over tp) on the 2 x 2 mesh: rank 3 leaves Net.blocks.1 out
+    # in step 2, so both its pairs ({1,3} for FSDP, {2,3} for TP) lack its
+    # collectives: ties in both.
+    # Gloo does not time the functional all-reduces out here: the job hangs
+    # and is killed once its traces stop growing.
+    "fsdp-tp-skip": dict(faults=["skip:3"], fsdp=True, mesh=True, steps=2, quiet=3,
+                         culprits={3: ("FSDPNet.blocks.1", 2)}),
 }
 
 
@@ -316,6 +335,186 @@ def worker(args):
     dist.destroy_process_group()
 
 
+# ------------------------------------------------------------------- FSDP2 worker
+FSDP_HIDDEN = 8
+
+
+def fsdp_worker(args):
+    """The FSDP2 job (--fsdp): Net.blocks.0 .. Net.blocks.3, each a residual MLP
+    (fc1: DIM -> FSDP_HIDDEN, tanh, fc2: back to DIM) wrapped with fully_shard
+    over a 1-D mesh of every rank (with --mesh: a dp x tp mesh, fc1/fc2
+    column/row-parallel over tp, fully_shard over dp), Net itself fully_shard-ed
+    too.  Data parallel: each rank draws its own batch.  The collectives are
+    FSDP2's own: per block an all-gather of its parameters in forward (again in
+    backward, as blocks reshard after forward) and a reduce-scatter of its
+    gradients in backward.  The worker cannot log them before they happen (FSDP
+    issues them in its hooks), so the ledger has per step the blocks the rank
+    is about to run ({"ev": "step", "step", "modules"}), and each fault, right
+    before it happens.  Faults (STEP defaults to 2, MODULE to Net.blocks.1):
+
+        skip    the rank's forward leaves MODULE out in STEP (a different code
+                path): its all-gather and reduce-scatter for MODULE are missing
+        size    the rank builds MODULE with twice the hidden size (a different
+                model config): its shards, all-gathers and reduce-scatters differ
+                in size from the first step on (the fault is logged at step 1)
+        sleep   the rank sleeps ARG seconds inside MODULE in STEP, before
+                FSDP's unshard of it (a pre-hook ahead of FSDP's)
+        kill    the rank SIGKILLs itself there
+        abort   the rank calls os.abort() there
+    """
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.distributed.device_mesh import init_device_mesh
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        from torch.distributed._composable.fsdp import fully_shard
+
+    sys.path.insert(0, PYDIR)
+    from commdebug import Recorder
+
+    rank = int(os.environ["RANK"])
+    faults = [f for f in (Fault(s) for s in args.fault) if f.rank == rank]
+    for f in faults:
+        if f.kind not in ("skip", "size", "sleep", "kill", "abort"):
+            raise SystemExit("fault %s: not in an FSDP job" % f.kind)
+    ledger = Ledger(os.path.join(args.out, "ledger%d.jsonl" % rank))
+    timeout = datetime.timedelta(seconds=args.timeout)
+    dist.init_process_group("gloo", init_method="env://", timeout=timeout)
+    world = dist.get_world_size()
+
+    def give_up():
+        time.sleep(args.max_seconds)
+        ledger.write(ev="error", msg="watchdog: still running after %d s" % args.max_seconds)
+        os._exit(5)
+
+    threading.Thread(target=give_up, daemon=True).start()
+
+    c10d = dist.distributed_c10d
+    names = getattr(getattr(c10d, "_world", None), "pg_names", None) or c10d._pg_names
+
+    def pg_name(group):
+        return str(names[group if group is not None else c10d._get_default_group()])
+
+    groups = {pg_name(None): list(range(world))}
+    if args.mesh:
+        mesh2 = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        dp_mesh, tp_mesh = mesh2["dp"], mesh2["tp"]
+        groups[pg_name(tp_mesh.get_group())] = [r for r in range(world) if r // 2 == rank // 2]
+        groups[pg_name(dp_mesh.get_group())] = [r for r in range(world) if r % 2 == rank % 2]
+    else:
+        dp_mesh, tp_mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",)), None
+        groups[pg_name(dp_mesh.get_group())] = list(range(world))
+    ledger.write(ev="start", rank=rank, world_size=world, pid=os.getpid(), groups=groups,
+                 faults=[f.spec() for f in faults], fsdp=True)
+    state = {"step": 0}
+
+    class Block(nn.Module):
+        def __init__(self, hidden):
+            super().__init__()
+            self.fc1 = nn.Linear(DIM, hidden)
+            self.fc2 = nn.Linear(hidden, DIM)
+
+        def forward(self, x):
+            return x + self.fc2(torch.tanh(self.fc1(x)))
+
+    def block_of(f):  # MODULE is Net.blocks.N
+        return int(f.module.rsplit(".", 1)[1])
+
+    def hidden_of(i):
+        for f in faults:
+            if f.kind == "size" and block_of(f) == i:
+                return 2 * FSDP_HIDDEN
+        return FSDP_HIDDEN
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(Block(hidden_of(i)) for i in range(BLOCKS))
+
+        def forward(self, x):
+            run = []
+            for i in range(BLOCKS):
+                if any(f.kind == "skip" and f.step == state["step"] and block_of(f) == i
+                       for f in faults):
+                    continue
+                run.append(i)
+            ledger.write(ev="step", step=state["step"], modules=[mod_name(i) for i in run])
+            for i in run:
+                x = self.blocks[i](x)
+            return x
+
+    torch.manual_seed(0)
+    model = Net()
+    if tp_mesh is not None:
+        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                       parallelize_module)
+        for blk in model.blocks:
+            parallelize_module(blk, tp_mesh, {"fc1": ColwiseParallel(),
+                                              "fc2": RowwiseParallel()})
+    for blk in model.blocks:
+        fully_shard(blk, mesh=dp_mesh)
+    fully_shard(model, mesh=dp_mesh)
+    # The module names the trace has: ModTracker names the root by its class,
+    # which fully_shard changed (Net -> FSDPNet).
+    root = type(model).__name__
+
+    def mod_name(i):
+        return "%s.blocks.%d" % (root, i)
+
+    for f in faults:
+        if f.kind == "size":  # the model differs from the first step on
+            ledger.write(ev="fault", kind="size", step=1, module=mod_name(block_of(f)),
+                         hidden=2 * FSDP_HIDDEN, others_hidden=FSDP_HIDDEN)
+
+    def fault_hook(i):
+        def hook(module, inputs):
+            for f in faults:
+                if f.step != state["step"] or block_of(f) != i:
+                    continue
+                if f.kind in ("sleep", "kill", "abort"):
+                    ledger.write(ev="fault", kind=f.kind, step=f.step, module=mod_name(i),
+                                 phase="forward", **({"seconds": f.arg}
+                                                     if f.kind == "sleep" else {}))
+                if f.kind == "sleep":
+                    time.sleep(f.arg)
+                elif f.kind == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                elif f.kind == "abort":
+                    os.abort()
+        return hook
+
+    for i, blk in enumerate(model.blocks):
+        # ahead of FSDP's own pre-forward hook (its unshard)
+        blk.register_forward_pre_hook(fault_hook(i), prepend=True)
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = Recorder(os.path.join(args.out, "traces", "rank{rank}.zst"))
+    for step in range(1, args.steps + 1):
+        state["step"] = step
+        for f in faults:
+            if f.kind == "skip" and f.step == step:
+                ledger.write(ev="fault", kind="skip", step=step, module=mod_name(block_of(f)),
+                             phase="forward")
+        torch.manual_seed(1000 * step + rank)  # data parallel: each rank its own batch
+        x = torch.randn(BATCH, DIM)
+        try:
+            with rec(label="step %d" % step):
+                opt.zero_grad()
+                loss = model(x).pow(2).mean()
+                loss.backward()
+                opt.step()
+        except Exception as e:
+            ledger.write(ev="error", msg=str(e).splitlines()[0] if str(e) else type(e).__name__)
+            raise
+    rec.close()
+    total = float(sum(p.detach().to_local().double().sum() for p in model.parameters()))
+    ledger.write(ev="done", sum=total)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 # ----------------------------------------------------------------------- harness
 class Job:
     def __init__(self, out, world, rcs):
@@ -358,11 +557,21 @@ def _free_port():
     return port
 
 
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return -1
+
+
 def run_job(out, faults, world=4, steps=3, groups=False, timeout=4, deadline=90,
-            python=None, mesh=False):
+            python=None, mesh=False, fsdp=False, quiet=None):
     """Run the job as WORLD processes with FAULTS (specs as for --fault) and wait
     until every rank has ended; a rank still running after DEADLINE seconds is
-    SIGKILLed, as one kills a hung job.  Returns a Job."""
+    SIGKILLed, as one kills a hung job.  With QUIET (seconds), ranks still running
+    once a fault was logged and no trace has grown for QUIET seconds are
+    SIGKILLed then (the recorder flushes every 0.5 s): a hung job, killed
+    without waiting for the deadline.  Returns a Job."""
     os.makedirs(os.path.join(out, "traces"), exist_ok=True)
     port = _free_port()
     procs = []
@@ -378,11 +587,25 @@ def run_job(out, faults, world=4, steps=3, groups=False, timeout=4, deadline=90,
             cmd.append("--groups")
         if mesh:
             cmd.append("--mesh")
+        if fsdp:
+            cmd.append("--fsdp")
         for f in faults:
             cmd += ["--fault", f]
         log = open(os.path.join(out, "log%d.txt" % rank), "w")
         procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
     end = time.time() + deadline
+    if quiet:
+        sizes, since = None, time.time()
+        while time.time() < end and any(p.poll() is None for p, _ in procs):
+            cur = [_size(os.path.join(out, "traces", "rank%d.zst" % r)) for r in range(world)]
+            if cur != sizes:
+                sizes, since = cur, time.time()
+            elif time.time() - since >= quiet and any(
+                    e["ev"] == "fault" for r in range(world)
+                    for e in read_ledger(os.path.join(out, "ledger%d.jsonl" % r))):
+                end = time.time()  # hung: kill what still runs
+                break
+            time.sleep(0.1)
     rcs = []
     for p, log in procs:
         try:
@@ -403,6 +626,9 @@ def main():
     p.add_argument("--mesh", action="store_true",
                    help="a 2-D mesh (init_device_mesh, dp x tp): blocks over tp, gradients "
                         "over dp")
+    p.add_argument("--fsdp", action="store_true",
+                   help="FSDP2: every block fully_shard-ed over a 1-D mesh of all ranks "
+                        "(with --mesh: over dp, the blocks tensor-parallel over tp)")
     p.add_argument("--timeout", type=float, default=4, help="gloo timeout, seconds")
     p.add_argument("--max-seconds", type=int, default=120,
                    help="the process exits after this long regardless")
@@ -416,10 +642,13 @@ def main():
     if args.run:
         job = run_job(args.out, args.fault, world=args.run, steps=args.steps,
                       groups=args.groups, timeout=args.timeout, mesh=args.mesh,
-                      deadline=args.max_seconds)
+                      fsdp=args.fsdp, deadline=args.max_seconds)
         print("exit statuses:", job.rcs)
         return
-    worker(args)
+    if args.fsdp:
+        fsdp_worker(args)
+    else:
+        worker(args)
 
 
 if __name__ == "__main__":
