@@ -26,6 +26,11 @@ static int by_rank(const void *a, const void *b)
 	return strcmp(x->path, y->path);
 }
 
+void cd_pm_sort(struct cd_rank_summary **v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, by_rank);
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

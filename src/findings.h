@@ -123,6 +123,10 @@ struct cd_pm {
 	uint64_t visits;              /* rank records looked at while matching (work done) */
 };
 
+/* Sort n summaries as pm->all is: by rank (traces without one last), then
+ * path. */
+void cd_pm_sort(struct cd_rank_summary **v, int n);
+
 /* Build the post-mortem of n summaries (they must outlive pm).  Returns
  * false when out of memory (pm is then still safe to free). */
 bool cd_pm_build(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n, int64_t late_ns);

@@ -3,8 +3,9 @@
 
 int cmd_analyze(int argc, char **argv)
 {
-	struct cd_cli cli = {.cmd = "analyze"};
-	int rc = cd_cli_parse(&cli, argc, argv);
+	static const struct cd_cmd cmd = {"analyze", CD_C_ANALYZE, NULL, NULL, NULL};
+	struct cd_cli cli = {0};
+	int rc = cd_cli_parse(&cli, &cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;

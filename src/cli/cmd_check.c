@@ -3,7 +3,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,101 +14,35 @@
 #include "out.h"
 #include "paths.h"
 #include "ranks.h"
+#include "run.h"
 #include "trace.h"
 
-struct check_opts {
-	const char *expect_path;
-	bool write, json, general_parser;
-	const char *out_path;
-	const char *junit_path;
-	char **traces;
-	int ntraces;
+static const char *check_args(struct cd_cli *cli)
+{
+	if (cli->ntraces < 2)
+		return cli->ntraces < 1 ? "no expectations file given" : "no trace given";
+	if (cli->write && (cli->json || cli->junit_path || cli->out_path))
+		return "--write writes the expectations file; it takes no --json, --junit or "
+		       "--output";
+	cli->expect_path = cli->traces[0];
+	cli->traces++;
+	cli->ntraces--;
+	return NULL;
+}
+
+static const struct cd_cmd cmd = {
+	"check", CD_C_CHECK,
+	"Usage: commdebug check [OPTIONS] EXPECT.yaml TRACE...\n"
+	"       commdebug check --write [OPTIONS] EXPECT.yaml TRACE...\n"
+	"Check traces against communication expectations (commdebug-expect(5)).\n"
+	"\n",
+	"\n"
+	"Exit status: 0 every expectation holds (or --write wrote the file),\n"
+	"1 bad or unreadable trace, 2 usage error or bad expectations file,\n"
+	"3 a trace was cut short (and everything read held), 5 an expectation\n"
+	"does not hold.\n",
+	check_args,
 };
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: commdebug check [OPTIONS] EXPECT.yaml TRACE...\n"
-		"       commdebug check --write [OPTIONS] EXPECT.yaml TRACE...\n"
-		"Check traces against communication expectations (commdebug-expect(5)).\n"
-		"\n"
-		"Options:\n"
-		"  -w, --write          write EXPECT.yaml: what the traces do today\n"
-		"                       (- for standard output)\n"
-		"  -j, --json           the result as JSON\n"
-		"      --junit=FILE     also write the result as JUnit XML to FILE\n"
-		"  -o, --output=FILE    write the result to FILE instead of standard output\n"
-		"      --parser=KIND    line parser: fast (default) or general\n"
-		"  -h, --help           show this help and exit\n"
-		"\n"
-		"Exit status: 0 every expectation holds (or --write wrote the file),\n"
-		"1 bad or unreadable trace, 2 usage error or bad expectations file,\n"
-		"3 a trace was cut short (and everything read held), 5 an expectation\n"
-		"does not hold.\n");
-}
-
-static int usage_error(const char *msg, const char *arg)
-{
-	return cd_cli_usage_error("check", msg, arg);
-}
-
-static int parse(struct check_opts *o, int argc, char **argv)
-{
-	enum { OPT_JUNIT = 256, OPT_PARSER };
-	static const struct option longs[] = {
-		{"write", no_argument, NULL, 'w'},
-		{"json", no_argument, NULL, 'j'},
-		{"junit", required_argument, NULL, OPT_JUNIT},
-		{"output", required_argument, NULL, 'o'},
-		{"parser", required_argument, NULL, OPT_PARSER},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":wjo:h", longs, NULL)) != -1) {
-		switch (c) {
-		case 'w':
-			o->write = true;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'o':
-			if (!*optarg)
-				return usage_error("empty file name for --output", NULL);
-			o->out_path = optarg;
-			break;
-		case OPT_JUNIT:
-			if (!*optarg)
-				return usage_error("empty file name for --junit", NULL);
-			o->junit_path = optarg;
-			break;
-		case OPT_PARSER:
-			if (!cd_cli_parser_arg(optarg, &o->general_parser))
-				return usage_error("--parser takes fast or general", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return CD_EXIT_OK;
-		case ':':
-			return usage_error("option needs a value", argv[optind - 1]);
-		default:
-			return usage_error("unknown option", argv[optind - 1]);
-		}
-	}
-	if (argc - optind < 2)
-		return usage_error(argc - optind < 1 ? "no expectations file given"
-						     : "no trace given", NULL);
-	if (o->write && (o->json || o->junit_path || o->out_path))
-		return usage_error("--write writes the expectations file; it takes no "
-				   "--json, --junit or --output", NULL);
-	o->expect_path = argv[optind];
-	o->traces = argv + optind + 1;
-	o->ntraces = argc - optind - 1;
-	return -1;
-}
 
 struct trace_ctx {
 	struct cd_check *check;
@@ -143,7 +76,7 @@ static void on_collective(void *ud, const struct cd_replay *r, const struct cd_e
 }
 
 /* Replay one trace into the check; returns an exit code (0, 1 or 3). */
-static int run_trace(struct cd_check *check, const char *path, bool general_parser)
+static int run_trace(struct cd_check *check, const char *path, const struct cd_cli *o)
 {
 	struct trace_ctx ctx = {check, path, NULL};
 	struct cd_replay_opts ro = {
@@ -153,7 +86,7 @@ static int run_trace(struct cd_check *check, const char *path, bool general_pars
 		.warn = on_warn,
 		.ud = &ctx,
 	};
-	struct cd_trace_run run = {.general_parser = general_parser, .after_event = on_event,
+	struct cd_trace_run run = {.general_parser = o->general_parser, .after_event = on_event,
 				   .ud = &ctx};
 	struct cd_replay rp;
 	struct cd_err err = {0};
@@ -171,6 +104,8 @@ static int run_trace(struct cd_check *check, const char *path, bool general_pars
 	st = cd_trace_replay(path, &rp, &run, &err);
 	if (!st)
 		st = cd_replay_finish(&rp, &err);
+	if (!st && o->stats)
+		cd_cli_print_stats(path, &run, &rp);
 	cd_replay_free(&rp);
 	if (st) {
 		cd_cli_print_error(path, &err);
@@ -192,23 +127,23 @@ static int run_trace(struct cd_check *check, const char *path, bool general_pars
 
 /* The post-mortem over all traces: does every rank agree?  finding: the
  * first line of its report when not. */
-static int ranks_agree(const struct check_opts *o, bool *agree, char *finding, size_t n)
+static int ranks_agree(const struct cd_cli *o, bool *agree, char *finding, size_t n)
 {
-	struct cd_rank_summary *sums = calloc((size_t)o->ntraces, sizeof *sums);
-	struct cd_rank_summary **ptrs = calloc((size_t)o->ntraces, sizeof *ptrs);
+	struct cd_rank_summary *sums = NULL, **ptrs = NULL;
 	struct cd_out out;
-	int rc = CD_EXIT_OK;
+	double read_s = 0;
+	int threads = 0;
+	int rc = cd_cli_summaries(o, &sums, &read_s, &threads);
 
-	if (!sums || !ptrs) {
-		free(sums);
-		free(ptrs);
+	if (rc != CD_EXIT_OK)
+		return rc;
+	if (!(ptrs = cd_run_ptrs(sums, o->ntraces))) {
+		cd_run_free(sums, o->ntraces);
 		fprintf(stderr, "commdebug: out of memory\n");
 		return CD_EXIT_DATA;
 	}
-	for (int i = 0; i < o->ntraces; i++) {
-		cd_rank_summarize(o->traces[i], o->general_parser, &sums[i]);
-		ptrs[i] = &sums[i];
-	}
+	if (o->stats)
+		cd_cli_print_run_stats(sums, o->ntraces, threads, read_s);
 	cd_out_init(&out, NULL);
 	out.hold = true;
 	struct cd_ranks_opts ro = {.json = false};
@@ -238,9 +173,7 @@ static int ranks_agree(const struct check_opts *o, bool *agree, char *finding, s
 			snprintf(finding, n, "the ranks disagree (see commdebug ranks)");
 	}
 	cd_out_free(&out);
-	for (int i = 0; i < o->ntraces; i++)
-		cd_rank_summary_free(&sums[i]);
-	free(sums);
+	cd_run_free(sums, o->ntraces);
 	free(ptrs);
 	return rc;
 }
@@ -474,55 +407,37 @@ static void write_junit(struct cd_out *o, const struct cd_check *c, const struct
 	cd_out_str(o, "</testsuite>\n");
 }
 
-static void skip_note(void *ud, const char *path, const char *why)
-{
-	(void)ud;
-	cd_cli_print_warning(path, 0, why);
-}
-
 /* No file check writes may be one of the traces (nor the expectations
  * file, with --write: that one it reads otherwise). */
-static int refuse_inputs(const struct check_opts *o)
+static int refuse_inputs(const struct cd_cli *o)
 {
 	const char *outs[3] = {o->write ? o->expect_path : NULL, o->out_path, o->junit_path};
-	for (int i = 0; i < 3; i++) {
-		if (!outs[i] || strcmp(outs[i], "-") == 0)
-			continue;
-		const char *in = cd_paths_is_input(outs[i], o->traces, o->ntraces);
-		if (in) {
-			fprintf(stderr, "commdebug: %s: the output is the same file as the input %s; "
-					"refusing to overwrite it\n", outs[i], in);
+	for (int i = 0; i < 3; i++)
+		if (cd_cli_refuse_inputs(o, outs[i], false) != CD_EXIT_OK)
 			return CD_EXIT_USAGE;
-		}
+	if (!o->write && cd_paths_is_input(o->expect_path, o->traces, o->ntraces)) {
+		char buf[600];
+		snprintf(buf, sizeof buf, "the expectations file is also given as a trace: %s",
+			 o->expect_path);
+		return cd_cli_usage_error("check", buf);
 	}
-	if (!o->write && cd_paths_is_input(o->expect_path, o->traces, o->ntraces))
-		return usage_error("the expectations file is also given as a trace", o->expect_path);
 	return CD_EXIT_OK;
 }
 
 int cmd_check(int argc, char **argv)
 {
-	struct check_opts o = {0};
+	struct cd_cli o = {0};
 	struct cd_expect x = {0};
 	struct cd_check c = {0};
-	struct cd_paths paths = {0};
 	struct cd_out out;
 	struct cd_err err = {0};
 	bool loaded = false, inited = false;
-	int rc = parse(&o, argc, argv), worst = CD_EXIT_OK;
+	int rc = cd_cli_parse(&o, &cmd, argc, argv), worst = CD_EXIT_OK;
 
+	if (rc >= 0)
+		return rc;
 	cd_out_init(&out, NULL);
 	out.hold = true;
-	if (rc >= 0)
-		goto done;
-	const char *bad = NULL;
-	if (!cd_paths_expand(o.traces, o.ntraces, &paths, skip_note, NULL, &bad, &err)) {
-		fprintf(stderr, "commdebug: %s: %s\n", bad, err.msg);
-		rc = CD_EXIT_DATA;
-		goto done;
-	}
-	o.traces = paths.v;
-	o.ntraces = paths.n;
 	if ((rc = refuse_inputs(&o)) != CD_EXIT_OK)
 		goto done;
 	if (!o.write) {
@@ -540,7 +455,7 @@ int cmd_check(int argc, char **argv)
 	}
 	inited = true;
 	for (int i = 0; i < o.ntraces; i++) {
-		int trc = run_trace(&c, o.traces[i], o.general_parser);
+		int trc = run_trace(&c, o.traces[i], &o);
 		if (trc == CD_EXIT_DATA) {
 			rc = trc;
 			goto done;
@@ -588,6 +503,6 @@ done:
 		cd_check_free(&c);
 	if (loaded)
 		cd_expect_free(&x);
-	cd_paths_free(&paths);
+	cd_cli_free(&o);
 	return rc;
 }

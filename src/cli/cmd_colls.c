@@ -1,10 +1,11 @@
-/* commdebug colls: every collective of every rank, one line each. */
+/* commdebug colls: every collective of every rank, one per line (summaries.c). */
 #include "cli.h"
 
 int cmd_colls(int argc, char **argv)
 {
-	struct cd_cli cli = {.cmd = "colls"};
-	int rc = cd_cli_parse(&cli, argc, argv);
+	static const struct cd_cmd cmd = {"colls", CD_C_COLLS, NULL, NULL, NULL};
+	struct cd_cli cli = {0};
+	int rc = cd_cli_parse(&cli, &cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;

@@ -1,10 +1,11 @@
-/* commdebug counts: get_total_counts() and get_comm_counts(). */
+/* commdebug counts: get_total_counts() and get_comm_counts(), as CommDebugMode counts them. */
 #include "cli.h"
 
 int cmd_counts(int argc, char **argv)
 {
-	struct cd_cli cli = {.cmd = "counts"};
-	int rc = cd_cli_parse(&cli, argc, argv);
+	static const struct cd_cmd cmd = {"counts", CD_C_COUNTS, NULL, NULL, NULL};
+	struct cd_cli cli = {0};
+	int rc = cd_cli_parse(&cli, &cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;

@@ -1,182 +1,49 @@
 /* commdebug export --perfetto: a job's traces as Chrome trace-event JSON
  * for Perfetto and chrome://tracing (the layout is in export.h).
  *
- * Two passes: every trace is summarized (in parallel, as `ranks` does) and
+ * Two passes: every trace is summarized (by the runner, src/run.c) and
  * the post-mortem's findings are computed; then each trace is read again,
  * in rank order, and written as it is read.  The output goes to a
  * temporary file next to FILE, renamed over FILE when all went well. */
 #include "cli.h"
 
-#include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "../export.h"
 #include "../findings.h"
 #include "../ranks.h"
+#include "../run.h"
 #include "paths.h"
 
-struct export_opts {
-	const char *out_path;
-	const char *nccl_path;   /* --nccl: the NCCL-side trace of the one trace */
-	bool general_parser, no_nccl;
-	int jobs;
-	int64_t late_ns;
-	char **traces;
-	int ntraces;
+static const char *check_args(struct cd_cli *cli)
+{
+	if (!cli->out_path)
+		return "no output file given (-o FILE)";
+	for (int i = 0; i < cli->ntraces; i++)
+		if (strcmp(cli->traces[i], "-") == 0)
+			return "standard input cannot be exported: export reads each trace twice";
+	return NULL;
+}
+
+static const struct cd_cmd cmd = {
+	"export", CD_C_EXPORT,
+	"Usage: commdebug export --perfetto -o FILE [OPTIONS] TRACE...|DIR\n"
+	"Write a job's traces as one Chrome trace-event JSON file for Perfetto\n"
+	"(ui.perfetto.dev) and chrome://tracing: a process per rank with its\n"
+	"regions, module spans (forward, backward, recompute), collectives, NCCL\n"
+	"calls with their GPU time, and the post-mortem's findings.\n"
+	"\n",
+	"\n"
+	"Events without a time (\"t\") cannot be placed: they are left out and\n"
+	"counted in otherData.  Exit status: 0 written, 1 bad or unreadable trace\n"
+	"(FILE is not written), 2 usage error, 3 a trace was cut short (what was\n"
+	"read was written).\n",
+	check_args,
 };
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: commdebug export --perfetto -o FILE [OPTIONS] TRACE...|DIR\n"
-		"Write a job's traces as one Chrome trace-event JSON file for Perfetto\n"
-		"(ui.perfetto.dev) and chrome://tracing: a process per rank with its\n"
-		"regions, module spans (forward, backward, recompute), collectives, NCCL\n"
-		"calls with their GPU time, and the post-mortem's findings.\n"
-		"\n"
-		"Options:\n"
-		"      --perfetto       Chrome trace-event JSON (the default and only format)\n"
-		"  -o, --output=FILE    write to FILE (- for standard output); required\n"
-		"      --late=SECONDS   a rank reaching a collective this much after the\n"
-		"                       others is a straggler (default 5)\n"
-		"      --nccl=FILE      the NCCL-side trace of TRACE (one trace only; default:\n"
-		"                       the TRACE.nccl.zst next to each trace, if there is one)\n"
-		"      --no-nccl        leave out the NCCL-side traces\n"
-		"      --jobs=N         threads reading traces in the first pass (default:\n"
-		"                       cores)\n"
-		"      --parser=KIND    line parser: fast (default) or general\n"
-		"  -h, --help           show this help and exit\n"
-		"\n"
-		"Events without a time (\"t\") cannot be placed: they are left out and\n"
-		"counted in otherData.  Exit status: 0 written, 1 bad or unreadable trace\n"
-		"(FILE is not written), 2 usage error, 3 a trace was cut short (what was\n"
-		"read was written).\n");
-}
-
-static int usage_error(const char *msg, const char *arg)
-{
-	return cd_cli_usage_error("export", msg, arg);
-}
-
-static int parse(struct export_opts *o, int argc, char **argv)
-{
-	enum { OPT_PERFETTO = 256, OPT_LATE, OPT_NCCL, OPT_NO_NCCL, OPT_JOBS, OPT_PARSER };
-	static const struct option longs[] = {
-		{"perfetto", no_argument, NULL, OPT_PERFETTO},
-		{"output", required_argument, NULL, 'o'},
-		{"late", required_argument, NULL, OPT_LATE},
-		{"nccl", required_argument, NULL, OPT_NCCL},
-		{"no-nccl", no_argument, NULL, OPT_NO_NCCL},
-		{"jobs", required_argument, NULL, OPT_JOBS},
-		{"parser", required_argument, NULL, OPT_PARSER},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
-		switch (c) {
-		case OPT_PERFETTO:
-			break;
-		case 'o':
-			if (!*optarg)
-				return usage_error("empty file name for --output", NULL);
-			o->out_path = optarg;
-			break;
-		case OPT_LATE:
-			if (!cd_cli_seconds_arg(optarg, &o->late_ns))
-				return usage_error("--late takes seconds above 0", optarg);
-			break;
-		case OPT_NCCL:
-			if (!*optarg)
-				return usage_error("empty file name for --nccl", NULL);
-			o->nccl_path = optarg;
-			break;
-		case OPT_NO_NCCL:
-			o->no_nccl = true;
-			break;
-		case OPT_JOBS: {
-			int64_t v;
-			if (!cd_cli_int_arg(optarg, 1, 256, &v))
-				return usage_error("--jobs takes a number from 1 to 256", optarg);
-			o->jobs = (int)v;
-			break;
-		}
-		case OPT_PARSER:
-			if (!cd_cli_parser_arg(optarg, &o->general_parser))
-				return usage_error("--parser takes fast or general", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return CD_EXIT_OK;
-		case ':':
-			return usage_error("option needs a value", argv[optind - 1]);
-		default:
-			return usage_error("unknown option", argv[optind - 1]);
-		}
-	}
-	if (!o->out_path)
-		return usage_error("no output file given (-o FILE)", NULL);
-	if (argc - optind < 1)
-		return usage_error("no trace given", NULL);
-	if (o->nccl_path && o->no_nccl)
-		return usage_error("--nccl and --no-nccl together", NULL);
-	if (o->nccl_path && argc - optind != 1)
-		return usage_error("--nccl names the NCCL-side trace of one trace; give one", NULL);
-	o->traces = argv + optind;
-	o->ntraces = argc - optind;
-	for (int i = 0; i < o->ntraces; i++)
-		if (strcmp(o->traces[i], "-") == 0)
-			return usage_error("standard input cannot be exported: export reads each "
-					   "trace twice", NULL);
-	return -1;
-}
-
-/* ---- pass one: the summaries, in parallel ---- */
-
-struct pool {
-	const struct export_opts *o;
-	struct cd_rank_summary *sums;
-	atomic_int next;
-};
-
-static void *summarize_worker(void *arg)
-{
-	struct pool *p = arg;
-	for (;;) {
-		int i = atomic_fetch_add(&p->next, 1);
-		if (i >= p->o->ntraces)
-			return NULL;
-		cd_rank_summarize(p->o->traces[i], p->o->general_parser, &p->sums[i]);
-	}
-}
-
-static void summarize_all(const struct export_opts *o, struct cd_rank_summary *sums)
-{
-	struct pool p = {.o = o, .sums = sums};
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	int jobs = o->jobs ? o->jobs : (int)(cores > 0 ? cores : 1), started = 0;
-	pthread_t th[256];
-
-	if (jobs > o->ntraces)
-		jobs = o->ntraces;
-	atomic_init(&p.next, 0);
-	for (int i = 1; i < jobs && i < 256; i++)
-		if (pthread_create(&th[started], NULL, summarize_worker, &p) == 0)
-			started++;
-	summarize_worker(&p);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-}
 
 /* What pass one found wrong with a trace: an error (returns false) or a
  * warning (printed, returns true). */
@@ -189,9 +56,8 @@ static bool check_summary(const struct cd_rank_summary *s)
 			: "empty trace: no event; exported as an empty rank");
 		return true;
 	}
-	if (s->error) {  /* "LINE:COL: message" or a message without position */
-		fprintf(stderr, "commdebug: %s:%s%s\n", s->path,
-			s->error[0] >= '0' && s->error[0] <= '9' ? "" : " ", s->error);
+	if (s->error) {
+		cd_cli_print_summary_error(s->path, s->error);
 		return false;
 	}
 	if (s->cut)
@@ -239,7 +105,7 @@ static int64_t pid_of(const struct cd_pm *pm, const struct cd_rank_summary *s, i
 }
 
 /* Write every trace to f; returns the exit code. */
-static int write_all(const struct export_opts *o, const struct cd_pm *pm, FILE *f,
+static int write_all(const struct cd_cli *o, const struct cd_pm *pm, FILE *f,
 		     const char *out_name)
 {
 	struct cd_out out;
@@ -287,71 +153,29 @@ static int write_all(const struct export_opts *o, const struct cd_pm *pm, FILE *
 	return rc;
 }
 
-static void skip_note(void *ud, const char *path, const char *why)
-{
-	(void)ud;
-	cd_cli_print_warning(path, 0, why);
-}
-
-/* The output may be none of the traces nor their NCCL-side traces. */
-static int refuse_inputs(const struct export_opts *o)
-{
-	if (strcmp(o->out_path, "-") == 0)
-		return CD_EXIT_OK;
-	const char *in = cd_paths_is_input(o->out_path, o->traces, o->ntraces);
-	if (!in && o->nccl_path)
-		in = cd_paths_is_input(o->out_path, (char *const *)&o->nccl_path, 1);
-	for (int i = 0; !in && i < o->ntraces; i++) {
-		char *sib = cd_paths_nccl_name(o->traces[i]);
-		if (sib && cd_paths_is_input(o->out_path, &sib, 1)) {
-			fprintf(stderr, "commdebug: %s: the output is the same file as the input %s; "
-					"refusing to overwrite it\n", o->out_path, sib);
-			free(sib);
-			return CD_EXIT_USAGE;
-		}
-		free(sib);
-	}
-	if (in) {
-		fprintf(stderr, "commdebug: %s: the output is the same file as the input %s; "
-				"refusing to overwrite it\n", o->out_path, in);
-		return CD_EXIT_USAGE;
-	}
-	return CD_EXIT_OK;
-}
-
 int cmd_export(int argc, char **argv)
 {
-	struct export_opts o = {0};
-	struct cd_paths paths = {0};
+	struct cd_cli o = {0};
 	struct cd_rank_summary *sums = NULL, **ptrs = NULL;
 	struct cd_pm pm;
-	struct cd_err err = {0};
 	bool have_pm = false;
-	const char *bad = NULL;
-	int rc = parse(&o, argc, argv);
+	double read_s = 0;
+	int threads = 0;
+	int rc = cd_cli_parse(&o, &cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;
-	if (!cd_paths_expand(o.traces, o.ntraces, &paths, skip_note, NULL, &bad, &err)) {
-		fprintf(stderr, "commdebug: %s: %s\n", bad, err.msg);
-		rc = CD_EXIT_DATA;
+	if ((rc = cd_cli_refuse_inputs(&o, o.out_path, true)) != CD_EXIT_OK)
 		goto out;
-	}
-	o.traces = paths.v;
-	o.ntraces = paths.n;
-	if ((rc = refuse_inputs(&o)) != CD_EXIT_OK)
+	if ((rc = cd_cli_summaries(&o, &sums, &read_s, &threads)) != CD_EXIT_OK)
 		goto out;
-	sums = calloc((size_t)o.ntraces, sizeof *sums);
-	ptrs = calloc((size_t)o.ntraces, sizeof *ptrs);
-	if (!sums || !ptrs)
+	if (!(ptrs = cd_run_ptrs(sums, o.ntraces)))
 		goto nomem;
-	summarize_all(&o, sums);
-	rc = CD_EXIT_OK;
-	for (int i = 0; i < o.ntraces; i++) {
-		ptrs[i] = &sums[i];
+	if (o.stats)
+		cd_cli_print_run_stats(sums, o.ntraces, threads, read_s);
+	for (int i = 0; i < o.ntraces; i++)
 		if (!check_summary(&sums[i]))
 			rc = CD_EXIT_DATA;
-	}
 	if (rc != CD_EXIT_OK)
 		goto out;
 	if (!cd_pm_build(&pm, ptrs, o.ntraces, o.late_ns)) {
@@ -378,10 +202,8 @@ nomem:
 out:
 	if (have_pm)
 		cd_pm_free(&pm);
-	for (int i = 0; sums && i < o.ntraces; i++)
-		cd_rank_summary_free(&sums[i]);
-	free(sums);
+	cd_run_free(sums, o.ntraces);
 	free(ptrs);
-	cd_paths_free(&paths);
+	cd_cli_free(&o);
 	return rc;
 }

@@ -4,7 +4,7 @@
  * NCCL traffic where the trace has an NCCL side.
  *
  * The page's numbers are the JSON of the other commands, made by the same
- * code: ranks --json (cd_cli_run_ranks), counts --json (cd_report_counts),
+ * code: ranks --json (cd_cli_ranks_report over src/run.c's summaries), counts --json (cd_report_counts),
  * analyze --json -n 3 (cd_report_json, op lists capped by --max-ops) and
  * its NCCL part (cd_nside_finish).
  *
@@ -21,174 +21,60 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../findings.h"
 #include "../html.h"
+#include "../ranks.h"
+#include "../run.h"
 #include "../replay.h"
 #include "../report.h"
 #include "../trace.h"
 #include "nccl_side.h"
 #include "paths.h"
 
-#define MAX_OPS_DEFAULT 100
+static const char *check_args(struct cd_cli *cli)
+{
+	if (!cli->out_path)
+		return "no output file given (-o FILE.html)";
+	if (cli->ntraces == 0)
+		return "no trace given";
+	for (int i = 0; i < cli->ntraces; i++)
+		if (strcmp(cli->traces[i], "-") == 0)
+			return "a trace is read up to twice; standard input cannot be";
+	if (cli->nccl_path && cli->no_nccl)
+		return "--nccl and --no-nccl exclude each other";
+	if (cli->nccl_path && cli->ntraces > 1)
+		return "--nccl goes with one trace only";
+	if (cli->has_rank && cli->ntraces < 2)
+		return "--rank chooses among several traces; one was given";
+	return NULL;
+}
 
-struct report_opts {
-	const char *out_path;
-	bool select;
-	int64_t region;
-	bool has_rank;
-	int64_t rank;
-	uint64_t max_ops;
-	const char *nccl_path;
-	bool no_nccl;
-	bool general_parser;
-	int jobs;
-	int64_t late_ns;
-	char **traces;
-	int ntraces;
+static const struct cd_cmd cmd = {
+	"report", CD_C_REPORT,
+	"Usage: commdebug report -o FILE.html [OPTIONS] TRACE...\n"
+	"Write one self-contained HTML page (no network needed) about the traces:\n"
+	"the post-mortem across ranks first when there are several, then the\n"
+	"collective counts and module tree of one region, each module expandable to\n"
+	"its operations, and NCCL bytes and bandwidth where the trace has them.\n"
+	"\n",
+	"\n"
+	"TRACE is a .zst or plain JSON Lines trace, or a directory of them.\n"
+	"Exit status: 0 ok, 1 bad or unreadable trace (no page written), 2 usage\n"
+	"error, 3 a trace was cut short (the page shows what was read), 4 the ranks\n"
+	"disagree (the page shows the findings).\n",
+	check_args,
 };
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: commdebug report -o FILE.html [OPTIONS] TRACE...\n"
-		"Write one self-contained HTML page (no network needed) about the traces:\n"
-		"the post-mortem across ranks first when there are several, then the\n"
-		"collective counts and module tree of one region, each module expandable to\n"
-		"its operations, and NCCL bytes and bandwidth where the trace has them.\n"
-		"\n"
-		"Options:\n"
-		"  -o, --output=FILE    the page to write (- for standard output); required\n"
-		"  -r, --region=N       the tree and counts of region N (default: the last\n"
-		"                       region that ended with region_exit)\n"
-		"      --rank=N         with several traces: the tree of rank N (default: the\n"
-		"                       lowest rank)\n"
-		"      --max-ops=N      at most N operations in each op list of a module\n"
-		"                       (default %d; 0: every operation)\n"
-		"      --nccl=FILE      the NCCL-side trace of TRACE (default: the\n"
-		"                       TRACE.nccl.zst next to it, if there is one)\n"
-		"      --no-nccl        leave out the NCCL calls\n"
-		"      --late=SECONDS   a rank reaching a collective this much after the\n"
-		"                       others is a straggler (default 5)\n"
-		"      --jobs=N         threads reading traces (default: cores)\n"
-		"      --parser=KIND    line parser: fast (default) or general\n"
-		"  -h, --help           show this help and exit\n"
-		"\n"
-		"TRACE is a .zst or plain JSON Lines trace, or a directory of them.\n"
-		"Exit status: 0 ok, 1 bad or unreadable trace (no page written), 2 usage\n"
-		"error, 3 a trace was cut short (the page shows what was read), 4 the ranks\n"
-		"disagree (the page shows the findings).\n",
-		MAX_OPS_DEFAULT);
-}
-
-static int usage_error(const char *msg, const char *arg)
-{
-	return cd_cli_usage_error("report", msg, arg);
-}
-
-static int parse(struct report_opts *o, int argc, char **argv)
-{
-	enum { OPT_RANK = 256, OPT_MAX_OPS, OPT_NCCL, OPT_NO_NCCL, OPT_LATE, OPT_JOBS, OPT_PARSER };
-	static const struct option longs[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"region", required_argument, NULL, 'r'},
-		{"rank", required_argument, NULL, OPT_RANK},
-		{"max-ops", required_argument, NULL, OPT_MAX_OPS},
-		{"nccl", required_argument, NULL, OPT_NCCL},
-		{"no-nccl", no_argument, NULL, OPT_NO_NCCL},
-		{"late", required_argument, NULL, OPT_LATE},
-		{"jobs", required_argument, NULL, OPT_JOBS},
-		{"parser", required_argument, NULL, OPT_PARSER},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
-	int64_t v;
-
-	o->max_ops = MAX_OPS_DEFAULT;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":o:r:h", longs, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			if (!*optarg)
-				return usage_error("empty file name for --output", NULL);
-			o->out_path = optarg;
-			break;
-		case 'r':
-			if (!cd_cli_int_arg(optarg, 0, INT32_MAX, &v))
-				return usage_error("--region takes a region number", optarg);
-			o->select = true;
-			o->region = v;
-			break;
-		case OPT_RANK:
-			if (!cd_cli_int_arg(optarg, 0, INT32_MAX, &v))
-				return usage_error("--rank takes a rank number", optarg);
-			o->has_rank = true;
-			o->rank = v;
-			break;
-		case OPT_MAX_OPS:
-			if (!cd_cli_int_arg(optarg, 0, INT32_MAX, &v))
-				return usage_error("--max-ops takes a number (0: every operation)", optarg);
-			o->max_ops = (uint64_t)v;
-			break;
-		case OPT_NCCL:
-			if (!*optarg)
-				return usage_error("empty file name for --nccl", NULL);
-			o->nccl_path = optarg;
-			break;
-		case OPT_NO_NCCL:
-			o->no_nccl = true;
-			break;
-		case OPT_LATE:
-			if (!cd_cli_seconds_arg(optarg, &o->late_ns))
-				return usage_error("--late takes seconds above 0", optarg);
-			break;
-		case OPT_JOBS:
-			if (!cd_cli_int_arg(optarg, 1, 256, &v))
-				return usage_error("--jobs takes a number from 1 to 256", optarg);
-			o->jobs = (int)v;
-			break;
-		case OPT_PARSER:
-			if (!cd_cli_parser_arg(optarg, &o->general_parser))
-				return usage_error("--parser takes fast or general", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return CD_EXIT_OK;
-		case ':':
-			return usage_error("option needs a value", argv[optind - 1]);
-		default:
-			return usage_error("unknown option", argv[optind - 1]);
-		}
-	}
-	o->traces = argv + optind;
-	o->ntraces = argc - optind;
-	if (!o->out_path)
-		return usage_error("no output file given (-o FILE.html)", NULL);
-	if (o->ntraces == 0)
-		return usage_error("no trace given", NULL);
-	for (int i = 0; i < o->ntraces; i++)
-		if (strcmp(o->traces[i], "-") == 0)
-			return usage_error("a trace is read up to twice; standard input cannot be", NULL);
-	if (o->nccl_path && o->no_nccl)
-		return usage_error("--nccl and --no-nccl exclude each other", NULL);
-	if (o->nccl_path && o->ntraces > 1)
-		return usage_error("--nccl goes with one trace only", NULL);
-	if (o->has_rank && o->ntraces < 2)
-		return usage_error("--rank chooses among several traces; one was given", NULL);
-	return -1;
-}
 
 /* ---- one trace: counts, tree and NCCL traffic of one region ---- */
 
 struct pass {
-	const struct report_opts *o;
+	const struct cd_cli *o;
 	const char *path;
 	struct cd_nside ns;
 	struct cd_trace_run *tr;
@@ -271,14 +157,13 @@ static void pass_free(struct pass *p)
  * (0, 1 or 3); errors are printed. */
 static int run_pass(struct pass *p, int64_t region)
 {
-	struct cd_cli cli = {.cmd = "report", .nccl_path = p->o->nccl_path,
-			     .no_nccl = p->o->no_nccl, .general_parser = p->o->general_parser,
-			     .kind = CD_R_JSON, .json = true};
+	struct cd_nside_opts no = {.nccl_path = p->o->nccl_path,
+				   .general_parser = p->o->general_parser};
 	struct cd_replay rp;
 	struct cd_err err = {0};
 	int rc = CD_EXIT_OK;
 	bool replay_ok = false;
-	struct report_opts sel = *p->o;
+	struct cd_cli sel = *p->o;
 
 	if (region >= 0) {
 		sel.select = true;
@@ -288,7 +173,7 @@ static int run_pass(struct pass *p, int64_t region)
 	p->last_complete = -1;
 	p->want_nccl = !sel.no_nccl;
 	if (p->want_nccl)
-		cd_nside_find(&p->ns, &cli, p->path);
+		cd_nside_find(&p->ns, &no, p->path);
 	bool sibling = p->ns.sibling != NULL;
 	struct cd_replay_opts ro = {
 		.retain_ops = true, .want_tree = true, .want_params = true,
@@ -306,7 +191,7 @@ static int run_pass(struct pass *p, int64_t region)
 		goto out;
 	}
 	replay_ok = true;
-	if (sibling && (rc = cd_nside_load(&p->ns, &cli, p->path)) == CD_EXIT_DATA)
+	if (sibling && (rc = cd_nside_load(&p->ns, &no, p->path)) == CD_EXIT_DATA)
 		goto out;
 	if (cd_trace_replay(p->path, &rp, &tr, &err)) {
 		cd_cli_print_error(p->path, &err);
@@ -352,7 +237,7 @@ out:
 }
 
 /* The page's tree, counts and NCCL traffic of path.  Returns an exit code. */
-static int tree_of(const struct report_opts *o, const char *path, struct pass *p)
+static int tree_of(const struct cd_cli *o, const char *path, struct pass *p)
 {
 	memset(p, 0, sizeof *p);
 	p->path = path;
@@ -417,7 +302,7 @@ static uint64_t omitted_ops(const cJSON *m)
 	return n;
 }
 
-static void meta_json(struct cd_out *o, const struct report_opts *opts, const struct pass *p,
+static void meta_json(struct cd_out *o, const struct cd_cli *opts, const struct pass *p,
 		      const char *path, bool has_rank, int64_t rank)
 {
 	cJSON *tree = cJSON_ParseWithLength(p->tree.buf, p->tree.len);
@@ -463,7 +348,7 @@ static void meta_json(struct cd_out *o, const struct report_opts *opts, const st
 
 /* The page (metadata, post-mortem, counts, tree, NCCL traffic), written to
  * -o's file.  Returns an exit code. */
-static int write_page(const struct report_opts *o, const struct pass *p, const struct cd_out *ranks,
+static int write_page(const struct cd_cli *o, const struct pass *p, const struct cd_out *ranks,
 		      const char *path, bool has_rank, int64_t rank)
 {
 	struct cd_out meta, page;
@@ -499,110 +384,76 @@ static int write_page(const struct report_opts *o, const struct pass *p, const s
 	return rc;
 }
 
-/* The output must be none of the inputs: the traces, their NCCL-side
- * traces and --nccl's. */
-static int refuse_inputs(const struct report_opts *o)
-{
-	const char *in;
-	if (strcmp(o->out_path, "-") == 0)
-		return CD_EXIT_OK;
-	if ((in = cd_paths_is_input(o->out_path, o->traces, o->ntraces)) ||
-	    (o->nccl_path && (in = cd_paths_is_input(o->out_path, (char **)&o->nccl_path, 1)))) {
-		fprintf(stderr, "commdebug: %s: the output is the same file as the input %s; "
-				"refusing to overwrite it\n", o->out_path, in);
-		return CD_EXIT_USAGE;
-	}
-	for (int i = 0; i < o->ntraces; i++) {
-		char *sib = cd_paths_nccl_name(o->traces[i]);
-		bool same = sib && cd_paths_is_input(o->out_path, &sib, 1);
-		if (same)
-			fprintf(stderr, "commdebug: %s: the output is the same file as the input %s; "
-					"refusing to overwrite it\n", o->out_path, sib);
-		free(sib);
-		if (same)
-			return CD_EXIT_USAGE;
-	}
-	return CD_EXIT_OK;
-}
-
 /* Several traces: the post-mortem (ranks --json) into out, and which trace
- * the tree is drawn from (*path, *rank).  Returns an exit code. */
-static int postmortem(const struct report_opts *o, struct cd_out *out, const char **path,
+ * the tree is drawn from (*path, *rank): the first, by rank then path, with
+ * a rank and events (or --rank's).  Returns an exit code. */
+static int postmortem(const struct cd_cli *o, struct cd_out *out, const char **path,
 		      bool *has_rank, int64_t *rank)
 {
-	struct cd_cli cli = {.cmd = "report", .kind = CD_R_RANKS, .json = true, .jobs = o->jobs,
-			     .late_ns = o->late_ns, .general_parser = o->general_parser,
-			     .traces = o->traces, .ntraces = o->ntraces};
-	int rc = cd_cli_run_ranks(&cli, out);
-	if (rc == CD_EXIT_DATA)
+	struct cd_cli rk = *o;
+	struct cd_rank_summary *sums = NULL, **order = NULL;
+	double read_s = 0;
+	int threads = 0, n = o->ntraces;
+	int rc = cd_cli_summaries(o, &sums, &read_s, &threads);
+
+	if (rc != CD_EXIT_OK)
 		return rc;
-	if (out->failed) {
+	if (o->stats)
+		cd_cli_print_run_stats(sums, n, threads, read_s);
+	rk.kind = CD_R_RANKS;
+	rk.json = true;
+	rc = cd_cli_ranks_report(&rk, sums, out, NULL);
+	if (rc == CD_EXIT_DATA)
+		goto out;
+	if (out->failed || !(order = cd_run_ptrs(sums, n))) {
 		fprintf(stderr, "commdebug: out of memory\n");
-		return CD_EXIT_DATA;
+		rc = CD_EXIT_DATA;
+		goto out;
 	}
-	cJSON *doc = cJSON_ParseWithLength(out->buf, out->len);
-	const cJSON *traces = cJSON_GetObjectItem(doc, "traces");
+	cd_pm_sort(order, n);
 	*path = NULL;
-	for (const cJSON *t = traces ? traces->child : NULL; t && !*path; t = t->next) {
-		const cJSON *r = cJSON_GetObjectItem(t, "rank"), *end = cJSON_GetObjectItem(t, "end");
-		const cJSON *p = cJSON_GetObjectItem(t, "path");
-		if (!cJSON_IsNumber(r) || !cJSON_IsString(p) || !cJSON_IsString(end))
+	for (int k = 0; k < n && !*path; k++) {
+		const struct cd_rank_summary *s = order[k];
+		if (!(s->has_rank || s->rank_from_name))
 			continue;
-		if (o->has_rank ? (int64_t)r->valuedouble != o->rank
-				: strcmp(end->valuestring, "empty") == 0 ||
-					  strcmp(end->valuestring, "error") == 0)
+		if (o->has_rank ? s->rank != o->rank
+				: s->end == CD_END_EMPTY || s->end == CD_END_ERROR)
 			continue;
-		/* the path as given (the ranks report keeps it) */
-		for (int i = 0; i < o->ntraces; i++)
-			if (strcmp(o->traces[i], p->valuestring) == 0)
-				*path = o->traces[i];
+		*path = o->traces[s - sums];
 		*has_rank = true;
-		*rank = (int64_t)r->valuedouble;
+		*rank = s->rank;
 	}
-	cJSON_Delete(doc);
 	if (!*path) {
 		if (o->has_rank)
 			fprintf(stderr, "commdebug: no trace of rank %" PRId64 " among the %d traces\n",
-				o->rank, o->ntraces);
+				o->rank, n);
 		else
 			fprintf(stderr, "commdebug: no trace with a rank and events among the %d "
-					"traces: nothing to draw a module tree from\n", o->ntraces);
-		return CD_EXIT_DATA;
+					"traces: nothing to draw a module tree from\n", n);
+		rc = CD_EXIT_DATA;
 	}
+out:
+	free(order);
+	cd_run_free(sums, n);
 	return rc;
-}
-
-static void skip_note(void *ud, const char *path, const char *why)
-{
-	(void)ud;
-	cd_cli_print_warning(path, 0, why);
 }
 
 int cmd_report(int argc, char **argv)
 {
-	struct report_opts o = {0};
-	struct cd_paths paths = {0};
+	struct cd_cli o = {0};
 	struct cd_out ranks;
-	struct cd_err err = {0};
 	struct pass p = {0};
 	bool have_pass = false;
-	const char *path, *bad = NULL;
+	const char *path;
 	bool has_rank = false;
 	int64_t rank = 0;
-	int rc = parse(&o, argc, argv), prc = CD_EXIT_OK, src;
+	int rc = cd_cli_parse(&o, &cmd, argc, argv), prc = CD_EXIT_OK, src;
 
+	if (rc >= 0)
+		return rc;
 	cd_out_init(&ranks, NULL);
 	ranks.hold = true;
-	if (rc >= 0)
-		goto done;
-	if (!cd_paths_expand(o.traces, o.ntraces, &paths, skip_note, NULL, &bad, &err)) {
-		fprintf(stderr, "commdebug: %s: %s\n", bad, err.msg);
-		rc = CD_EXIT_DATA;
-		goto done;
-	}
-	o.traces = paths.v;
-	o.ntraces = paths.n;
-	if ((rc = refuse_inputs(&o)) != CD_EXIT_OK)
+	if ((rc = cd_cli_refuse_inputs(&o, o.out_path, true)) != CD_EXIT_OK)
 		goto done;
 	path = o.traces[0];
 	if (o.ntraces > 1 && (prc = postmortem(&o, &ranks, &path, &has_rank, &rank)) == CD_EXIT_DATA) {
@@ -625,6 +476,6 @@ done:
 	if (have_pass)
 		pass_free(&p);
 	cd_out_free(&ranks);
-	cd_paths_free(&paths);
+	cd_cli_free(&o);
 	return rc;
 }

@@ -1,8 +1,9 @@
-/* Option parsing and the trace driver shared by the analysis commands. */
+/* The per-region runner of analyze, counts and sharding: each trace replayed
+ * region by region and reported as it goes; with several traces (ranks,
+ * colls, analyze) the cross-rank report of summaries.c. */
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,228 +18,6 @@
 #include "../trace.h"
 #include "paths.h"
 #include "nccl_side.h"
-
-/* ---- options ---- */
-
-enum { C_ANALYZE = 1, C_COUNTS = 2, C_SHARDING = 4, C_RANKS = 8, C_COLLS = 16, C_ALL = 31 };
-enum { O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL, O_MAX_MEM, O_LATE };
-
-struct opt {
-	struct option lo;
-	unsigned cmds;  /* commands the option applies to */
-};
-
-static const struct opt opts[] = {
-	{{"noise", required_argument, NULL, 'n'}, C_ANALYZE},
-	{{"json", no_argument, NULL, 'j'}, C_ALL},
-	{{"color", required_argument, NULL, O_COLOR}, C_ANALYZE},
-	{{"colour", required_argument, NULL, O_COLOR}, C_ANALYZE},
-	{{"region", required_argument, NULL, 'r'}, C_ANALYZE | C_COUNTS | C_SHARDING},
-	{{"each", no_argument, NULL, O_EACH}, C_ANALYZE},
-	{{"jobs", required_argument, NULL, O_JOBS}, C_ANALYZE | C_RANKS | C_COLLS},
-	{{"late", required_argument, NULL, O_LATE}, C_ANALYZE | C_RANKS},
-	{{"nccl", required_argument, NULL, O_NCCL}, C_ANALYZE},
-	{{"no-nccl", no_argument, NULL, O_NO_NCCL}, C_ANALYZE},
-	{{"output", required_argument, NULL, 'o'}, C_ALL},
-	{{"parser", required_argument, NULL, O_PARSER}, C_ALL},
-	{{"stats", no_argument, NULL, O_STATS}, C_ALL},
-	{{"max-mem", required_argument, NULL, O_MAX_MEM}, C_ALL},
-	{{"help", no_argument, NULL, 'h'}, C_ALL},
-	{{"version", no_argument, NULL, 'V'}, C_ALL},
-};
-#define NOPTS (sizeof opts / sizeof opts[0])
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "commdebug: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'commdebug --help' for more information.\n");
-	return CD_EXIT_USAGE;
-}
-
-/* A size: digits and an optional K, M, G or T (powers of 1024), as in
- * 512M, 4G or 4GiB; plain digits are bytes. */
-static bool parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	if (*s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return false;
-	int shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; break;
-	case 'm': case 'M': shift = 20; break;
-	case 'g': case 'G': shift = 30; break;
-	case 't': case 'T': shift = 40; break;
-	case '\0': break;
-	default: return false;
-	}
-	if (shift) {
-		end++;
-		if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)
-			end += strlen(end);
-	}
-	if (*end || v == 0 || v > (UINT64_MAX >> shift))
-		return false;
-	*out = (uint64_t)v << shift;
-	return true;
-}
-
-static void skip_note(void *ud, const char *path, const char *why)
-{
-	(void)ud;
-	cd_cli_print_warning(path, 0, why);
-}
-
-static void free_owned(struct cd_cli *cli)
-{
-	struct cd_paths p = {.v = cli->owned, .n = cli->owned ? cli->ntraces : 0};
-	cd_paths_free(&p);
-	cli->owned = NULL;
-}
-
-/* Replace each directory argument by the traces in it, sorted by name.
- * Returns -1 to go on, or an exit code. */
-static int expand_dirs(struct cd_cli *cli)
-{
-	struct cd_paths p;
-	struct cd_err err = {0};
-	const char *bad = NULL;
-
-	if (!cd_paths_expand(cli->traces, cli->ntraces, &p, skip_note, NULL, &bad, &err)) {
-		fprintf(stderr, "commdebug: %s: %s\n", bad, err.msg);
-		return CD_EXIT_DATA;
-	}
-	cli->owned = p.v;
-	cli->traces = p.v;
-	cli->ntraces = p.n;
-	return -1;
-}
-
-int cd_cli_parse(struct cd_cli *cli, int argc, char **argv)
-{
-	struct option lo[NOPTS + 1];
-	unsigned mask = strcmp(cli->cmd, "analyze") == 0 ? C_ANALYZE
-		      : strcmp(cli->cmd, "counts") == 0 ? C_COUNTS
-		      : strcmp(cli->cmd, "ranks") == 0 ? C_RANKS
-		      : strcmp(cli->cmd, "colls") == 0 ? C_COLLS : C_SHARDING;
-	const char *color = "auto";
-	int c, idx;
-
-	for (size_t i = 0; i < NOPTS; i++)
-		lo[i] = opts[i].lo;
-	memset(&lo[NOPTS], 0, sizeof lo[NOPTS]);
-	cli->prog = "commdebug";
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":n:jr:o:hV", lo, &idx)) != -1) {
-		/* reject options of other commands */
-		for (size_t i = 0; i < NOPTS; i++)
-			if (opts[i].lo.val == c && !(opts[i].cmds & mask)) {
-				fprintf(stderr, "commdebug: option --%s does not apply to '%s'\n"
-						"Try 'commdebug --help' for more information.\n",
-					opts[i].lo.name, cli->cmd);
-				return CD_EXIT_USAGE;
-			}
-		int64_t v;
-		switch (c) {
-		case 'n':
-			if (!cd_cli_int_arg(optarg, 0, 3, &v))
-				return usage_error("--noise takes 0, 1, 2 or 3, not '%s'", optarg);
-			cli->noise = (int)v;
-			break;
-		case 'j':
-			cli->json = true;
-			break;
-		case O_COLOR:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "always") && strcmp(optarg, "never"))
-				return usage_error("--color takes auto, always or never, not '%s'", optarg);
-			color = optarg;
-			break;
-		case 'r':
-			if (!cd_cli_int_arg(optarg, 0, INT32_MAX, &v))
-				return usage_error("--region takes a region number, not '%s'", optarg);
-			cli->select = true;
-			cli->region = v;
-			break;
-		case 'o':
-			if (!*optarg)
-				return usage_error("%s", "--output needs a file name");
-			cli->out_path = optarg;
-			break;
-		case O_PARSER:
-			if (strcmp(optarg, "fast") == 0)
-				cli->general_parser = false;
-			else if (strcmp(optarg, "general") == 0)
-				cli->general_parser = true;
-			else
-				return usage_error("--parser takes fast or general, not '%s'", optarg);
-			break;
-		case O_STATS:
-			cli->stats = true;
-			break;
-		case O_MAX_MEM: {
-			uint64_t size;
-			if (!parse_size(optarg, &size))
-				return usage_error("--max-mem takes a size such as 512M or 4G, not '%s'",
-						   optarg);
-			cd_trace_set_mem_limit(size);
-			break;
-		}
-		case O_EACH:
-			cli->each = true;
-			break;
-		case O_NCCL:
-			cli->nccl_path = optarg;
-			break;
-		case O_NO_NCCL:
-			cli->no_nccl = true;
-			break;
-		case O_JOBS:
-			if (!cd_cli_int_arg(optarg, 1, 256, &v))
-				return usage_error("--jobs takes a number from 1 to 256, not '%s'", optarg);
-			cli->jobs = (int)v;
-			break;
-		case O_LATE:
-			if (!cd_cli_seconds_arg(optarg, &cli->late_ns))
-				return usage_error("--late takes seconds above 0, not '%s'", optarg);
-			break;
-		case 'h':
-			cd_cli_usage(stdout);
-			return CD_EXIT_OK;
-		case 'V':
-			printf("commdebug %s (trace format version 1)\n", CD_VERSION);
-			return CD_EXIT_OK;
-		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
-		default:
-			return usage_error("unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	cli->traces = argv + optind;
-	cli->ntraces = argc - optind;
-	if (cli->ntraces == 0)
-		return usage_error("%s: no trace file given", cli->cmd);
-	if ((c = expand_dirs(cli)) >= 0)
-		return c;
-	if (cli->nccl_path && (cli->ntraces > 1 || cli->no_nccl)) {
-		free_owned(cli);
-		return usage_error("%s", cli->no_nccl ? "--nccl and --no-nccl exclude each other"
-						     : "--nccl goes with one trace only");
-	}
-
-	/* colour: only for a terminal unless asked, and never with NO_COLOR */
-	if (strcmp(color, "always") == 0) {
-		cli->color = true;
-	} else if (strcmp(color, "auto") == 0) {
-		const char *nc = getenv("NO_COLOR");
-		cli->color = !cli->out_path && isatty(STDOUT_FILENO) && !(nc && *nc);
-	}
-	return -1;
-}
 
 /* ---- the driver ---- */
 
@@ -360,25 +139,6 @@ static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd
 	return CD_OK;
 }
 
-void cd_cli_print_error(const char *path, const struct cd_err *err)
-{
-	if (err->line > 0 && err->column > 0)
-		fprintf(stderr, "commdebug: %s:%lld:%lld: %s\n", path, err->line, err->column,
-			err->msg);
-	else if (err->line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: %s\n", path, err->line, err->msg);
-	else
-		fprintf(stderr, "commdebug: %s: %s\n", path, err->msg);
-}
-
-void cd_cli_print_warning(const char *path, long long line, const char *msg)
-{
-	if (line > 0)
-		fprintf(stderr, "commdebug: %s:%lld: warning: %s\n", path, line, msg);
-	else
-		fprintf(stderr, "commdebug: %s: warning: %s\n", path, msg);
-}
-
 static void report_error(const struct run *run, const struct cd_err *err)
 {
 	cd_cli_print_error(run->path, err);
@@ -418,8 +178,10 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 
 	run.json_like = cli->json;
 	run.want_nccl = (cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON) && !cli->no_nccl;
+	struct cd_nside_opts no = {.nccl_path = cli->nccl_path,
+				   .general_parser = cli->general_parser};
 	if (run.want_nccl)
-		cd_nside_find(&run.ns, cli, path);
+		cd_nside_find(&run.ns, &no, path);
 	const char *sibling = run.ns.sibling;
 	bool lists = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
 	struct cd_replay_opts ro = {
@@ -451,7 +213,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		goto out;
 	}
 	replay_ok = true;
-	if (sibling && (rc = cd_nside_load(&run.ns, cli, path)) == CD_EXIT_DATA)
+	if (sibling && (rc = cd_nside_load(&run.ns, &no, path)) == CD_EXIT_DATA)
 		goto out;
 	progress_start(&run.pg, path);
 	st = cd_trace_replay(path, &rp, &tr, &err);
@@ -492,14 +254,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 			rc = CD_EXIT_DATA;
 	}
 	if (cli->stats)
-		fprintf(stderr,
-			"commdebug: stats: %s: lines=%lld events=%" PRIu64 " regions=%" PRIu64
-			" file_bytes=%" PRIu64 " data_bytes=%" PRIu64 " ops_retained=%" PRIu64
-			" op_bytes=%" PRIu64 " modules=%u zstd_frames=%" PRIu64
-			" unchecked_frames=%" PRIu64 "\n",
-			run.path, tr.last_good, rp.events, rp.regions, tr.file_bytes, tr.data_bytes,
-			rp.max_ops_retained, rp.max_op_bytes, rp.mods.count, tr.frames,
-			tr.unchecked_frames);
+		cd_cli_print_stats(run.path, &tr, &rp);
 out:
 	if (replay_ok) {
 		/* an error after a region ended: still show that region */
@@ -523,9 +278,7 @@ static int open_output(struct cd_cli *cli, FILE **f)
 	case CD_OUT_OPENED:
 		return CD_EXIT_OK;
 	case CD_OUT_IS_INPUT:
-		fprintf(stderr, "commdebug: %s: the output is the same file as %s%s; refusing to "
-				"overwrite it\n", cli->out_path, strcmp(which, "-") ? "the input " : "",
-			strcmp(which, "-") ? which : "standard input");
+		cd_cli_refuse_output(cli->out_path, which);
 		free(which);
 		return CD_EXIT_USAGE;
 	case CD_OUT_CANNOT:
@@ -543,7 +296,7 @@ int cd_cli_run(struct cd_cli *cli)
 	int rc = CD_EXIT_OK;
 
 	if (cli->out_path && (rc = open_output(cli, &f)) != CD_EXIT_OK) {
-		free_owned(cli);
+		cd_cli_free(cli);
 		return rc;
 	}
 	cd_out_init(&out, f);
@@ -577,7 +330,7 @@ int cd_cli_run(struct cd_cli *cli)
 		}
 	}
 	cd_out_free(&out);
-	free_owned(cli);
+	cd_cli_free(cli);
 	if (f != stdout && fclose(f) != 0) {
 		fprintf(stderr, "commdebug: %s: cannot write: %s\n", cli->out_path, strerror(errno));
 		rc = CD_EXIT_DATA;

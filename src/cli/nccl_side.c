@@ -13,13 +13,13 @@
 #include "../trace.h"
 #include "paths.h"
 
-void cd_nside_find(struct cd_nside *ns, const struct cd_cli *cli, const char *path)
+void cd_nside_find(struct cd_nside *ns, const struct cd_nside_opts *o, const char *path)
 {
 	struct stat st;
 	char *s;
 
-	if (cli->nccl_path) {
-		ns->sibling = strdup(cli->nccl_path);
+	if (o->nccl_path) {
+		ns->sibling = strdup(o->nccl_path);
 		ns->from_option = true;
 		return;
 	}
@@ -145,11 +145,11 @@ static void sib_event(void *ud, const struct cd_event *e, const struct cd_replay
 	cd_nside_event(ns, e, ns->sib_tr->line);
 }
 
-int cd_nside_load(struct cd_nside *ns, const struct cd_cli *cli, const char *path)
+int cd_nside_load(struct cd_nside *ns, const struct cd_nside_opts *o, const char *path)
 {
 	struct cd_replay rp;
 	struct cd_replay_opts ro = {.warn = sib_warn, .ud = ns};
-	struct cd_trace_run tr = {.general_parser = cli->general_parser, .skip_detail = true,
+	struct cd_trace_run tr = {.general_parser = o->general_parser, .skip_detail = true,
 				  .after_event = sib_event, .ud = ns};
 	struct cd_err err = {0};
 	struct cd_event me;

@@ -27,6 +27,12 @@
 #include "../trace.h"
 #include "cli.h"
 
+/* What the NCCL side takes from the command line. */
+struct cd_nside_opts {
+	const char *nccl_path;   /* --nccl, or NULL: the sibling by name */
+	bool general_parser;     /* --parser general */
+};
+
 struct cd_nside {
 	struct cd_nccl nccl;     /* NCCL calls of the trace and its NCCL-side trace */
 	struct cd_err err;       /* first failure while collecting them */
@@ -45,13 +51,13 @@ struct cd_nside {
 };
 
 /* Find the NCCL-side trace of path (--nccl, or the sibling by name). */
-void cd_nside_find(struct cd_nside *ns, const struct cd_cli *cli, const char *path);
+void cd_nside_find(struct cd_nside *ns, const struct cd_nside_opts *o, const char *path);
 
 /* Read the NCCL-side trace's calls (before path is replayed) and check
  * that it is path's process's.  Prints its own errors and warnings.
  * Returns CD_EXIT_OK, CD_EXIT_CUT (read, but cut) or CD_EXIT_DATA (an
  * error: nothing is joined and the analysis stops). */
-int cd_nside_load(struct cd_nside *ns, const struct cd_cli *cli, const char *path);
+int cd_nside_load(struct cd_nside *ns, const struct cd_nside_opts *o, const char *path);
 
 /* The replay hooks: every event of the trace (after it was replayed), and
  * every collective it counted.  line: the event's line in the trace. */

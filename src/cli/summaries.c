@@ -1,0 +1,130 @@
+/* The runner's summaries on the command line (src/run.c): read with the
+ * command's --jobs and --parser, what is said about them, and the
+ * cross-rank report of ranks, colls and analyze with several traces. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../ranks.h"
+#include "../run.h"
+#include "cli.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, double *read_s,
+		     int *threads)
+{
+	struct cd_run_opts ro = {.jobs = cli->jobs, .general_parser = cli->general_parser};
+	struct cd_err err = {0};
+
+	if (cd_run_summaries(cli->traces, cli->ntraces, &ro, sums, &err)) {
+		fprintf(stderr, "commdebug: %s\n", err.msg);
+		return CD_EXIT_DATA;
+	}
+	if (read_s)
+		*read_s = ro.read_s;
+	if (threads)
+		*threads = ro.threads;
+	return CD_EXIT_OK;
+}
+
+void cd_cli_print_run_stats(const struct cd_rank_summary *sums, int n, int threads, double read_s)
+{
+	uint64_t bytes = 0;
+	for (int i = 0; i < n; i++)
+		bytes += cd_rank_summary_bytes(&sums[i]);
+	fprintf(stderr, "commdebug: stats: ranks=%d summary_bytes=%" PRIu64
+			" summary_bytes_per_rank=%" PRIu64 " threads=%d read_s=%.3f\n",
+		n, bytes, n ? bytes / (uint64_t)n : 0, threads, read_s);
+}
+
+/* One line on standard error per trace that is not whole. */
+static void warn_trace(const struct cd_rank_summary *s)
+{
+	if (s->end == CD_END_EMPTY)
+		fprintf(stderr, "commdebug: %s: warning: %s; reported as a finding about its rank\n",
+			s->path, s->cut_first ? "the trace is cut before its first line is complete"
+					      : "empty trace: no event");
+	else if (s->error)
+		cd_cli_print_summary_error(s->path, s->error);
+	else if (s->cut)
+		cd_cli_print_warning(s->path, 0, "the trace is cut; compared what it holds");
+	else if (!s->has_rank)
+		cd_cli_print_warning(s->path, 0, "its meta event has no rank; left out");
+}
+
+/* colls: ok, cut (3) or an unreadable trace (1). */
+static int colls_rc(const struct cd_rank_summary *sums, int n)
+{
+	int rc = CD_EXIT_OK;
+	for (int i = 0; i < n; i++) {
+		const struct cd_rank_summary *s = &sums[i];
+		if (s->error && s->end != CD_END_EMPTY)
+			rc = CD_EXIT_DATA;
+		else if ((s->cut || s->cut_first) && rc == CD_EXIT_OK)
+			rc = CD_EXIT_CUT;
+	}
+	return rc;
+}
+
+int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums,
+			struct cd_out *out, uint64_t *visits)
+{
+	int n = cli->ntraces, rc;
+	struct cd_rank_summary **ptrs = cd_run_ptrs(sums, n);
+	struct cd_ranks_opts ro = {.json = cli->json, .late_ns = cli->late_ns};
+
+	if (!ptrs) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		return CD_EXIT_DATA;
+	}
+	for (int i = 0; i < n; i++)
+		warn_trace(&sums[i]);
+	if (cli->kind == CD_R_COLLS) {
+		cd_colls_report(out, ptrs, n, cli->json);
+		rc = colls_rc(sums, n);
+	} else {
+		switch (cd_ranks_report(out, ptrs, n, &ro)) {
+		case CD_RANKS_AGREE: rc = CD_EXIT_OK; break;
+		case CD_RANKS_CUT: rc = CD_EXIT_CUT; break;
+		case CD_RANKS_DIFFER: rc = CD_EXIT_DIFFER; break;
+		default: rc = CD_EXIT_DATA; break;
+		}
+	}
+	if (visits)
+		*visits = ro.visits;
+	free(ptrs);
+	return rc;
+}
+
+int cd_cli_run_ranks(const struct cd_cli *cli, struct cd_out *out)
+{
+	struct cd_rank_summary *sums = NULL;
+	uint64_t visits = 0;
+	double read_s = 0;
+	int threads = 0, n = cli->ntraces, rc;
+
+	if ((rc = cd_cli_summaries(cli, &sums, &read_s, &threads)) != CD_EXIT_OK)
+		return rc;
+	double t_merge = now();
+	rc = cd_cli_ranks_report(cli, sums, out, &visits);
+	double t_end = now();
+	if (cli->stats) {
+		uint64_t bytes = 0;
+		for (int i = 0; i < n; i++)
+			bytes += cd_rank_summary_bytes(&sums[i]);
+		fprintf(stderr, "commdebug: stats: ranks=%d summary_bytes=%" PRIu64
+				" summary_bytes_per_rank=%" PRIu64 " threads=%d read_s=%.3f"
+				" merge_s=%.3f merge_visits=%" PRIu64 "\n",
+			n, bytes, n ? bytes / (uint64_t)n : 0, threads, read_s, t_end - t_merge,
+			visits);
+	}
+	cd_run_free(sums, n);
+	return rc;
+}
