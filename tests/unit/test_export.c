@@ -1,0 +1,233 @@
+/* Unit tests of export's nesting rules (export.h): a small trace written
+ * to a temporary file, exported, the document parsed with cJSON and
+ * checked: spans that overlap without nesting go to a further thread of
+ * their phase, every thread's B and E balance and its times never go
+ * back, and a span left open is closed by the exporter (args.unclosed). */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "export.h"
+#include "ranks.h"
+
+/* Export the trace text (no t0: ts = t / 1000); the parsed document. */
+static cJSON *export_text(const char *text, struct cd_export_stats *st)
+{
+	char path[] = "/tmp/cd-test-export-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		abort();
+	close(fd);
+	struct cd_rank_summary s = {0};
+	cd_rank_summarize(path, false, &s);
+	FILE *f = tmpfile();
+	struct cd_out o;
+	cd_out_init(&o, f);
+	struct cd_export x;
+	struct cd_export_rank_res res = {0};
+	struct cd_err err = {0};
+	cd_export_begin(&x, &o, NULL, false, true);
+	CHECK(cd_export_rank(&x, &s, 0, NULL, &res, &err) == CD_OK);
+	cd_export_end(&x);
+	CHECK(cd_out_flush(&o, &err) == CD_OK);
+	*st = x.st;
+	long n = ftell(f);
+	char *buf = malloc((size_t)n + 1);
+	rewind(f);
+	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n)
+		abort();
+	buf[n] = 0;
+	cJSON *doc = cJSON_Parse(buf);
+	CHECK(doc != NULL);
+	free(buf);
+	fclose(f);
+	cd_out_free(&o);
+	cd_rank_summary_free(&s);
+	unlink(path);
+	return doc;
+}
+
+static const char *str_of(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double num_of(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* The tid of the first B event named name, -1: none. */
+static int tid_of(const cJSON *evs, const char *name)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, evs)
+		if (strcmp(str_of(e, "ph"), "B") == 0 && strcmp(str_of(e, "name"), name) == 0)
+			return (int)num_of(e, "tid");
+	return -1;
+}
+
+/* Every thread: B and E balance, properly nested by name, and ts never
+ * goes back (in document order). */
+static void check_threads(const cJSON *evs)
+{
+	struct thread { int tid; int depth; double last; const char *open[16]; } th[32];
+	int nth = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, evs) {
+		const char *ph = str_of(e, "ph");
+		if (strcmp(ph, "B") && strcmp(ph, "E") && strcmp(ph, "X") && strcmp(ph, "i"))
+			continue;
+		int tid = (int)num_of(e, "tid"), k;
+		for (k = 0; k < nth && th[k].tid != tid; k++)
+			;
+		if (k == nth) {
+			if (nth == 32)
+				continue;
+			th[nth++] = (struct thread){.tid = tid, .last = -1};
+		}
+		double ts = num_of(e, "ts");
+		CHECK(ts >= th[k].last);
+		th[k].last = ts;
+		if (ph[0] == 'B') {
+			CHECK(th[k].depth < 16);
+			if (th[k].depth < 16)
+				th[k].open[th[k].depth++] = str_of(e, "name");
+		} else if (ph[0] == 'E') {
+			CHECK(th[k].depth > 0);
+			if (th[k].depth > 0) {
+				th[k].depth--;
+				const char *nm = str_of(e, "name");
+				/* an E names its span, when it has a name */
+				CHECK(!*nm || strcmp(nm, th[k].open[th[k].depth]) == 0);
+			}
+		}
+	}
+	for (int k = 0; k < nth; k++)
+		CHECK(th[k].depth == 0);
+}
+
+#define META "{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":0," \
+	     "\"world_size\":1}\n"
+
+static void test_overlap_goes_to_another_thread(void)
+{
+	/* backward: X [10, 12] us and Y [11, 13] us overlap without nesting:
+	 * they cannot share a thread; X keeps backward (tid 3000), Y goes to
+	 * "backward 2" (tid 3001).  Z [14, 15] nests in nothing and overlaps
+	 * nothing: back on the first backward thread. */
+	const char *t = META
+		"{\"ev\":\"region_enter\",\"region\":1,\"t\":1000}\n"
+		"{\"ev\":\"bw_enter\",\"mod\":\"X\",\"t\":10000}\n"
+		"{\"ev\":\"bw_enter\",\"mod\":\"Y\",\"t\":11000}\n"
+		"{\"ev\":\"bw_exit\",\"mod\":\"X\",\"t\":12000}\n"
+		"{\"ev\":\"bw_exit\",\"mod\":\"Y\",\"t\":13000}\n"
+		"{\"ev\":\"bw_enter\",\"mod\":\"Z\",\"t\":14000}\n"
+		"{\"ev\":\"bw_exit\",\"mod\":\"Z\",\"t\":15000}\n"
+		"{\"ev\":\"bw_end\",\"t\":16000}\n"
+		"{\"ev\":\"region_exit\",\"region\":1,\"t\":17000}\n";
+	struct cd_export_stats st;
+	cJSON *doc = export_text(t, &st);
+	const cJSON *evs = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+	CHECK(cJSON_IsArray(evs));
+	int tx = tid_of(evs, "X"), ty = tid_of(evs, "Y"), tz = tid_of(evs, "Z");
+	CHECK(tx >= 3000 && tx < 4000);
+	CHECK(ty >= 3000 && ty < 4000);
+	CHECK(tx != ty);
+	CHECK(tz == tx);
+	CHECK(st.unclosed == 0);
+	check_threads(evs);
+	/* X's slice: B at 10, E at 12 on its thread */
+	const cJSON *e;
+	double xb = -1, xe = -1;
+	cJSON_ArrayForEach(e, evs) {
+		if ((int)num_of(e, "tid") != tx)
+			continue;
+		if (strcmp(str_of(e, "ph"), "B") == 0 && strcmp(str_of(e, "name"), "X") == 0)
+			xb = num_of(e, "ts");
+		if (strcmp(str_of(e, "ph"), "E") == 0 && xb >= 0 && xe < 0)
+			xe = num_of(e, "ts");
+	}
+	CHECK(xb == 10 && xe == 12);
+	cJSON_Delete(doc);
+}
+
+static void test_nested_share_a_thread(void)
+{
+	/* forward: A [2, 9] holds A.b [3, 4] and A.c [5, 8]: properly nested,
+	 * one thread (tid 1000) */
+	const char *t = META
+		"{\"ev\":\"region_enter\",\"region\":1,\"t\":1000}\n"
+		"{\"ev\":\"fw_pre\",\"mod\":\"A\",\"type\":\"T\",\"t\":2000}\n"
+		"{\"ev\":\"fw_pre\",\"mod\":\"A.b\",\"type\":\"T\",\"t\":3000}\n"
+		"{\"ev\":\"fw_post\",\"mod\":\"A.b\",\"t\":4000}\n"
+		"{\"ev\":\"fw_done\",\"mod\":\"A.b\",\"t\":4000}\n"
+		"{\"ev\":\"fw_pre\",\"mod\":\"A.c\",\"type\":\"T\",\"t\":5000}\n"
+		"{\"ev\":\"fw_post\",\"mod\":\"A.c\",\"t\":8000}\n"
+		"{\"ev\":\"fw_done\",\"mod\":\"A.c\",\"t\":8000}\n"
+		"{\"ev\":\"fw_post\",\"mod\":\"A\",\"t\":9000}\n"
+		"{\"ev\":\"fw_done\",\"mod\":\"A\",\"t\":9000}\n"
+		"{\"ev\":\"region_exit\",\"region\":1,\"t\":10000}\n";
+	struct cd_export_stats st;
+	cJSON *doc = export_text(t, &st);
+	const cJSON *evs = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+	int ta = tid_of(evs, "A");
+	CHECK(ta == 1000);
+	CHECK(tid_of(evs, "A.b") == ta && tid_of(evs, "A.c") == ta);
+	/* the region slice on tid 2 */
+	const cJSON *e;
+	int regions = 0;
+	cJSON_ArrayForEach(e, evs)
+		regions += (int)num_of(e, "tid") == 2 && strcmp(str_of(e, "ph"), "B") == 0;
+	CHECK(regions == 1);
+	CHECK(st.spans == 3);
+	check_threads(evs);
+	cJSON_Delete(doc);
+}
+
+static void test_unclosed(void)
+{
+	/* C opens at 20 us and is never closed: the exporter closes it at the
+	 * end of the trace (its last time, 30 us) with args.unclosed = true,
+	 * and counts it; the region too is left open (no region_exit) */
+	const char *t = META
+		"{\"ev\":\"region_enter\",\"region\":1,\"t\":1000}\n"
+		"{\"ev\":\"fw_pre\",\"mod\":\"C\",\"type\":\"T\",\"t\":20000}\n"
+		"{\"ev\":\"op\",\"name\":\"aten.mm.default\",\"t\":30000}\n";
+	struct cd_export_stats st;
+	cJSON *doc = export_text(t, &st);
+	const cJSON *evs = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+	int tc = tid_of(evs, "C");
+	CHECK(tc == 1000);
+	const cJSON *e, *beg = NULL, *end = NULL;
+	cJSON_ArrayForEach(e, evs) {
+		if ((int)num_of(e, "tid") != tc)
+			continue;
+		if (strcmp(str_of(e, "ph"), "B") == 0)
+			beg = e;
+		if (strcmp(str_of(e, "ph"), "E") == 0)
+			end = e;
+	}
+	CHECK(beg != NULL && end != NULL);
+	if (beg && end) {
+		/* the span (its B, where args go) says the exporter closed it */
+		const cJSON *args = cJSON_GetObjectItemCaseSensitive(beg, "args");
+		CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "unclosed")));
+		CHECK(num_of(beg, "ts") == 20);
+		CHECK(num_of(end, "ts") == 30);
+	}
+	CHECK(st.unclosed == 1);
+	check_threads(evs);
+	cJSON_Delete(doc);
+}
+
+int main(void)
+{
+	TEST(test_overlap_goes_to_another_thread);
+	TEST(test_nested_share_a_thread);
+	TEST(test_unclosed);
+	return check_done();
+}
