@@ -841,3 +841,240 @@ def test_job_mesh_kill(ctx):
             check(died and died[0]["end"] in ("killed", "cut"),
                   "mesh-kill: no died finding for rank %d: %r", rank,
                   [f["text"] for f in doc["findings"]])
+
+
+# ------------------------------------------------------------------ FSDP2
+# faulty_jobs.py --fsdp: every block fully_shard-ed (FSDP2).  The collectives
+# are FSDP's own (per block an all-gather in forward and in backward, a
+# reduce-scatter in backward), issued from its hooks, so the ledgers cannot list
+# them; they hold the fault (kind, module, step, time), logged right before it
+# happens, and per step the blocks the rank ran.  Where the fault is is taken
+# from the ledgers; which collective that is (pg, seq) from the peers' traces
+# (the first collective of the module, or one inside it, in forward in that step),
+# independently of the analyzer.
+FSDP_FAULT = {"fsdp-skip": "skip", "fsdp-size": "size", "fsdp-straggler": "sleep",
+              "fsdp-kill": "kill", "fsdp-tp-skip": "skip"}
+
+
+def has_fsdp2():
+    """FSDP2 (fully_shard) and init_device_mesh, or why not."""
+    import torch
+    try:
+        from torch.distributed.device_mesh import init_device_mesh  # noqa: F401
+    except ImportError:
+        return "no torch.distributed.device_mesh in torch %s" % torch.__version__
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except ImportError:
+        try:
+            from torch.distributed._composable.fsdp import fully_shard  # noqa: F401
+        except ImportError:
+            return "no FSDP2 (torch.distributed.fsdp.fully_shard) in torch %s" % (
+                torch.__version__)
+    return None
+
+
+def colls_by_step(job, rank):
+    """{region label: collectives()} of RANK's trace."""
+    evs = events(os.path.join(job.traces, "rank%d.zst" % rank), allow_cut=True)
+    per, cur = {}, None
+    for e in evs:
+        if e["ev"] == "region_enter":
+            cur = e["label"]
+            per[cur] = []
+        if cur is not None:
+            per[cur].append(e)
+    return {label: collectives(v) for label, v in per.items()}
+
+
+def fsdp_truth(job, rank, module, step):
+    """Where RANK's fault is, per process group of its own (its ledger's):
+    {pg: (seq, what the peers issued there)}, the first collective in forward
+    in STEP from MODULE or a module inside it, as the peers' traces have it
+    (they must agree)."""
+    out = {}
+    for pg, members in job.ledgers[rank][0]["groups"].items():
+        for peer in members:
+            if peer == rank:
+                continue
+            hits = [c for c in colls_by_step(job, peer).get("step %d" % step, [])
+                    if c["pg"] == pg and c["phase"] == "forward"
+                    and (c["module"] == module or c["module"].startswith(module + "."))]
+            if not hits:
+                continue
+            if pg in out:
+                eq((hits[0]["seq"], where(hits[0])), out[pg],
+                   "rank %d's peers at the fault in pg %s" % (rank, pg))
+            out[pg] = (hits[0]["seq"], where(hits[0]))
+    check(out, "no peer of rank %d issued a collective of %s in step %d", rank, module, step)
+    return out
+
+
+def ledger_steps(job, rank):
+    """{step: blocks the rank ran} from its ledger."""
+    return {e["step"]: e["modules"] for e in job.ledgers[rank] if e["ev"] == "step"}
+
+
+def check_fsdp(ctx, name, kind):
+    """Run FSDP2 scenario NAME; the first finding is of KIND, names the culprit
+    (rank, module, step: its ledger's fault) and sits where the peers' traces put
+    the fault.  Returns (job, doc, first finding, rank, module, step, truth)."""
+    why = has_fsdp2()
+    if why:
+        raise Skip(why)
+    job, culprits, doc, text = job_report(ctx, name)
+    rank, (module, step) = next(iter(culprits.items()))
+    # The ledger: the fault the scenario asks for, in the module the trace names.
+    eq([(f["kind"], f["module"], f["step"]) for f in job.faults(rank)],
+       [(FSDP_FAULT[name], module, step)], "%s: rank %d's faults (ledger)" % (name, rank))
+    for r in range(job.world):
+        if r != rank:
+            eq(job.faults(r), [], "%s: faults of rank %d" % (name, r))
+    if doc is None:
+        return None
+    truth = fsdp_truth(job, rank, module, step)
+    findings = doc["findings"]
+    check(findings, "no finding for %s", name)
+    first = findings[0]
+    eq(first["kind"], kind, "%s: kind of the first finding (%s)" % (name, first["text"]))
+    eq(first["ranks"], [rank], "%s: the rank blamed" % name)
+    check(names_culprit(first, rank, module, step),
+          "%s: the first finding does not name rank %d, %s, step %d: %r", name, rank, module,
+          step, first["text"])
+    eq(first["step"]["label"], "step %d" % step, "%s: step of the first finding" % name)
+    check(first["pg"] in truth, "%s: the first finding is in pg %s, not one of rank %d's "
+          "groups where the fault is: %r", name, first["pg"], rank, truth)
+    seq, theirs = truth[first["pg"]]
+    eq(first["seq"], seq, "%s: seq of the first finding (pg %s)" % (name, first["pg"]))
+    rec = finding_where(first, "others")
+    check(rec is not None, "%s: no record of the others in %r", name, first["modules"])
+    eq(where(rec), theirs, "%s: what the others issued there (their traces)" % name)
+    lines = [l for l in text.splitlines() if l.startswith("1. ")]
+    eq(lines, ["1. " + first["text"]], "%s: the text report's first finding" % name)
+    return job, doc, first, rank, module, step, truth
+
+
+def shard_bytes(hidden, world):
+    """The all-gather input of one block (fc1 DIM->hidden, fc2 hidden->DIM,
+    float32) fully_shard-ed over WORLD ranks (dims divide: no padding)."""
+    d = faulty_jobs.DIM
+    return 4 * (d * hidden + hidden + hidden * d + d) // world
+
+
+def test_job_fsdp_skip(ctx):
+    """FSDP2, 4 ranks: rank 1's forward leaves Net.blocks.1 out in step 2 (a
+    different code path), so its all-gather for the block is missing and its
+    next one (Net.blocks.2's, the same size) takes that seq: gloo pairs them,
+    and the ranks deadlock a few collectives on, in backward, where rank 1
+    reduce-scatters while the others all-gather; every rank times out.  One
+    skip, of 1 collective, at the block's forward all-gather."""
+    res = check_fsdp(ctx, "fsdp-skip", "skip")
+    if not res:
+        return
+    job, doc, first, rank, module, step, truth = res
+    eq(first["count"], 1, "fsdp-skip: collectives skipped")
+    # what rank 1 issued there: the block after the skipped one's predecessor
+    others_run = ledger_steps(job, 0)[step]
+    mine_run = ledger_steps(job, rank)[step]
+    eq([m for m in others_run if m not in mine_run], [module], "fsdp-skip: the block left out")
+    odd = finding_where(first, "odd")
+    eq((odd["module"], odd["collective"], odd["bytes"]),
+       (mine_run[others_run.index(module)], truth[first["pg"]][1]["collective"],
+        truth[first["pg"]][1]["bytes"]), "fsdp-skip: what rank %d issued there" % rank)
+    eq([f["kind"] for f in doc["findings"] if f["kind"] != "died"], ["skip"],
+       "fsdp-skip: one finding (besides deaths) for one skip")
+    eq(job.rcs, [1] * job.world, "fsdp-skip: every rank raised (gloo timeout)")
+    for r in range(job.world):
+        errs = [e["msg"] for e in job.ledgers[r] if e["ev"] == "error"]
+        check(errs and "Timed out" in errs[0], "fsdp-skip: rank %d did not time out: %r", r,
+              errs)
+
+
+def test_job_fsdp_size(ctx):
+    """FSDP2, 4 ranks: rank 1 is built with twice the hidden size in
+    Net.blocks.1 (a different model config), so its shard of that block, and
+    its all-gather, are larger from step 1 on: a size mismatch at the block's
+    first forward all-gather, the sizes those of the two configs; gloo aborts a
+    process at once (SIGABRT) and the others lose their connections."""
+    res = check_fsdp(ctx, "fsdp-size", "size_mismatch")
+    if not res:
+        return
+    job, doc, first, rank, module, step, truth = res
+    fault = job.faults(rank)[0]
+    world = job.world
+    odd = finding_where(first, "odd")
+    eq((finding_where(first, "others")["bytes"], odd["bytes"]),
+       (shard_bytes(fault["others_hidden"], world), shard_bytes(fault["hidden"], world)),
+       "fsdp-size: the two all-gather sizes, from the two configs")
+    eq(odd["module"], module, "fsdp-size: rank %d's module" % rank)
+    check(-6 in job.rcs, "fsdp-size: no rank was aborted by gloo: %r", job.rcs)
+    eq([t["regions"] for t in doc["traces"]], [1] * world, "fsdp-size: ended in step 1")
+
+
+def test_job_fsdp_straggler(ctx):
+    """FSDP2, 4 ranks: rank 3 sleeps 6 s inside Net.blocks.1 (step 2) before
+    FSDP's unshard; the others wait in the block's all-gather and time out
+    after 3 s.  A straggler, late by what its ledger says."""
+    res = check_fsdp(ctx, "fsdp-straggler", "straggler")
+    if not res:
+        return
+    job, doc, first, rank, module, step, truth = res
+    fault = job.faults(rank)[0]
+    eq(first["times"]["last_rank"], rank, "fsdp-straggler: who arrived last")
+    # its arrival: the fault's time plus the sleep; the others': right after
+    # their own step began (one block's all-gather before)
+    started = max(e["t_ns"] for r in range(job.world) if r != rank
+                  for e in job.ledgers[r] if e["ev"] == "step" and e["step"] == step)
+    want = (fault["t_ns"] - started) / 1e9 + fault["seconds"]
+    check(abs(first["times"]["delay_s"] - want) < 1.0,
+          "fsdp-straggler: delay %.3f s, the ledgers say %.3f s", first["times"]["delay_s"],
+          want)
+    check(first["times"]["delay_s"] > fault["seconds"] - 1,
+          "fsdp-straggler: only %.1f s late", first["times"]["delay_s"])
+    for r in range(job.world):
+        if r != rank:
+            errs = [e["msg"] for e in job.ledgers[r] if e["ev"] == "error"]
+            check(errs and "Timed out" in errs[0], "fsdp-straggler: rank %d did not time "
+                  "out: %r", r, errs)
+
+
+def test_job_fsdp_kill(ctx):
+    """FSDP2, 4 ranks: rank 2 SIGKILLs itself inside Net.blocks.1 (step 2),
+    before FSDP's unshard: it never reached the block's all-gather (a hang
+    there), it died, and its last collective is the previous block's."""
+    res = check_fsdp(ctx, "fsdp-kill", "hang")
+    if not res:
+        return
+    job, doc, first, rank, module, step, truth = res
+    eq(job.rcs[rank], -9, "fsdp-kill: rank %d's exit" % rank)
+    st = [s for s in first["states"] if s["rank"] == rank]
+    check(st and st[0]["end"] in KILLED_ENDS, "fsdp-kill: rank %d's end: %r", rank, st)
+    eq(st[0]["label"], "step %d" % step, "fsdp-kill: region the killed rank stopped in")
+    run = ledger_steps(job, rank)[step]
+    eq((st[0]["last_collective"]["seq"], st[0]["last_collective"]["module"]),
+       (first["seq"] - 1, run[run.index(module) - 1]), "fsdp-kill: the killed rank's last "
+       "collective: the previous block's all-gather")
+    died = [f for f in doc["findings"] if f["kind"] == "died" and rank in f["ranks"]]
+    check(died and died[0]["end"] in KILLED_ENDS, "fsdp-kill: no died finding for rank %d: "
+          "%r", rank, [f["text"] for f in doc["findings"]])
+
+
+def test_job_fsdp_tp_skip(ctx):
+    """FSDP2 over dp with TP inside (2 x 2 mesh): rank 3 leaves Net.blocks.1
+    out in step 2.  Its dp pair ({1,3}) lacks its all-gather of the block, its
+    tp pair ({2,3}) its all-reduce of fc2's output: two skips, each a tie in a
+    pair decided for rank 3, at the places the peers' traces give.  Gloo does
+    not time the ranks out here: the harness kills the hung job."""
+    res = check_fsdp(ctx, "fsdp-tp-skip", "skip")
+    if not res:
+        return
+    job, doc, first, rank, module, step, truth = res
+    eq(len(truth), 2, "fsdp-tp-skip: the fault is in both of rank 3's pairs: %r" % truth)
+    skips = {f["pg"]: f for f in doc["findings"] if f["kind"] == "skip"}
+    eq(sorted(skips), sorted(truth), "fsdp-tp-skip: a skip in each pair")
+    for pg, (seq, theirs) in truth.items():
+        f = skips[pg]
+        eq((f["ranks"], f["seq"], f["count"], where(finding_where(f, "others"))),
+           ([rank], seq, 1, theirs), "fsdp-tp-skip: the skip in pg %s" % pg)
+        check(f.get("decided_by", {}).get("basis") in ("own_steps", "sibling_group"),
+              "fsdp-tp-skip: the tie in pg %s: %r", pg, f.get("decided_by"))
