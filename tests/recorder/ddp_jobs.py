@@ -237,8 +237,8 @@ def main():
     make, width, kwargs, first, steps, unsynced = CASES[args.case]
 
     if args.case == "late":
-        import commdebug.recorder
-        commdebug.recorder._DDP_LIST_LIMIT = 0
+        import commdebug._ddp
+        commdebug._ddp._DDP_LIST_LIMIT = 0
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
