@@ -1,10 +1,19 @@
-"""Recording in a process started under ``python -m commdebug.record``:
-one region from the moment torch is imported to the end of the process (or
-one per optimizer step), into $COMMDEBUG_RECORD_OUT/rank<R>.zst."""
+"""Starting and stopping the recording of a whole process, the one sequence
+both ways of recording an unmodified job use: ``begin`` (a Recorder into
+DIR/rank{rank}.zst entered at once, one region, or one per optimizer step
+through ``step_hook``) and the stop function it returns.
+
+``start`` is what a process started under ``python -m commdebug.record``
+runs when it imports torch (_autorec/sitecustomize.py): one region from then
+to the end of the process (or one per optimizer step), into
+$COMMDEBUG_RECORD_OUT/rank<R>.zst.  commdebug.record's main() calls
+``begin`` for the script it runs in its own process."""
 
 import atexit
 import os
 import sys
+
+__all__ = ["start", "begin", "step_hook"]
 
 _started = []
 
@@ -23,27 +32,71 @@ def _is_launcher():
     return name.startswith(_LAUNCHERS)
 
 
+def step_hook(rec):
+    """Call rec.next_region after every optimizer step; returns an undo
+    function.  torch >= 2.0 has a global step post-hook; torch 1.13 calls
+    Optimizer._optimizer_step_code (a no-op kept as the profiler's entry
+    point) after every step, which can be wrapped at the base class."""
+    count = [0]
+
+    def after_step(*_):
+        count[0] += 1
+        if rec._in_region:
+            rec.next_region(label="step %d" % (count[0] + 1))
+
+    import importlib
+    import torch
+    optim_mod = importlib.import_module("torch.optim.optimizer")
+    reg = getattr(optim_mod, "register_optimizer_step_post_hook", None)
+    if reg is not None:
+        handle = reg(after_step)
+        return handle.remove
+    base = torch.optim.Optimizer
+    orig = base.__dict__.get("_optimizer_step_code")
+    if orig is None:
+        sys.stderr.write("commdebug: this torch has no optimizer step hook; "
+                         "--every-step records one region\n")
+        return lambda: None
+
+    def _optimizer_step_code(self):
+        orig(self)
+        after_step()
+
+    base._optimizer_step_code = _optimizer_step_code
+
+    def undo():
+        base._optimizer_step_code = orig
+    return undo
+
+
+def begin(out, every_step, label):
+    """Record this process from now on into OUT/rank{rank}.zst: one region
+    named label, or with every_step one per optimizer step ("step 1",
+    "step 2", ...).  Returns stop(*exc_info), which ends the region (with
+    the exception being handled, if any) and closes the trace."""
+    _started.append(True)
+    from .recorder import Recorder
+    rec = Recorder(os.path.join(out, "rank{rank}.zst"), label="step 1" if every_step else label)
+    undo = step_hook(rec) if every_step else (lambda: None)
+    rec.__enter__()
+
+    def stop(*exc_info):
+        undo()
+        try:
+            if rec._in_region:
+                rec.__exit__(*(exc_info or (None, None, None)))
+        finally:
+            rec.close()
+    return stop
+
+
 def start():
     if _started or _is_launcher():
         return
     out = os.environ.get("COMMDEBUG_RECORD_OUT")
     if not out:
         return
-    _started.append(True)
-    from .recorder import Recorder
-    from .record import step_hook
     every = os.environ.get("COMMDEBUG_RECORD_EVERY_STEP") == "1"
     argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     label = os.environ.get("COMMDEBUG_RECORD_LABEL") or argv0 or "python"
-    rec = Recorder(os.path.join(out, "rank{rank}.zst"), label="step 1" if every else label)
-    undo = step_hook(rec) if every else (lambda: None)
-    rec.__enter__()
-
-    def stop():
-        undo()
-        try:
-            if rec._in_region:
-                rec.__exit__(None, None, None)
-        finally:
-            rec.close()
-    atexit.register(stop)
+    atexit.register(begin(out, every, label))

@@ -32,52 +32,13 @@ import subprocess
 import sys
 import time
 
+from ._autostart import _LAUNCHERS, begin, step_hook
+from ._process import note_ending
+
 __all__ = ["main", "step_hook"]
 
 _AUTOREC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_autorec")
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def step_hook(rec):
-    """Call rec.next_region after every optimizer step; returns an undo
-    function.  torch >= 2.0 has a global step post-hook; torch 1.13 calls
-    Optimizer._optimizer_step_code (a no-op kept as the profiler's entry
-    point) after every step, which can be wrapped at the base class."""
-    count = [0]
-
-    def after_step(*_):
-        count[0] += 1
-        if rec._in_region:
-            rec.next_region(label="step %d" % (count[0] + 1))
-
-    import importlib
-    import torch
-    optim_mod = importlib.import_module("torch.optim.optimizer")
-    reg = getattr(optim_mod, "register_optimizer_step_post_hook", None)
-    if reg is not None:
-        handle = reg(after_step)
-        return handle.remove
-    base = torch.optim.Optimizer
-    orig = base.__dict__.get("_optimizer_step_code")
-    if orig is None:
-        sys.stderr.write("commdebug: this torch has no optimizer step hook; "
-                         "--every-step records one region\n")
-        return lambda: None
-
-    def _optimizer_step_code(self):
-        orig(self)
-        after_step()
-
-    base._optimizer_step_code = _optimizer_step_code
-
-    def undo():
-        base._optimizer_step_code = orig
-    return undo
-
-
-def _autostart_launchers():
-    from ._autostart import _LAUNCHERS
-    return _LAUNCHERS
 
 
 def _child_env(out, every_step, label):
@@ -136,7 +97,7 @@ def main(argv=None):
     if not cmd:
         p.error("no script to run (give it after --)")
     module = None
-    if cmd[0] == "-m" and len(cmd) > 1 and cmd[1].startswith(_autostart_launchers()):
+    if cmd[0] == "-m" and len(cmd) > 1 and cmd[1].startswith(_LAUNCHERS):
         # torchrun as a module: a launcher, run as a child like any other
         cmd = [sys.executable] + cmd
     if cmd[0] == "-m":
@@ -162,14 +123,8 @@ def main(argv=None):
     else:
         sys.argv = cmd
         sys.path[0] = os.path.dirname(os.path.abspath(cmd[0]))
-    from . import _autostart
-    _autostart._started.append(True)   # this process records through rec below
-    from .recorder import Recorder
-    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"),
-                   label="step 1" if args.every_step else label)
-    undo = step_hook(rec) if args.every_step else (lambda: None)
+    stop = begin(args.out, args.every_step, label)
     code = 0
-    rec.__enter__()
     try:
         if module is not None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -177,17 +132,13 @@ def main(argv=None):
             runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as e:
         code = e.code
-        from .recorder import note_ending
         note_ending(code=code)
     except BaseException as e:
-        # the interpreter's excepthook sees it only after rec.close() below
-        from .recorder import note_ending
+        # the interpreter's excepthook sees it only after the trace is closed below
         note_ending(exc=e)
         raise
     finally:
-        undo()
-        rec.__exit__(*sys.exc_info())
-        rec.close()
+        stop(*sys.exc_info())
     return code
 
 
