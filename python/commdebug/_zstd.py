@@ -15,7 +15,6 @@ thread does not stall the training loop.
 
 import ctypes
 import ctypes.util
-import io
 import os
 
 __all__ = ["load", "Zstd"]
@@ -47,15 +46,12 @@ class TruncatedError(ZstdError):
 
 
 class Zstd:
-    """The few libzstd entry points the recorder and its tests use."""
+    """The few libzstd entry points the recorder and the trace reader use."""
 
     def __init__(self, lib):
         self._lib = lib
         lib.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
         lib.ZSTD_compressBound.restype = ctypes.c_size_t
-        lib.ZSTD_compress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
-                                      ctypes.c_size_t, ctypes.c_int]
-        lib.ZSTD_compress.restype = ctypes.c_size_t
         lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
         lib.ZSTD_isError.restype = ctypes.c_uint
         lib.ZSTD_getErrorName.argtypes = [ctypes.c_size_t]
@@ -88,15 +84,6 @@ class Zstd:
         if self._lib.ZSTD_isError(rc):
             raise ZstdError("%s: %s" % (what, self._lib.ZSTD_getErrorName(rc).decode()))
         return rc
-
-    def compress_frame(self, data, level=3):
-        """One complete zstd frame holding ``data`` (bytes), without a
-        checksum (tests use it to make frames the way old recorders did)."""
-        cap = self._lib.ZSTD_compressBound(len(data))
-        dst = ctypes.create_string_buffer(cap)
-        n = self._check(self._lib.ZSTD_compress(dst, cap, data, len(data), level),
-                        "ZSTD_compress")
-        return dst.raw[:n]
 
     def compressor(self, level=3):
         """A Compressor: frames with content checksums, one reused context."""
@@ -140,21 +127,6 @@ class Zstd:
                 raise TruncatedError("input ends inside a zstd frame", b"")
         finally:
             lib.ZSTD_freeDStream(ds)
-
-    def decompress(self, data):
-        """Decode a stream of one or more concatenated frames.
-
-        Raises TruncatedError (with the decoded prefix) when the input ends
-        inside a frame, ZstdError when it is corrupt."""
-        if not data:
-            return b""
-        parts = []
-        try:
-            for part in self.decompress_iter(io.BytesIO(bytes(data))):
-                parts.append(part)
-        except TruncatedError as e:
-            raise TruncatedError(str(e), b"".join(parts)) from None
-        return b"".join(parts)
 
 
 class Compressor:
