@@ -4,7 +4,7 @@ in which chosen ranks do something wrong, the way real training jobs fail.
 
 As a worker (one rank; RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
 
-    faulty_jobs.py --out DIR [--steps N] [--groups] [--timeout S]
+    faulty_jobs.py --out DIR [--steps N] [--groups | --mesh] [--fsdp] [--timeout S]
                    [--fault KIND:RANK[:STEP[:MODULE[:ARG]]]]...
 
 As a harness (from a test):
@@ -59,6 +59,10 @@ is written *before* the collective is handed to gloo:
 With ``--mesh`` (torch 2.x) the ranks form a 2-D mesh, dp x tp, made by
 init_device_mesh: the blocks all-reduce over their tp pair ({0,1}, {2,3}), the
 gradients over their dp pair ({0,2}, {1,3}), nothing over the world group.
+
+With ``--fsdp`` (torch 2.x) the job is an FSDP2 one instead, with faults of its
+own and a ledger without "coll" lines (FSDP issues its collectives itself): see
+fsdp_worker.
 
 ``pg`` is the process group name the recorder uses (c10d's name for the group:
 "0" for the world group, "1", "2", ... for new groups in creation order), and
