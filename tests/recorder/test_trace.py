@@ -308,7 +308,7 @@ def test_regions_do_not_nest(ctx):
             raise AssertionError("entering an active Recorder did not raise")
     rec.close()
     eq([e["ev"] for e in events(os.path.join(ctx.tmp, "t.zst"))],
-       ["meta", "region_enter", "region_exit"], "events")
+       ["meta", "region_enter", "region_exit", "end"], "events")
 
 
 def test_plain_jsonl_without_libzstd(ctx):
