@@ -1,7 +1,7 @@
 /* A minimal test harness: CHECK records failures, TEST runs one function,
  * and check_done() prints "N passed, M failed" and returns the exit code. */
-#ifndef CD_CHECK_H
-#define CD_CHECK_H
+#ifndef CD_TEST_CHECK_H
+#define CD_TEST_CHECK_H
 
 #include <stdio.h>
 #include <string.h>
