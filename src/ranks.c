@@ -252,8 +252,11 @@ static void end_state(struct cd_rank_summary *s, const struct cd_replay *r)
 		for (uint32_t k = 1; r->in_region && k < r->parent_list.n; k++)
 			if (r->parent_list.v[k] == id)
 				fwd = true;
+		/* a module a forward left in `parents` (an exception cut that
+		 * forward short: its forward hook never came) is in forward */
 		if (!fwd) {
-			struct cd_frame f = {sidz(s, cd_intern_str(&r->mods, id)), CD_PH_BACKWARD};
+			struct cd_frame f = {sidz(s, cd_intern_str(&r->mods, id)),
+					     r->pfw.v[id] > 0 ? CD_PH_FORWARD : CD_PH_BACKWARD};
 			cd_vec_push(&s->stack, f);
 		}
 	}

@@ -143,15 +143,16 @@ static uint32_t mod_id(struct cd_replay *r, struct cd_str s)
 	if (id >= r->pcnt.n) {
 		uint32_t need = id + 1;
 		if (!cd_vec_reserve(&r->pcnt, need) || !cd_vec_reserve(&r->ppos, need) ||
-		    !cd_vec_reserve(&r->rm, need))
+		    !cd_vec_reserve(&r->pfw, need) || !cd_vec_reserve(&r->rm, need))
 			return CD_NOID;
 		for (uint32_t i = r->pcnt.n; i < need; i++) {
 			r->pcnt.v[i] = 0;
 			r->ppos.v[i] = 0;
+			r->pfw.v[i] = 0;
 			memset(&r->rm.v[i], 0, sizeof r->rm.v[i]);
 			r->rm.v[i].more = CD_NOID;
 		}
-		r->pcnt.n = r->ppos.n = r->rm.n = need;
+		r->pcnt.n = r->ppos.n = r->pfw.n = r->rm.n = need;
 	}
 	return id;
 }
@@ -229,7 +230,11 @@ static bool parents_has(const struct cd_replay *r, uint32_t id)
 
 static void parents_drop(struct cd_replay *r, uint32_t id)
 {
-	if (r->pcnt.v[id] == 0 || --r->pcnt.v[id] > 0)
+	if (r->pcnt.v[id] == 0)
+		return;
+	if (r->pfw.v[id] > 0)
+		r->pfw.v[id]--;  /* a forward's entry goes first: hooks pair up */
+	if (--r->pcnt.v[id] > 0)
 		return;
 	uint32_t pos = r->ppos.v[id];
 	uint32_t last = r->pmembers.v[--r->pmembers.n];
@@ -240,7 +245,7 @@ static void parents_drop(struct cd_replay *r, uint32_t id)
 static void parents_reset(struct cd_replay *r)
 {
 	for (uint32_t i = 0; i < r->pmembers.n; i++)
-		r->pcnt.v[r->pmembers.v[i]] = 0;
+		r->pcnt.v[r->pmembers.v[i]] = r->pfw.v[r->pmembers.v[i]] = 0;
 	r->pmembers.n = 0;
 	parents_add(r, GLOBAL);
 }
@@ -497,6 +502,8 @@ static enum cd_status on_fw_pre(struct cd_replay *r, const struct cd_event *e, s
 	/* ModTracker append (not a backward append) */
 	if (!parents_add(r, id))
 		return nomem(err);
+	if (!e->bw)
+		r->pfw.v[id]++;
 	if (r->ac)
 		return CD_OK;
 
@@ -929,6 +936,7 @@ void cd_replay_free(struct cd_replay *r)
 	cd_intern_free(&r->opkeys);
 	cd_vec_free(&r->opinfo);
 	cd_vec_free(&r->pcnt);
+	cd_vec_free(&r->pfw);
 	cd_vec_free(&r->ppos);
 	cd_vec_free(&r->pmembers);
 	cd_vec_free(&r->helper);

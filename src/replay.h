@@ -161,6 +161,8 @@ struct cd_replay {
 	/* ModTracker state: persists across regions */
 	CD_VEC(uint32_t) pcnt;    /* per module: count in `parents` */
 	CD_VEC(uint32_t) ppos;    /* per module: index in pmembers */
+	CD_VEC(uint32_t) pfw;     /* per module: how many of its pcnt came from a forward
+	                           * outside backward (fw_pre with bw false) */
 	CD_VEC(uint32_t) pmembers;
 
 	/* current region */
