@@ -1376,6 +1376,11 @@ bool cd_pm_build(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n, i
 	return true;
 }
 
+bool cd_pm_differ(const struct cd_pm *pm)
+{
+	return pm->f.n || pm->dups.n || pm->missing.n || pm->rows.n;
+}
+
 void cd_pm_free(struct cd_pm *pm)
 {
 	for (uint32_t k = 0; k < pm->f.n; k++) {

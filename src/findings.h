@@ -131,6 +131,9 @@ void cd_pm_sort(struct cd_rank_summary **v, int n);
  * false when out of memory (pm is then still safe to free). */
 bool cd_pm_build(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n, int64_t late_ns);
 void cd_pm_free(struct cd_pm *pm);
+/* Whether the ranks differ: a finding, a duplicate or missing rank, or
+ * per-module counts that differ (ranks and export exit 4). */
+bool cd_pm_differ(const struct cd_pm *pm);
 
 /* Global id of summary string id of rank i. */
 static inline uint32_t cd_pm_gid(const struct cd_pm *pm, int i, uint32_t id)

@@ -117,6 +117,18 @@ static void json_region(struct cd_out *o, const struct cd_rank_summary *s, int64
 		cd_pj_raw(o, "null", 4);
 }
 
+/* The label of a step: from the first rank that reached the region (a
+ * rank whose trace ends before it has none), or NULL. */
+static const char *step_label(const struct cd_pm *pm, int64_t region)
+{
+	for (int i = 0; i < pm->n; i++) {
+		const char *l = cd_rank_label(pm->r[i], region);
+		if (l)
+			return l;
+	}
+	return NULL;
+}
+
 /* c10d.allreduce_ of 4096 bytes torch.float32 */
 static void text_payload(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c)
 {
@@ -397,8 +409,9 @@ static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 				cd_out_printf(o, "  rank %-4" PRId64, s->rank);
 			else
 				cd_out_str(o, "  rank ?   ");
-			cd_out_printf(o, " %s: %" PRIu64 " events, %" PRIu64 " regions, %u collectives; ",
-				      s->path, s->events, s->regions, s->colls.n);
+			cd_out_printf(o, " %s: %" PRIu64 " event%s, %" PRIu64 " region%s, %u collective%s; ",
+				      s->path, s->events, s->events == 1 ? "" : "s", s->regions,
+				      s->regions == 1 ? "" : "s", s->colls.n, s->colls.n == 1 ? "" : "s");
 			text_end(o, s);
 			if (!s->has_rank && s->end != CD_END_EMPTY && s->end != CD_END_ERROR)
 				cd_out_str(o, "; no rank in its meta event: left out");
@@ -997,7 +1010,10 @@ static void text_steps(struct cd_out *o, const struct cd_pm *pm, struct rv *v)
 			cd_out_printf(o, "regions %" PRId64 "-%" PRId64 " (%u)", l->first, l->last,
 				      l->nregions);
 		} else {
-			text_region(o, pm->r[0], l->first);
+			const char *lb = step_label(pm, l->first);
+			cd_out_printf(o, "region %" PRId64, l->first);
+			if (lb)
+				cd_out_printf(o, " \"%s\"", lb);
 		}
 		if (l->uniform) {
 			cd_out_printf(o, ": every rank finished, %u collective%s each\n", l->colls,
@@ -1010,8 +1026,8 @@ static void text_steps(struct cd_out *o, const struct cd_pm *pm, struct rv *v)
 		cd_out_str(o, "\n");
 	}
 	if (odd > TEXT_MAX_STEPS)
-		cd_out_printf(o, "  ... %u more regions where ranks differ (see --json)\n",
-			      odd - TEXT_MAX_STEPS);
+		cd_out_printf(o, "  ... %u more region%s where ranks differ (see --json)\n",
+			      odd - TEXT_MAX_STEPS, odd - TEXT_MAX_STEPS == 1 ? "" : "s");
 }
 
 static void text_modules(struct cd_out *o, const struct cd_pm *pm, struct rv *v)
@@ -1122,7 +1138,7 @@ static void json_report(struct cd_out *o, const struct cd_pm *pm, bool agree, st
 		cd_pj_key(o, "regions");
 		cd_pj_int(o, l->nregions);
 		cd_pj_key(o, "label");
-		const char *lb = pm->n && l->nregions == 1 ? cd_rank_label(pm->r[0], l->first) : NULL;
+		const char *lb = l->nregions == 1 ? step_label(pm, l->first) : NULL;
 		if (lb)
 			cd_pj_cstr(o, lb);
 		else
@@ -1194,7 +1210,7 @@ int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n
 		cd_pm_free(&pm);
 		return CD_RANKS_BAD;
 	}
-	bool differ = pm.f.n || pm.dups.n || pm.missing.n || pm.rows.n;
+	bool differ = cd_pm_differ(&pm);
 	/* empty traces alone: nothing to compare */
 	if (pm.n == 0 && !pm.bad)
 		outcome = pm.cut ? CD_RANKS_CUT : CD_RANKS_BAD;
@@ -1211,8 +1227,9 @@ int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n
 			for (uint32_t k = 0; k < pm.f.n && k < TEXT_MAX_FINDINGS; k++)
 				text_finding(o, &pm, &pm.f.v[k], k + 1);
 			if (pm.f.n > TEXT_MAX_FINDINGS)
-				cd_out_printf(o, "... %u more findings (see --json)\n",
-					      pm.f.n - TEXT_MAX_FINDINGS);
+				cd_out_printf(o, "... %u more finding%s (see --json)\n",
+					      pm.f.n - TEXT_MAX_FINDINGS,
+					      pm.f.n - TEXT_MAX_FINDINGS == 1 ? "" : "s");
 		}
 		text_steps(o, &pm, v);
 		text_modules(o, &pm, v);

@@ -274,10 +274,11 @@ static void write_text(struct cd_out *o, const struct cd_check *c, const struct 
 		cd_out_printf(o, "... and %" PRIu64 " more\n", c->nfails - c->fails.n);
 	count_items(c, x, &checked, &failed);
 	if (!failed)
-		cd_out_printf(o, "check: all %" PRIu64 " expectations hold", checked);
+		cd_out_printf(o, checked == 1 ? "check: the %" PRIu64 " expectation holds"
+					      : "check: all %" PRIu64 " expectations hold", checked);
 	else
-		cd_out_printf(o, "check: %" PRIu64 " of %" PRIu64 " expectations do not hold", failed,
-			      checked);
+		cd_out_printf(o, "check: %" PRIu64 " of %" PRIu64 " expectation%s not hold", failed,
+			      checked, checked == 1 ? " does" : "s do");
 	cd_out_printf(o, " (%" PRIu32 " trace%s, %" PRIu64 " region%s)\n", c->traces.n,
 		      c->traces.n == 1 ? "" : "s", region_count(c), region_count(c) == 1 ? "" : "s");
 }
