@@ -39,9 +39,10 @@ static const struct cd_cmd cmd = {
 	"\n",
 	"\n"
 	"Events without a time (\"t\") cannot be placed: they are left out and\n"
-	"counted in otherData.  Exit status: 0 written, 1 bad or unreadable trace\n"
-	"(FILE is not written), 2 usage error, 3 a trace was cut short (what was\n"
-	"read was written).\n",
+	"counted in otherData.  Exit status: 0 written, no finding, 1 bad or\n"
+	"unreadable trace (FILE is not written), 2 usage error, 3 a trace was\n"
+	"cut short (what was read was written), 4 written, with findings (marked\n"
+	"in FILE; as 'commdebug ranks' exits).\n",
 	check_args,
 };
 
@@ -185,7 +186,7 @@ int cmd_export(int argc, char **argv)
 	have_pm = true;
 	if (strcmp(o.out_path, "-") == 0) {
 		rc = write_all(&o, &pm, stdout, "standard output");
-		goto out;
+		goto findings;
 	}
 	struct cd_tmpfile t;
 	if (!cd_paths_tmp_open(&t, o.out_path)) {
@@ -195,6 +196,12 @@ int cmd_export(int argc, char **argv)
 	rc = write_all(&o, &pm, t.f, t.tmp);
 	if (!cd_paths_tmp_commit(&t, rc != CD_EXIT_DATA))
 		rc = CD_EXIT_DATA;
+	goto findings;
+findings:
+	/* findings (marked in the file) exit 4 as in ranks, over a cut; a
+	 * rank with no trace at all is not one (a job exported in part) */
+	if (rc != CD_EXIT_DATA && pm.f.n)
+		rc = CD_EXIT_DIFFER;
 	goto out;
 nomem:
 	fprintf(stderr, "commdebug: out of memory\n");
