@@ -3,6 +3,7 @@
 #include "check.h"
 
 #include <fnmatch.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -520,7 +521,7 @@ static void yaml_scalar(struct cd_out *o, const char *s, bool glob)
 	}
 	cd_out_write(o, "\"", 1);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (glob && (*p == '*' || *p == '?' || *p == '['))
+		if (glob && (*p == '*' || *p == '?' || *p == '[' || *p == '\\'))
 			cd_out_str(o, "\\\\");
 		if (*p == '"' || *p == '\\')
 			cd_out_printf(o, "\\%c", *p);
@@ -775,6 +776,190 @@ static void write_regions(struct cd_out *o, const int64_t *v, uint32_t n, uint32
 	}
 }
 
+/* s[0..n) into pattern p (at most cap bytes with its NUL) with fnmatch's
+ * characters escaped; returns the new end, or NULL when it does not fit. */
+static char *glob_escape(char *p, const char *end, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strchr("*?[\\", s[i]) && p < end)
+			*p++ = '\\';
+		if (p >= end)
+			return NULL;
+		*p++ = s[i];
+	}
+	return p;
+}
+
+/* Whether pattern picks exactly the regions v[0..n) of trace tr (of every
+ * trace when tr is CD_CHECK_NO_TRACE) among their labelled regions. */
+static bool label_picks(const struct cd_check *c, const char *pattern, const int64_t *v,
+			uint32_t n, uint32_t tr)
+{
+	for (uint32_t k = 0; k < c->snaps.n; k++) {
+		const struct cd_check_snap *s = &c->snaps.v[k];
+		bool in = false;
+		if (tr != CD_CHECK_NO_TRACE && s->trace != tr)
+			continue;
+		for (uint32_t i = 0; i < n && !in; i++)
+			in = v[i] == s->region;
+		if (in != (s->label && fnmatch(pattern, s->label, 0) == 0))
+			return false;
+	}
+	return true;
+}
+
+/* A label pattern for the regions v[0..n) of trace tr (or of every trace):
+ * their label, or the labels' common start and end around a '*', when it
+ * picks those regions and no other (written into buf); else NULL. */
+static const char *label_scope(const struct cd_check *c, const int64_t *v, uint32_t n,
+			       uint32_t tr, char *buf, size_t cap)
+{
+	const char *first = NULL;
+	size_t pre = 0, suf = 0;
+	bool same = true;
+
+	for (uint32_t k = 0; k < c->snaps.n; k++) {
+		const struct cd_check_snap *s = &c->snaps.v[k];
+		bool in = false;
+		if (tr != CD_CHECK_NO_TRACE && s->trace != tr)
+			continue;
+		for (uint32_t i = 0; i < n && !in; i++)
+			in = v[i] == s->region;
+		if (!in)
+			continue;
+		if (!s->label || !*s->label)
+			return NULL;
+		for (const unsigned char *p = (const unsigned char *)s->label; *p; p++)
+			if (*p < 0x20 || *p == 0x7f)
+				return NULL;
+		if (!first) {
+			first = s->label;
+			pre = suf = strlen(first);
+			continue;
+		}
+		size_t len = strlen(s->label), fl = strlen(first), i = 0;
+		same = same && strcmp(first, s->label) == 0;
+		while (i < pre && i < len && first[i] == s->label[i])
+			i++;
+		pre = i;
+		for (i = 0; i < suf && i < len && first[fl - 1 - i] == s->label[len - 1 - i]; i++)
+			;
+		suf = i;
+	}
+	if (!first)
+		return NULL;
+	size_t fl = strlen(first);
+	char *p = buf, *end = buf + cap - 1;
+	if (same) {
+		p = glob_escape(p, end, first, fl);
+	} else {
+		if (pre + suf > fl)
+			suf = fl - pre;
+		if (!(p = glob_escape(p, end, first, pre)) || p >= end)
+			return NULL;
+		*p++ = '*';
+		p = glob_escape(p, end, first + fl - suf, suf);
+	}
+	if (!p)
+		return NULL;
+	*p = '\0';
+	if (label_picks(c, buf, v, n, tr))
+		return buf;
+	/* labels of one length that differ in one place: "step [12]" */
+	if (same || pre + suf + 1 != fl || fl >= cap / 2)
+		return NULL;
+	char set[256] = {0}, cls[257];
+	size_t nc = 0;
+	for (uint32_t k = 0; k < c->snaps.n; k++) {
+		const struct cd_check_snap *sn = &c->snaps.v[k];
+		bool in = false;
+		if (tr != CD_CHECK_NO_TRACE && sn->trace != tr)
+			continue;
+		for (uint32_t i = 0; i < n && !in; i++)
+			in = v[i] == sn->region;
+		if (!in)
+			continue;
+		if (strlen(sn->label) != fl)
+			return NULL;
+		unsigned char ch = (unsigned char)sn->label[pre];
+		if (strchr("!^]-[\\", ch))
+			return NULL;
+		if (!set[ch]) {
+			set[ch] = 1;
+			cls[nc++] = (char)ch;
+		}
+	}
+	p = glob_escape(buf, end, first, pre);
+	if (!p || end - p < (ptrdiff_t)nc + 2)
+		return NULL;
+	*p++ = '[';
+	memcpy(p, cls, nc);
+	p += nc;
+	*p++ = ']';
+	if (!(p = glob_escape(p, end, first + pre + 1, suf)))
+		return NULL;
+	*p = '\0';
+	return label_picks(c, buf, v, n, tr) ? buf : NULL;
+}
+
+/* A double-quoted YAML scalar of printable s. */
+static void yaml_quoted(struct cd_out *o, const char *s)
+{
+	cd_out_write(o, "\"", 1);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			cd_out_write(o, "\\", 1);
+		cd_out_write(o, s, 1);
+	}
+	cd_out_write(o, "\"", 1);
+}
+
+/* The label of region in trace tr's (or any trace's) snapshots, or NULL. */
+static const char *snap_label(const struct cd_check *c, int64_t region, uint32_t tr)
+{
+	for (uint32_t k = 0; k < c->snaps.n; k++)
+		if ((tr == CD_CHECK_NO_TRACE || c->snaps.v[k].trace == tr) &&
+		    c->snaps.v[k].region == region)
+			return c->snaps.v[k].label;
+	return NULL;
+}
+
+/* "  - regions: ...\n" of an entry for the regions v[0..n) of trace tr (or
+ * of every trace), which has all regions: all; a label pattern when the
+ * regions' labels pick them and no other; else their numbers, with their
+ * labels in a comment. */
+static void write_scope(const struct cd_check *c, struct cd_out *o, const int64_t *v,
+			uint32_t n, uint32_t all, uint32_t tr)
+{
+	char pat[512];
+	const char *lb = n == all ? NULL : label_scope(c, v, n, tr, pat, sizeof pat);
+
+	cd_out_str(o, "  - regions: ");
+	if (lb) {
+		cd_out_str(o, "{label: ");
+		yaml_quoted(o, lb);
+		cd_out_str(o, "}\n");
+		return;
+	}
+	write_regions(o, v, n, all);
+	/* the labels: of a range its ends, of a list (up to 4) each */
+	bool range = n > 1 && v[n - 1] - v[0] + 1 == (int64_t)n;
+	bool ok = n && n != all && (range || n <= 4);
+	for (uint32_t i = 0; ok && i < n; i++) {
+		const char *l = range && i && i < n - 1 ? "" : snap_label(c, v[i], tr);
+		ok = l != NULL;
+		for (const unsigned char *q = (const unsigned char *)l; ok && *q; q++)
+			ok = *q >= 0x20 && *q != 0x7f;
+	}
+	if (ok && range) {
+		cd_out_printf(o, "  # %s .. %s", snap_label(c, v[0], tr), snap_label(c, v[n - 1], tr));
+	} else if (ok) {
+		for (uint32_t i = 0; i < n; i++)
+			cd_out_printf(o, i ? ", %s" : "  # %s", snap_label(c, v[i], tr));
+	}
+	cd_out_write(o, "\n", 1);
+}
+
 void cd_check_write_yaml(struct cd_check *c, struct cd_out *o, bool ranks_agree)
 {
 	uint32_t n = c->snaps.n;
@@ -820,9 +1005,7 @@ void cd_check_write_yaml(struct cd_check *c, struct cd_out *o, bool ranks_agree)
 		}
 		if (ntr == c->traces.n && same && c->traces.n > 1) {
 			const struct cd_check_trace *t = &c->traces.v[c->snaps.v[owner[0]].trace];
-			cd_out_str(o, "  - regions: ");
-			write_regions(o, regs, run, t->regions.n);
-			cd_out_write(o, "\n", 1);
+			write_scope(c, o, regs, run, t->regions.n, CD_CHECK_NO_TRACE);
 			cd_out_str(o, body);
 		} else {
 			for (uint32_t a = 0; a < nown;) {
@@ -830,9 +1013,7 @@ void cd_check_write_yaml(struct cd_check *c, struct cd_out *o, bool ranks_agree)
 				while (b < nown && c->snaps.v[owner[b]].trace == tr)
 					b++;
 				const struct cd_check_trace *t = &c->traces.v[tr];
-				cd_out_str(o, "  - regions: ");
-				write_regions(o, regs + a, b - a, t->regions.n);
-				cd_out_write(o, "\n", 1);
+				write_scope(c, o, regs + a, b - a, t->regions.n, tr);
 				if (c->traces.n > 1 && t->has_rank)
 					cd_out_printf(o, "    rank: %" PRId64 "\n", t->rank);
 				cd_out_str(o, body);
