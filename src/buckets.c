@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "replay.h"
+#include "run.h"
 #include "trace.h"
 
 /* First forward of a module: its order and its own parameters then. */
@@ -109,6 +110,51 @@ void cd_bk_trace_free(struct cd_bk_trace *t)
 	free(t->path);
 	memset(t, 0, sizeof *t);
 }
+
+void cd_bk_rank_free(struct cd_bk_rank *r)
+{
+	cd_bk_trace_free(&r->t);
+	for (uint32_t i = 0; i < r->warnings.n; i++)
+		free(r->warnings.v[i]);
+	cd_vec_free(&r->warnings);
+}
+
+struct rank_ctx {
+	struct cd_bk_rank *r;
+	bool oom;
+};
+
+static void keep_warning(void *ud, const char *msg)
+{
+	struct rank_ctx *c = ud;
+	char *m = strdup(msg);
+	if (!m || !cd_vec_push(&c->r->warnings, m)) {
+		free(m);
+		c->oom = true;
+	}
+}
+
+static void rank_read(const char *path, const void *ctx, void *res)
+{
+	struct cd_bk_opts o = *(const struct cd_bk_opts *)ctx;
+	struct rank_ctx c = {.r = res};
+
+	o.nccl = NULL;
+	o.warn = keep_warning;
+	o.ud = &c;
+	c.r->st = cd_buckets_collect(path, &o, &c.r->t, &c.r->err);
+	if (!c.r->st && c.oom)
+		c.r->st = nomem(&c.r->err);
+}
+
+static void rank_free(void *res)
+{
+	cd_bk_rank_free(res);
+}
+
+const struct cd_run_reader cd_bk_reader = {
+	"buckets", sizeof(struct cd_bk_rank), rank_read, rank_free, NULL,
+};
 
 static enum cd_status add_diff(void *vec, struct cd_err *err, const char *kind, const char *fmt,
 			       ...) __attribute__((format(printf, 4, 5)));

@@ -6,8 +6,9 @@
  * per DDP module its parameters, its bucket sets (initial and rebuilt), the
  * bucket all-reduces of every region and the first-forward order of the
  * modules; cd_buckets_analyze plans and compares; cd_buckets_report prints
- * one or several traces (ranks).  The planner and the simple_grid table are
- * exposed for the unit tests.
+ * one or several traces (ranks); cd_bk_reader reads traces on the
+ * runner's threads (run.h) into struct cd_bk_rank.  The planner and the
+ * simple_grid table are exposed for the unit tests.
  *
  * Ownership: a struct cd_bk_trace owns every string and list it points to;
  * free it with cd_bk_trace_free().  Nothing here prints or exits. */
@@ -179,6 +180,22 @@ struct cd_bk_opts {
 enum cd_status cd_buckets_collect(const char *path, const struct cd_bk_opts *o,
 				  struct cd_bk_trace *t, struct cd_err *err);
 void cd_bk_trace_free(struct cd_bk_trace *t);
+
+/* One rank's buckets as the runner reads them (run.h): cd_buckets_collect
+ * of one trace, with what it would have said kept for the caller to say. */
+struct cd_bk_rank {
+	struct cd_bk_trace t;
+	enum cd_status st;       /* cd_buckets_collect's */
+	struct cd_err err;       /* when st */
+	CD_VEC(char *) warnings; /* the replay's oddities (cd_bk_opts.warn's), in order */
+};
+void cd_bk_rank_free(struct cd_bk_rank *r);
+
+/* The runner's reader of buckets: results are struct cd_bk_rank; ctx is a
+ * const struct cd_bk_opts whose nccl, warn and ud are not used (each
+ * trace's own nccl events only; warnings go to the result). */
+struct cd_run_reader;
+extern const struct cd_run_reader cd_bk_reader;
 
 /* Print traces (one per rank) as text or as one JSON document.  Sets
  * *differ when the ranks' buckets differ.  Fails only when out of memory. */

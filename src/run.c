@@ -1,26 +1,40 @@
-/* The runner: inputs read on N threads into rank summaries.  See run.h. */
+/* The runner: inputs read on N threads by a reader into per-rank results.
+ * See run.h. */
 #include "run.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static void trace_summarize(const char *path, const struct cd_run_opts *o,
-			    struct cd_rank_summary *s)
+static void trace_read(const char *path, const void *ctx, void *res)
 {
-	cd_rank_summarize(path, o->general_parser, s);
+	const struct cd_run_opts *o = ctx;
+	cd_rank_summarize(path, o->general_parser, res);
 }
 
-const struct cd_run_reader cd_run_trace_reader = {"trace", trace_summarize};
+static void trace_free(void *res)
+{
+	cd_rank_summary_free(res);
+}
+
+static uint64_t trace_bytes(const void *res)
+{
+	return cd_rank_summary_bytes(res);
+}
+
+const struct cd_run_reader cd_run_trace_reader = {
+	"trace", sizeof(struct cd_rank_summary), trace_read, trace_free, trace_bytes,
+};
 
 struct pool {
 	char *const *paths;
 	int n;
-	const struct cd_run_opts *o;
 	const struct cd_run_reader *rd;
-	struct cd_rank_summary *sums;
+	const void *ctx;
+	char *res;
 	atomic_int next;
 };
 
@@ -31,6 +45,17 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static bool is_stdin(const char *path)
+{
+	return strcmp(path, "-") == 0;
+}
+
+static void read_one(struct pool *p, int i)
+{
+	p->rd->read(p->paths[i], p->ctx, p->res + (size_t)i * p->rd->size);
+}
+
+/* Every input but standard input (the calling thread's). */
 static void *worker(void *arg)
 {
 	struct pool *p = arg;
@@ -38,21 +63,21 @@ static void *worker(void *arg)
 		int i = atomic_fetch_add(&p->next, 1);
 		if (i >= p->n)
 			return NULL;
-		p->rd->summarize(p->paths[i], p->o, &p->sums[i]);
+		if (!is_stdin(p->paths[i]))
+			read_one(p, i);
 	}
 }
 
-enum cd_status cd_run_summaries(char *const *paths, int n, struct cd_run_opts *o,
-				struct cd_rank_summary **sums, struct cd_err *err)
+enum cd_status cd_run(char *const *paths, int n, const struct cd_run_reader *rd, const void *ctx,
+		      struct cd_run_opts *o, void **res, struct cd_err *err)
 {
-	struct pool p = {.paths = paths, .n = n, .o = o,
-			 .rd = o->reader ? o->reader : &cd_run_trace_reader};
+	struct pool p = {.paths = paths, .n = n, .rd = rd, .ctx = ctx};
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	int jobs = o->jobs > 0 ? o->jobs : (int)(cores > 0 ? cores : 1), started = 0;
 	pthread_t th[CD_RUN_MAX_JOBS];
 
-	*sums = NULL;
-	if (!(p.sums = calloc((size_t)(n ? n : 1), sizeof *p.sums)))
+	*res = NULL;
+	if (!(p.res = calloc((size_t)(n ? n : 1), rd->size)))
 		return cd_fail(err, CD_ERR_NOMEM, "out of memory");
 	if (jobs > n)
 		jobs = n;
@@ -63,23 +88,43 @@ enum cd_status cd_run_summaries(char *const *paths, int n, struct cd_run_opts *o
 	for (int i = 1; i < jobs; i++)
 		if (pthread_create(&th[started], NULL, worker, &p) == 0)
 			started++;
+	/* standard input, named once or more: read here, in the order given
+	 * (the first takes it all, as when read one after another) */
+	for (int i = 0; i < n; i++)
+		if (is_stdin(paths[i]))
+			read_one(&p, i);
 	worker(&p);
 	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	o->threads = started + 1;
 	o->read_s = now() - t0;
 	o->bytes = 0;
-	for (int i = 0; i < n; i++)
-		o->bytes += cd_rank_summary_bytes(&p.sums[i]);
-	*sums = p.sums;
+	for (int i = 0; rd->bytes && i < n; i++)
+		o->bytes += rd->bytes(p.res + (size_t)i * rd->size);
+	*res = p.res;
 	return CD_OK;
+}
+
+void cd_run_results_free(const struct cd_run_reader *rd, void *res, int n)
+{
+	for (int i = 0; res && rd->free && i < n; i++)
+		rd->free((char *)res + (size_t)i * rd->size);
+	free(res);
+}
+
+enum cd_status cd_run_summaries(char *const *paths, int n, struct cd_run_opts *o,
+				struct cd_rank_summary **sums, struct cd_err *err)
+{
+	void *res;
+	enum cd_status st = cd_run(paths, n, o->reader ? o->reader : &cd_run_trace_reader, o, o,
+				   &res, err);
+	*sums = res;
+	return st;
 }
 
 void cd_run_free(struct cd_rank_summary *sums, int n)
 {
-	for (int i = 0; sums && i < n; i++)
-		cd_rank_summary_free(&sums[i]);
-	free(sums);
+	cd_run_results_free(&cd_run_trace_reader, sums, n);
 }
 
 struct cd_rank_summary **cd_run_ptrs(struct cd_rank_summary *sums, int n)

@@ -23,10 +23,11 @@ enum {
 
 enum {
 	C_MAIN = CD_C_MAIN,
-	C_RUNS = CD_C_ANALYZE | CD_C_RANKS | CD_C_COLLS | CD_C_REPORT | CD_C_EXPORT | CD_C_CHECK,
+	C_RUNS = CD_C_ANALYZE | CD_C_RANKS | CD_C_COLLS | CD_C_REPORT | CD_C_EXPORT | CD_C_CHECK |
+		 CD_C_BUCKETS,
 	C_NCCL = CD_C_ANALYZE | CD_C_REPORT | CD_C_EXPORT,
 	C_LATE = CD_C_ANALYZE | CD_C_RANKS | CD_C_REPORT | CD_C_EXPORT,
-	C_STATS = CD_C_ALL & ~CD_C_BUCKETS,
+	C_STATS = CD_C_ALL,
 };
 
 struct opt {
@@ -90,7 +91,7 @@ static const struct {
 	{'r', CD_C_REPORT, "the tree and counts of region N (default: the last\nregion that "
 			   "ended with region_exit)"},
 	{'r', CD_C_BUCKETS, "observed all-reduces of region N only"},
-	{O_JOBS, CD_C_REPORT | CD_C_CHECK, "threads reading traces (default: cores)"},
+	{O_JOBS, CD_C_REPORT | CD_C_CHECK | CD_C_BUCKETS, "threads reading traces (default: cores)"},
 	{O_JOBS, CD_C_EXPORT, "threads reading traces in the first pass (default:\ncores)"},
 	{O_LATE, CD_C_REPORT | CD_C_EXPORT,
 	 "a rank reaching a collective this much after the\nothers is a straggler (default 5)"},

@@ -2,10 +2,14 @@
  * and of the simple_grid table.  Every expected plan below is worked out
  * by hand from the sizes, step by step, in the comments; the tables from
  * tabulate 0.9's rules (Debian's tabulate 0.8.9 has no simple_grid). */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "buckets.h"
 #include "check.h"
+#include "run.h"
 
 /* Plan nnodes modules, module k owning counts[k] parameters (taken in
  * order from sizes), and render the plan as "size:p,p|size:p|..." with
@@ -195,6 +199,89 @@ static void test_simple_grid(void)
 		  "└─────────┴─────────────┴────────────────────────┘\n");
 }
 
+/* Write lines (NULL-terminated) to a new temporary file; its name in
+ * name (unlink it). */
+static void write_trace(char *name, const char *const *lines)
+{
+	int fd = mkstemp(name);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	CHECK(f != NULL);
+	for (; f && *lines; lines++)
+		fprintf(f, "%s\n", *lines);
+	if (f)
+		fclose(f);
+}
+
+/* The runner with buckets' reader: results in the order of the inputs,
+ * whatever thread read them; the replay's warnings and the error kept in
+ * each result, nothing printed. */
+static void test_reader(void)
+{
+	static const char *const good[] = {
+		"{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":0}",
+		"{\"ev\":\"region_enter\",\"region\":1}",
+		"{\"ev\":\"ddp\",\"mod\":\"DDP\",\"pg\":\"0\",\"cap\":300,\"first_cap\":100,"
+		"\"rebuilt\":false,\"params\":[{\"name\":\"DDP.module.w\",\"nbytes\":64},"
+		"{\"name\":\"DDP.module.b\",\"nbytes\":8}],\"buckets\":[[1,0]],\"sizes\":[72]}",
+		"{\"ev\":\"region_exit\",\"region\":1}",
+		NULL,
+	};
+	static const char *const open_region[] = {
+		"{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":1}",
+		"{\"ev\":\"region_enter\",\"region\":1}",
+		"{\"ev\":\"ddp\",\"mod\":\"DDP\",\"pg\":\"0\",\"cap\":300,\"first_cap\":100,"
+		"\"rebuilt\":false,\"params\":[{\"name\":\"DDP.module.w\",\"nbytes\":64},"
+		"{\"name\":\"DDP.module.b\",\"nbytes\":8}],\"buckets\":[[1,0]],\"sizes\":[72]}",
+		NULL,
+	};
+	static const char *const no_ddp[] = {
+		"{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,\"rank\":2}",
+		NULL,
+	};
+	char names[3][32];
+	char *paths[7];
+	const char *const *which[3] = {good, open_region, no_ddp};
+	struct cd_bk_opts bo = {.cap = -1, .first_cap = -1};
+	struct cd_err err = {0};
+
+	for (int k = 0; k < 3; k++) {
+		strcpy(names[k], "/tmp/cd-bk-XXXXXX");
+		write_trace(names[k], which[k]);
+	}
+	/* good, open, no ddp, good, open, no ddp, good */
+	for (int i = 0; i < 7; i++)
+		paths[i] = names[i % 3];
+	for (int jobs = 1; jobs <= 4; jobs += 3) {
+		struct cd_run_opts ro = {.jobs = jobs};
+		void *res = NULL;
+		CHECK(cd_run(paths, 7, &cd_bk_reader, &bo, &ro, &res, &err) == CD_OK);
+		CHECK(ro.threads == jobs);
+		struct cd_bk_rank *r = res;
+		for (int i = 0; r && i < 7; i++) {
+			CHECK_STR(r[i].t.path, paths[i]);
+			CHECK(r[i].t.has_rank && r[i].t.rank == i % 3);
+			switch (i % 3) {
+			case 0:
+				CHECK(r[i].st == CD_OK && r[i].warnings.n == 0 && r[i].t.ddp.n == 1);
+				break;
+			case 1:
+				CHECK(r[i].st == CD_OK && r[i].t.ddp.n == 1);
+				CHECK(r[i].warnings.n == 1);
+				if (r[i].warnings.n)
+					CHECK(strstr(r[i].warnings.v[0], "no region_exit") != NULL);
+				break;
+			case 2:
+				CHECK(r[i].st == CD_ERR_TRACE);
+				CHECK(strstr(r[i].err.msg, "no ddp event") != NULL);
+				break;
+			}
+		}
+		cd_run_results_free(&cd_bk_reader, res, 7);
+	}
+	for (int k = 0; k < 3; k++)
+		unlink(names[k]);
+}
+
 int main(void)
 {
 	TEST(test_plan_mlp);
@@ -202,5 +289,6 @@ int main(void)
 	TEST(test_plan_torch2);
 	TEST(test_plan_fold_and_extend);
 	TEST(test_simple_grid);
+	TEST(test_reader);
 	return check_done();
 }
