@@ -50,12 +50,13 @@ struct cd_cli {
 	enum cd_report_kind kind;
 	int noise;
 	bool json;
+	bool json_wrap;          /* --json-regions: each document wrapped with its region */
 	bool color;
 	bool stats;
 	bool general_parser;
 	bool select;             /* --region */
 	int64_t region;
-	bool each;               /* analyze with several traces: each rank's tree too */
+	bool each;               /* analyze --json with several traces: each rank's documents too */
 	int jobs;                /* threads reading traces; 0 = one per core */
 	int64_t late_ns;         /* --late: straggler threshold; 0 = default */
 	const char *nccl_path;   /* --nccl: the NCCL-side trace of the one trace */

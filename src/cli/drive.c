@@ -81,7 +81,53 @@ struct run {
 	struct progress pg;
 	struct cd_nside ns;      /* NCCL calls of the trace and its NCCL-side trace */
 	bool want_nccl;
+	const char *head;        /* "==> rank R: PATH <==" still to print before the
+				  * trace's first output (several traces), or NULL */
+	bool head_first;         /* ... as the first output (no blank line before) */
 };
+
+/* The head of one of several traces: its rank when its meta event gave one. */
+static void trace_head(struct run *run)
+{
+	if (!run->head)
+		return;
+	cd_out_str(run->out, run->head_first ? "==> " : "\n==> ");
+	if (run->tr && run->tr->has_rank)
+		cd_out_printf(run->out, "rank %" PRId64 ": ", run->tr->rank);
+	cd_out_printf(run->out, "%s <==\n", run->head);
+	run->head = NULL;
+}
+
+/* --json-regions: what goes before a document, and after it (its last
+ * newline taken back, so that the dump stays the document as it is). */
+static void wrap_begin(struct run *run, struct cd_out *o, int64_t region, const char *label)
+{
+	cd_out_str(o, "{\"region\": ");
+	if (region >= 0)
+		cd_out_i64(o, region);
+	else
+		cd_out_str(o, "null");
+	cd_out_str(o, ", \"label\": ");
+	if (label)
+		cd_pj_cstr(o, label);
+	else
+		cd_out_str(o, "null");
+	cd_out_str(o, ", \"rank\": ");
+	if (run->tr && run->tr->has_rank)
+		cd_out_i64(o, run->tr->rank);
+	else
+		cd_out_str(o, "null");
+	cd_out_str(o, ", \"trace\": ");
+	cd_pj_cstr(o, run->path);
+	cd_out_str(o, ", \"dump\": ");
+}
+
+static void wrap_end(struct cd_out *o)
+{
+	if (o->len && o->buf[o->len - 1] == '\n')
+		o->len--;
+	cd_out_str(o, "}\n");
+}
 
 static void warn_cb(void *ud, const char *msg)
 {
@@ -127,13 +173,21 @@ static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd
 	struct run *run = ud;
 
 	run->reported++;
+	trace_head(run);
 	/* the table of several regions: a header before each (the replay
 	 * defers this call until it knows whether another region follows) */
 	if (!run->json_like && !run->cli->select && (run->reported > 1 || r->more_regions))
 		region_header(run->out, r->region,
 			      r->label == CD_NOID ? "" : cd_intern_str(&r->strs, r->label),
 			      r->label != CD_NOID);
-	render(run, run->out, r);
+	if (run->cli->json_wrap) {
+		wrap_begin(run, run->out, r->region,
+			   r->label == CD_NOID ? NULL : cd_intern_str(&r->strs, r->label));
+		render(run, run->out, r);
+		wrap_end(run->out);
+	} else {
+		render(run, run->out, r);
+	}
 	if (run->out->failed)
 		return cd_out_flush(run->out, err);
 	return CD_OK;
@@ -167,9 +221,13 @@ static void nccl_charge_cb(void *ud, const struct cd_replay *r, const struct cd_
 	cd_nside_charge(&run->ns, r, e);
 }
 
-static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
+/* Replay one trace and report it to out; head: the trace's head line
+ * (several traces), first: the first output.  Returns the exit code. */
+static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out, const char *head,
+		     bool first)
 {
-	struct run run = {.cli = cli, .path = strcmp(path, "-") == 0 ? "<stdin>" : path, .out = out};
+	struct run run = {.cli = cli, .path = strcmp(path, "-") == 0 ? "<stdin>" : path, .out = out,
+			  .head = head, .head_first = first};
 	struct cd_replay rp;
 	struct cd_err err = {0};
 	enum cd_status st;
@@ -218,6 +276,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 	progress_start(&run.pg, path);
 	st = cd_trace_replay(path, &rp, &tr, &err);
 	progress_end(&run.pg);
+	trace_head(&run);
 	if (st) {
 		report_error(&run, &err);
 		rc = tr.cut && !tr.seen_meta ? CD_EXIT_CUT : CD_EXIT_DATA;
@@ -235,7 +294,16 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out)
 		rc = CD_EXIT_DATA;
 		goto out;
 	}
-	if (run.want_nccl &&
+	if (run.want_nccl && cli->json_wrap && cd_nside_reports(&run.ns)) {
+		/* the NCCL calls' document, wrapped as the regions' are */
+		wrap_begin(&run, out, -1, NULL);
+		rc = cd_nside_finish(&run.ns, out, &rp.mods, run.path, true, rp.regions != 0);
+		wrap_end(out);
+		if (rc) {
+			rc = CD_EXIT_DATA;
+			goto out;
+		}
+	} else if (run.want_nccl &&
 	    cd_nside_finish(&run.ns, out, &rp.mods, run.path, cli->json, rp.regions != 0)) {
 		rc = CD_EXIT_DATA;
 		goto out;
@@ -302,12 +370,15 @@ int cd_cli_run(struct cd_cli *cli)
 	cd_out_init(&out, f);
 	bool analyze = cli->kind == CD_R_TABLE || cli->kind == CD_R_JSON;
 	bool several = cli->kind == CD_R_RANKS || cli->kind == CD_R_COLLS;
-	bool compare = several || (analyze && cli->ntraces > 1);
-	/* each trace on its own: counts and sharding always, analyze on request */
-	for (int i = 0; (!compare || cli->each) && !several && i < cli->ntraces; i++) {
-		if (cli->ntraces > 1 && !cli->json)
-			cd_out_printf(&out, "%s==> %s <==\n", i ? "\n" : "", cli->traces[i]);
-		int r = run_trace(cli, cli->traces[i], &out);
+	/* analyze with several traces compares them, as ranks does (not
+	 * with --json-regions: a stream of wrapped region documents) */
+	bool compare = several || (analyze && cli->ntraces > 1 && !cli->json_wrap);
+	/* each trace on its own: counts, sharding, the tables of analyze, and
+	 * its JSON on request */
+	bool each = !compare || cli->each || !cli->json;
+	for (int i = 0; each && !several && i < cli->ntraces; i++) {
+		bool head = cli->ntraces > 1 && !cli->json;
+		int r = run_trace(cli, cli->traces[i], &out, head ? cli->traces[i] : NULL, i == 0);
 		/* the worst outcome wins: data error over cut over ok */
 		if (r == CD_EXIT_DATA || (r == CD_EXIT_CUT && rc == CD_EXIT_OK))
 			rc = r;
@@ -318,7 +389,7 @@ int cd_cli_run(struct cd_cli *cli)
 		}
 	}
 	if (compare) {
-		if (cli->each && !cli->json)
+		if (each && !several && !cli->json)
 			cd_out_str(&out, "\n==> all ranks <==\n");
 		int r = cd_cli_run_ranks(cli, &out);
 		if (r == CD_EXIT_DATA || rc == CD_EXIT_OK ||

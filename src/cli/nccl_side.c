@@ -226,6 +226,11 @@ void cd_nside_charge(struct cd_nside *ns, const struct cd_replay *r, const struc
 		cd_nccl_charge(&ns->nccl, r, e, &ns->err);
 }
 
+bool cd_nside_reports(const struct cd_nside *ns)
+{
+	return !ns->err.msg[0] && !ns->failed && cd_nccl_any(&ns->nccl);
+}
+
 int cd_nside_finish(struct cd_nside *ns, struct cd_out *o, const struct cd_intern *mods,
 		    const char *path, bool json, bool regions)
 {

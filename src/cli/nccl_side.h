@@ -64,6 +64,8 @@ int cd_nside_load(struct cd_nside *ns, const struct cd_nside_opts *o, const char
 void cd_nside_event(struct cd_nside *ns, const struct cd_event *e, long long line);
 void cd_nside_charge(struct cd_nside *ns, const struct cd_replay *r, const struct cd_event *e);
 
+/* Whether cd_nside_finish will write a report (no error so far, calls). */
+bool cd_nside_reports(const struct cd_nside *ns);
 /* After the replay: print the NCCL report (tables or JSON) to o and the
  * warnings and notes about the NCCL calls to stderr.  path names the trace
  * in messages; regions: the replay reported some.  Returns CD_EXIT_OK or

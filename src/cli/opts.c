@@ -18,7 +18,7 @@
 
 enum {
 	O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL, O_MAX_MEM, O_LATE,
-	O_PERFETTO, O_JUNIT, O_RANK, O_MAX_OPS, O_CAP, O_FIRST_CAP,
+	O_PERFETTO, O_JUNIT, O_RANK, O_MAX_OPS, O_CAP, O_FIRST_CAP, O_JSON_REGIONS,
 };
 
 enum {
@@ -47,6 +47,9 @@ static const struct opt opts[] = {
 	 "Chrome trace-event JSON (the default and only format)"},
 	{"noise", 'n', "N", CD_C_ANALYZE, "detail level 0-3 (analyze; default 0)"},
 	{"json", 'j', NULL, C_MAIN | CD_C_CHECK | CD_C_BUCKETS, "JSON instead of a table"},
+	{"json-regions", O_JSON_REGIONS, NULL, CD_C_ANALYZE | CD_C_COUNTS | CD_C_SHARDING,
+	 "JSON, each region's document wrapped as {\"region\",\n\"label\", \"rank\", "
+	 "\"trace\", \"dump\"}"},
 	{"junit", O_JUNIT, "FILE", CD_C_CHECK, "also write the result as JUnit XML to FILE"},
 	{"color", O_COLOR, "WHEN", CD_C_ANALYZE,
 	 "colour the table: auto, always or never (default auto)"},
@@ -60,7 +63,9 @@ static const struct opt opts[] = {
 	{"cap", O_CAP, "BYTES", CD_C_BUCKETS, "plan with this bucket cap (default: DDP's)"},
 	{"first-cap", O_FIRST_CAP, "BYTES", CD_C_BUCKETS,
 	 "plan with this first-bucket cap (default: DDPOptimizer's)"},
-	{"each", O_EACH, NULL, CD_C_ANALYZE, "analyze with several traces: each rank's own tree too"},
+	{"each", O_EACH, NULL, CD_C_ANALYZE,
+	 "analyze --json with several traces: each trace's\ndocuments before the comparison "
+	 "(tables: always)"},
 	{"jobs", O_JOBS, "N", C_RUNS,
 	 "threads reading traces (ranks, colls, analyze; default:\ncores)"},
 	{"late", O_LATE, "SECONDS", C_LATE,
@@ -169,8 +174,8 @@ void cd_cli_usage(FILE *f)
 		"\n"
 		"TRACE is a .zst or plain JSON Lines trace, - for standard input, or a\n"
 		"directory (its *.zst, *.jsonl and *.json files; a NAME.nccl.zst goes with\n"
-		"NAME.zst).  With several traces, analyze compares the ranks like the\n"
-		"ranks command.\n"
+		"NAME.zst).  With several traces, analyze prints each trace's tables,\n"
+		"headed by its rank, then compares the ranks like the ranks command.\n"
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
 		"3 trace cut short (what was read was analyzed), 4 ranks disagree,\n"
 		"5 an expectation does not hold (check).\n"
@@ -278,6 +283,7 @@ static int take(struct cd_cli *cli, const struct cd_cmd *cmd, int c, const char 
 	case 'w': cli->write = true; break;
 	case O_PERFETTO: break;
 	case 'j': cli->json = true; break;
+	case O_JSON_REGIONS: cli->json = cli->json_wrap = true; break;
 	case O_EACH: cli->each = true; break;
 	case O_NO_NCCL: cli->no_nccl = true; break;
 	case O_STATS: cli->stats = true; break;
