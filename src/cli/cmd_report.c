@@ -73,6 +73,8 @@ static const struct cd_cmd cmd = {
 
 /* ---- one trace: counts, tree and NCCL traffic of one region ---- */
 
+#define REGS_KEPT 10
+
 struct pass {
 	const struct cd_cli *o;
 	const char *path;
@@ -89,6 +91,10 @@ struct pass {
 	int64_t last_complete;             /* -1: none yet */
 	bool again;                        /* the final region is cut: read again */
 	bool quiet;                        /* the second read: its warnings were said */
+	/* the trace's regions, for the page's list (the first and the last
+	 * REGS_KEPT; none with --region, which reads only that one) */
+	struct preg { int64_t region; char *label; bool cut; } head[REGS_KEPT], tail[REGS_KEPT];
+	uint64_t nregs;
 };
 
 static void pass_warn(void *ud, const char *msg)
@@ -104,6 +110,15 @@ static enum cd_status pass_region(void *ud, const struct cd_replay *r, struct cd
 	(void)err;
 	if (!r->region_cut)
 		p->last_complete = r->region;
+	if (!p->quiet && !p->o->select) {
+		struct preg *g = p->nregs < REGS_KEPT ? &p->head[p->nregs]
+						      : &p->tail[(p->nregs - REGS_KEPT) % REGS_KEPT];
+		free(g->label);
+		g->region = r->region;
+		g->label = r->label == CD_NOID ? NULL : strdup(cd_intern_str(&r->strs, r->label));
+		g->cut = r->region_cut;
+		p->nregs++;
+	}
 	/* only the final region is shown (or the one asked for); a cut final
 	 * region gives way to the last complete one when there is one */
 	if (!p->o->select && r->more_regions)
@@ -150,6 +165,27 @@ static void pass_free(struct pass *p)
 	cd_nside_free(&p->ns);
 	free(p->label);
 	p->label = NULL;
+	for (int i = 0; i < REGS_KEPT; i++) {
+		free(p->head[i].label);
+		free(p->tail[i].label);
+		p->head[i].label = p->tail[i].label = NULL;
+	}
+}
+
+/* One region of the page's list. */
+static void preg_json(struct cd_out *o, const struct preg *g)
+{
+	cd_pj_begin_obj(o);
+	cd_pj_key(o, "region");
+	cd_pj_int(o, g->region);
+	cd_pj_key(o, "label");
+	if (g->label)
+		cd_pj_cstr(o, g->label);
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, "complete");
+	cd_pj_bool(o, !g->cut);
+	cd_pj_end(o);
 }
 
 /* Replay path into p (set up by the caller: o, path, held outs); region:
@@ -338,6 +374,27 @@ static void meta_json(struct cd_out *o, const struct cd_cli *opts, const struct 
 	cd_pj_cstr(o, opts->select ? "chosen with --region"
 		      : p->region_cut ? "the last region (no region of the trace is complete)"
 				      : "the last complete region of the trace");
+	/* the trace's regions (null with --region): the first and the last
+	 * REGS_KEPT, and how many there are */
+	cd_pj_key(o, "regions");
+	if (opts->select) {
+		cd_pj_raw(o, "null", 4);
+	} else {
+		uint64_t nt = p->nregs > REGS_KEPT ? p->nregs - REGS_KEPT : 0;
+		if (nt > REGS_KEPT)
+			nt = REGS_KEPT;
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "count");
+		cd_pj_int(o, (int64_t)p->nregs);
+		cd_pj_key(o, "list");
+		cd_pj_begin_arr(o);
+		for (uint64_t i = 0; i < p->nregs && i < REGS_KEPT; i++)
+			preg_json(o, &p->head[i]);
+		for (uint64_t i = p->nregs - nt; i < p->nregs; i++)
+			preg_json(o, &p->tail[(i - REGS_KEPT) % REGS_KEPT]);
+		cd_pj_end(o);
+		cd_pj_end(o);
+	}
 	cd_pj_key(o, "max_ops");
 	cd_pj_int(o, (int64_t)opts->max_ops);
 	cd_pj_key(o, "omitted_ops");

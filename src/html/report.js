@@ -84,7 +84,24 @@
 			", " + regionName(meta.region, meta.label) + " \u2014 " + (meta.region_rule || "")));
 		if (meta.region_complete === false)
 			lines.push(el("p.note", null, "This region has no region_exit: the trace ends inside it, so its counts stop where the trace stops."));
+		lines.push(regionList());
 		return lines;
+	}
+
+	/* the trace's regions, and how to show another */
+	function regionList() {
+		var ts = meta.traces || [], rs = meta.regions,
+			how = "commdebug report --region N -o FILE " + (ts.length <= 3 ? ts.join(" ") : "TRACE...");
+		if (!rs)
+			return el("p.sub.regions", null, "Another region: " + how + " (without --region: the last complete one).");
+		var parts = rs.list.map(function (r, i) {
+			var gap = i > 0 && r.region !== rs.list[i - 1].region + 1 && rs.list.length < rs.count
+				? "\u2026 " + (rs.count - rs.list.length) + " more \u2026, " : "";
+			return gap + r.region + (r.label !== null ? " \u201c" + r.label + "\u201d" : "") +
+				(r.complete ? "" : " (cut)") + (r.region === meta.region ? " (shown)" : "");
+		});
+		return el("p.sub.regions", null, "The trace has " + plural(rs.count, "region") +
+			(rs.count > 1 ? ": " + parts.join(", ") + ". Another one: " + how : "") + ".");
 	}
 
 	/* ---- post-mortem (several ranks) ---- */

@@ -404,6 +404,11 @@ def main():
         print("ok   sample: modules and counts as analyze --json; clicking %s shows its %d ops" % (fqn, nops))
         if b.eval("document.querySelector('#verdict').textContent").find("agrees") < 0:
             raise Failure("sample: the two agreeing ranks are not said to agree")
+        regs = b.eval("document.querySelector('p.regions').textContent")
+        if not regs.startswith("The trace has 2 regions: 1 \u201cstep 1\u201d, 2 \u201cstep 2\u201d (shown)") \
+                or "--region N" not in regs:
+            raise Failure("sample: the list of regions reads %r" % regs)
+        print("ok   sample: the page lists the regions and how to show another")
         print("shot", b.screenshot(os.path.join(artifacts, "report-sample.png")))
         # the other rank, another region
         load(report("sample-r1", "--rank", "1", "--region", "1", "--max-ops", "5", s0, s1))
