@@ -32,7 +32,7 @@
 #include "../ranks.h"
 #include "../run.h"
 #include "../replay.h"
-#include "../report.h"
+#include "../tables.h"
 #include "../trace.h"
 #include "nccl_side.h"
 #include "paths.h"

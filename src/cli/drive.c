@@ -14,7 +14,7 @@
 #include "../nccl.h"
 #include "../reader.h"
 #include "../replay.h"
-#include "../report.h"
+#include "../tables.h"
 #include "../trace.h"
 #include "paths.h"
 #include "nccl_side.h"

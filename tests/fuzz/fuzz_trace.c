@@ -26,7 +26,7 @@
 #include "ranks.h"
 #include "reader.h"
 #include "replay.h"
-#include "report.h"
+#include "tables.h"
 
 struct ctx {
 	struct cd_report_cache cache;

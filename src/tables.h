@@ -1,8 +1,10 @@
-/* Reports: the state of one replayed region -> text or JSON.
+/* The tables of analyze, counts and sharding: the state of one replayed
+ * region -> CommDebugMode's text or JSON (commdebug report's page embeds
+ * their JSON; the page itself is cmd_report.c and html/page.c).
  * A report reads the replay state and writes to a struct cd_out; it never
  * reads files and never prints diagnostics (warnings go to warn()). */
-#ifndef CD_REPORT_H
-#define CD_REPORT_H
+#ifndef CD_TABLES_H
+#define CD_TABLES_H
 
 #include <stdbool.h>
 

@@ -1,4 +1,4 @@
-#include "report.h"
+#include "tables.h"
 
 #include <stdlib.h>
 
