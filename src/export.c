@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "findings_text.h"
 #include "intern.h"
 #include "replay.h"
 #include "trace.h"

@@ -161,10 +161,4 @@ int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n
  * per line), by rank then in trace order. */
 void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n, bool json);
 
-/* The report's one-line sentence about finding f of pm (as `ranks` prints
- * it after the number, with a newline) (findings.h). */
-struct cd_pm;
-struct cd_finding;
-void cd_finding_headline(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f);
-
 #endif

@@ -1,5 +1,6 @@
 /* The post-mortem report of `ranks` (text and JSON) and the flat listing
- * of `colls`.  The analysis is in findings.c; this file only prints. */
+ * of `colls`.  The analysis is in findings.c and each finding's sentence in
+ * findings_text.c; this file only prints. */
 #include "ranks.h"
 
 #include <inttypes.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 
 #include "findings.h"
+#include "findings_text.h"
 
 /* Text output lists this many findings and unequal steps at most (JSON all). */
 #define TEXT_MAX_FINDINGS 20
@@ -26,31 +28,15 @@ static bool timed(const struct cd_pm *pm, int64_t t)
 	return pm->start > 0 && t >= 0;
 }
 
+static const struct cd_rank_summary *fsum(const struct cd_pm *pm, int i)
+{
+	return pm->r[i];
+}
+
 static int cmp_int(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
 	return x < y ? -1 : x > y;
-}
-
-/* "rank 3" or "ranks 0-2,4-7" from indexes into pm->r (sorted by rank). */
-static void text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n)
-{
-	int *v = malloc((n ? n : 1) * sizeof *v);
-	if (!v)
-		return;
-	if (n) {
-		memcpy(v, idx, n * sizeof *v);
-		qsort(v, n, sizeof *v, cmp_int);
-	}
-	cd_out_str(o, n == 1 ? "rank " : "ranks ");
-	for (uint32_t a = 0, b; a < n; a = b + 1) {
-		for (b = a; b + 1 < n && pm->r[v[b + 1]]->rank == pm->r[v[b]]->rank + 1; b++)
-			;
-		cd_out_printf(o, "%s%" PRId64, a ? "," : "", pm->r[v[a]]->rank);
-		if (b > a)
-			cd_out_printf(o, "-%" PRId64, pm->r[v[b]]->rank);
-	}
-	free(v);
 }
 
 static void json_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n)
@@ -89,19 +75,6 @@ static void json_dur(struct cd_out *o, int64_t ns)
 	cd_pj_raw(o, buf, (size_t)len);
 }
 
-/* region 3 "step 3" */
-static void text_region(struct cd_out *o, const struct cd_rank_summary *s, int64_t region)
-{
-	const char *l = cd_rank_label(s, region);
-	if (region < 0) {
-		cd_out_str(o, "outside any region");
-		return;
-	}
-	cd_out_printf(o, "region %" PRId64, region);
-	if (l)
-		cd_out_printf(o, " \"%s\"", l);
-}
-
 static void json_region(struct cd_out *o, const struct cd_rank_summary *s, int64_t region)
 {
 	const char *l = region >= 0 ? cd_rank_label(s, region) : NULL;
@@ -127,24 +100,6 @@ static const char *step_label(const struct cd_pm *pm, int64_t region)
 			return l;
 	}
 	return NULL;
-}
-
-/* c10d.allreduce_ of 4096 bytes torch.float32 */
-static void text_payload(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c)
-{
-	cd_out_str(o, cd_rank_str(s, c->coll));
-	if (c->has_bytes)
-		cd_out_printf(o, " of %" PRId64 " bytes", c->bytes);
-	if (c->dtype != CD_NOID)
-		cd_out_printf(o, " %s", cd_rank_str(s, c->dtype));
-}
-
-/* from Net.blocks.1 (forward, region 3 "step 3") */
-static void text_where(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c)
-{
-	cd_out_printf(o, "from %s (%s, ", cd_rank_str(s, c->module), cd_phase_names[c->phase]);
-	text_region(o, s, c->region);
-	cd_out_str(o, ")");
 }
 
 /* The fields of a collective record, with its rank, region and label. */
@@ -186,72 +141,6 @@ static const struct cd_crec *last_coll(const struct cd_rank_summary *s)
 	return s->colls.n ? &s->colls.v[s->colls.n - 1] : NULL;
 }
 
-/* "after region 3 "step 3"" or "inside region 4 "step 4"" or nothing:
- * where a process stood when it ended. */
-static void text_where_end(struct cd_out *o, const struct cd_rank_summary *s)
-{
-	if (s->in_region) {
-		cd_out_str(o, " inside ");
-		text_region(o, s, s->open_region);
-	} else if (s->rgn.n) {
-		cd_out_str(o, " after ");
-		text_region(o, s, s->rgn.v[s->rgn.n - 1].region);
-	} else {
-		cd_out_str(o, " before its first region");
-	}
-}
-
-/* How the process ended, from its end event (or its absence), with where
- * it stood: "ended by an exception inside region 2 "step 2": RuntimeError:
- * boom". */
-static void text_death(struct cd_out *o, const struct cd_rank_summary *s, bool where)
-{
-	switch (s->end) {
-	case CD_END_EXCEPTION:
-		cd_out_str(o, "ended by an exception");
-		if (where)
-			text_where_end(o, s);
-		cd_out_printf(o, ": %s", cd_rank_str(s, s->end_exc));
-		if (s->end_msg != CD_NOID && *cd_rank_str(s, s->end_msg))
-			cd_out_printf(o, ": %s", cd_rank_str(s, s->end_msg));
-		break;
-	case CD_END_EXITED:
-		cd_out_printf(o, "exited with status %" PRId64, s->end_code);
-		if (where)
-			text_where_end(o, s);
-		break;
-	case CD_END_SIGNAL:
-		cd_out_printf(o, "ended by signal %" PRId64, s->end_signal);
-		if (s->end_signame != CD_NOID)
-			cd_out_printf(o, " (%s)", cd_rank_str(s, s->end_signame));
-		if (where)
-			text_where_end(o, s);
-		break;
-	case CD_END_OTHER:
-		cd_out_str(o, "ended");
-		if (where)
-			text_where_end(o, s);
-		cd_out_printf(o, ", its end event says how: \"%s\"", cd_rank_str(s, s->end_how));
-		break;
-	case CD_END_KILLED:
-		cd_out_str(o, "cut off");
-		if (where)
-			text_where_end(o, s);
-		cd_out_str(o, ": no end event (killed by a signal it could not see, such as "
-			      "SIGKILL, or died in C)");
-		break;
-	case CD_END_CUT:
-		cd_out_str(o, "cut off");
-		if (where)
-			text_where_end(o, s);
-		cd_out_str(o, ": its trace is cut and has no end event (killed while writing)");
-		break;
-	default:
-		cd_out_str(o, cd_end_names[s->end]);
-		break;
-	}
-}
-
 /* How a trace ended, in words (no times: those are shown per group). */
 static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 {
@@ -259,17 +148,17 @@ static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 	case CD_END_CLOSED:
 		cd_out_str(o, "closed");
 		if (s->has_end && s->in_region)
-			text_where_end(o, s);
+			cd_text_where_end(o, s);
 		break;
 	case CD_END_ABRUPT:
 		cd_out_str(o, "ended abruptly inside ");
-		text_region(o, s, s->open_region);
+		cd_text_region(o, s, s->open_region);
 		break;
 	case CD_END_CUT:
 		cd_out_str(o, "cut (a partial line or frame at its end)");
 		if (s->in_region) {
 			cd_out_str(o, " inside ");
-			text_region(o, s, s->open_region);
+			cd_text_region(o, s, s->open_region);
 		}
 		if (s->ends)
 			cd_out_str(o, ", no end event: killed while writing");
@@ -285,7 +174,7 @@ static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 	case CD_END_SIGNAL:
 	case CD_END_OTHER:
 	case CD_END_KILLED:
-		text_death(o, s, true);
+		cd_text_death(o, s, true);
 		break;
 	}
 }
@@ -308,7 +197,7 @@ static void state(struct cd_out *o, const struct cd_rank_summary *s, bool how)
 	if (lc) {
 		cd_out_printf(o, "; last collective pg %s seq %" PRId64 " %s ",
 			      cd_rank_str(s, lc->pg), lc->seq, cd_rank_str(s, lc->coll));
-		text_where(o, s, lc);
+		cd_text_where(o, s, lc);
 	} else {
 		cd_out_str(o, "; no collective");
 	}
@@ -367,7 +256,7 @@ static void text_groups(struct cd_out *o, const struct cd_pm *pm, const int *idx
 	}
 	for (uint32_t id = 0; id < ng; id++) {
 		cd_out_str(o, prefix);
-		text_ranks(o, pm, g[id].r.v, g[id].r.n);
+		cd_text_ranks(o, pm, g[id].r.v, g[id].r.n);
 		if (g[id].r.n == 1 && pm->n > 8)
 			cd_out_printf(o, " (%s)", pm->r[g[id].r.v[0]]->path);
 		cd_out_str(o, ": ");
@@ -448,52 +337,7 @@ static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 			      pm->all[pm->dups.v[i]]->rank, pm->all[pm->dups.v[i]]->path);
 }
 
-/* ---- findings, in words ---- */
-
-static const struct cd_rank_summary *fsum(const struct cd_pm *pm, int i)
-{
-	return pm->r[i];
-}
-
-static void text_pos(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
-{
-	cd_out_printf(o, "pg %s seq %" PRId64, cd_pm_str(pm, f->pg), f->seq);
-	if (f->seq_end > f->seq)
-		cd_out_printf(o, "-%" PRId64, f->seq_end);
-}
-
-/* What decided a finding the position alone could not (findings.h). */
-static void text_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
-{
-	const struct cd_rank_summary *bs = f->basis_rank >= 0 ? fsum(pm, f->basis_rank) : NULL;
-	switch (f->basis) {
-	case CD_BY_HISTORY:
-		cd_out_printf(o, " (every rank stopped there; rank %" PRId64 "'s own ", bs->rank);
-		text_region(o, bs, f->basis_region);
-		cd_out_printf(o, " issued that collective at this place in the step and, %" PRId64
-			      " later, what it issued here)", f->count);
-		break;
-	case CD_BY_OWN_STEPS:
-		cd_out_printf(o, "; a tie, decided by the ranks' own earlier steps: rank %" PRId64
-			      " issued the same at this place in ", bs->rank);
-		text_region(o, bs, f->basis_region);
-		cd_out_str(o, f->odd.n == 1 ? ", the other side did not" : ", the others did not");
-		break;
-	case CD_BY_SIBLING:
-		cd_out_printf(o, "; a tie, decided by process group %s, which ran the same collectives "
-			      "up to this place in this step and then issued what ",
-			      cd_pm_str(pm, f->basis_pg));
-		text_ranks(o, pm, f->others.v, f->others.n);
-		cd_out_str(o, " issued");
-		break;
-	case CD_BY_LOWEST:
-		cd_out_str(o, "; a tie that no earlier step or sibling group decides: the side of the "
-			      "lowest rank is taken as the reference");
-		break;
-	default:
-		break;
-	}
-}
+/* ---- findings: what decided them (JSON), the lines under each headline ---- */
 
 static void json_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
 {
@@ -532,127 +376,16 @@ static void json_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd
 	cd_pj_end(o);
 }
 
-/* The sentence that names the culprit: its rank(s), module and step. */
-static void text_headline(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
-{
-	const struct cd_rank_summary *rs = f->ref >= 0 ? fsum(pm, f->ref) : NULL;
-	const struct cd_crec *rc = f->ref_rec;
-	const struct cd_rank_summary *os = f->odd.n ? fsum(pm, f->odd.v[0]) : NULL;
-	const struct cd_crec *oc = f->odd_rec.n ? f->odd_rec.v[0] : NULL;
-
-	cd_out_printf(o, "%s: ", cd_fkind_names[f->kind]);
-	switch (f->kind) {
-	case CD_FK_EMPTY:
-		if (f->trace->rank_from_name)
-			cd_out_printf(o, "rank %" PRId64 " (by its file name)", f->trace->rank);
-		else
-			cd_out_str(o, "a rank");
-		cd_out_printf(o, " left no event: its trace %s is %s", f->trace->path,
-			      f->trace->cut_first ? "cut before its first line"
-						  : "empty");
-		break;
-	case CD_FK_TYPE:
-	case CD_FK_DTYPE:
-	case CD_FK_SIZE:
-	case CD_FK_DESYNC:
-		text_ranks(o, pm, f->odd.v, f->odd.n);
-		cd_out_str(o, " issued ");
-		text_payload(o, os, oc);
-		cd_out_str(o, " ");
-		text_where(o, os, oc);
-		cd_out_str(o, " at ");
-		text_pos(o, pm, f);
-		if (f->seq_end > f->seq)
-			cd_out_str(o, " (first of them)");
-		cd_out_str(o, ", where ");
-		text_ranks(o, pm, f->others.v, f->others.n);
-		cd_out_str(o, " issued ");
-		text_payload(o, rs, rc);
-		cd_out_str(o, " ");
-		text_where(o, rs, rc);
-		text_basis(o, pm, f);
-		break;
-	case CD_FK_SKIP:
-		text_ranks(o, pm, f->odd.v, f->odd.n);
-		cd_out_printf(o, " skipped %" PRId64 " collective%s at ", f->count,
-			      f->count == 1 ? "" : "s");
-		text_pos(o, pm, f);
-		cd_out_str(o, ": ");
-		text_payload(o, rs, rc);
-		cd_out_str(o, " ");
-		text_where(o, rs, rc);
-		cd_out_str(o, ", which ");
-		text_ranks(o, pm, f->others.v, f->others.n);
-		cd_out_printf(o, " issued; its later collectives are shifted by %" PRId64, f->count);
-		text_basis(o, pm, f);
-		break;
-	case CD_FK_EXTRA:
-		text_ranks(o, pm, f->odd.v, f->odd.n);
-		cd_out_printf(o, " issued %" PRId64 " collective%s the others did not at ", f->count,
-			      f->count == 1 ? "" : "s");
-		text_pos(o, pm, f);
-		cd_out_str(o, ": ");
-		text_payload(o, os, oc);
-		cd_out_str(o, " ");
-		text_where(o, os, oc);
-		cd_out_str(o, ", before what ");
-		text_ranks(o, pm, f->others.v, f->others.n);
-		cd_out_str(o, " issued there");
-		text_basis(o, pm, f);
-		break;
-	case CD_FK_HANG:
-		text_ranks(o, pm, f->odd.v, f->odd.n);
-		cd_out_str(o, " never reached ");
-		text_pos(o, pm, f);
-		cd_out_str(o, " ");
-		text_payload(o, rs, rc);
-		cd_out_str(o, " ");
-		text_where(o, rs, rc);
-		cd_out_str(o, ", which ");
-		text_ranks(o, pm, f->others.v, f->others.n);
-		cd_out_str(o, f->others.n == 1 ? " was" : " were");
-		cd_out_str(o, " waiting in");
-		break;
-	case CD_FK_STRAGGLER:
-		text_ranks(o, pm, f->odd.v, f->odd.n);
-		cd_out_str(o, " reached ");
-		text_pos(o, pm, f);
-		cd_out_str(o, " ");
-		text_payload(o, rs, rc);
-		cd_out_str(o, " ");
-		text_where(o, rs, rc);
-		cd_out_printf(o, " %.1f s after ", (double)f->delay / 1e9);
-		text_ranks(o, pm, f->others.v, f->others.n);
-		break;
-	case CD_FK_DIED:
-		/* where each of several stood is in its state line */
-		text_ranks(o, pm, f->odd.v, f->odd.n);
-		cd_out_str(o, " ");
-		text_death(o, f->trace, f->odd.n == 1);
-		break;
-	case CD_FK_GAP:
-		cd_out_str(o, "the trace of ");
-		text_ranks(o, pm, f->odd.v, f->odd.n);
-		cd_out_str(o, " lacks ");
-		text_pos(o, pm, f);
-		cd_out_str(o, " but holds later ones (events lost; compared without them)");
-		break;
-	case CD_FK__COUNT:
-		break;
-	}
-	cd_out_str(o, "\n");
-}
-
 static void text_finding(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f,
 			 uint32_t num)
 {
 	cd_out_printf(o, "%u. ", num);
-	text_headline(o, pm, f);
+	cd_finding_headline(o, pm, f);
 	if (f->kind == CD_FK_EMPTY || f->kind == CD_FK_GAP)
 		return;
 	if (f->others.n && timed(pm, f->time)) {
 		cd_out_str(o, "     ");
-		text_ranks(o, pm, f->others.v, f->others.n);
+		cd_text_ranks(o, pm, f->others.v, f->others.n);
 		if (f->kind == CD_FK_HANG && f->delay >= 0)
 			cd_out_printf(o, ": reached it from %.3f s and waited up to %.3f s, until "
 					 "their traces end\n", secs(pm, f->time), (double)f->delay / 1e9);
@@ -781,7 +514,7 @@ static void json_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 	cd_pj_key(o, "text");
 	cd_out_init(&tmp, NULL);
 	tmp.hold = true;
-	text_headline(&tmp, pm, f);
+	cd_finding_headline(&tmp, pm, f);
 	cd_pj_str(o, tmp.buf ? tmp.buf : "", tmp.len ? tmp.len - 1 : 0);
 	cd_out_free(&tmp);
 	cd_pj_key(o, "ranks");
@@ -946,7 +679,7 @@ static void groups_by_value(struct cd_out *o, const struct cd_pm *pm, struct rv 
 			cd_pj_end(o);
 		} else {
 			cd_out_str(o, gi ? "; " : "");
-			text_ranks(o, pm, idx, (uint32_t)(b - a));
+			cd_text_ranks(o, pm, idx, (uint32_t)(b - a));
 			cd_out_str(o, ": ");
 			val(o, v[a].v, false);
 		}
@@ -1042,7 +775,7 @@ static void text_modules(struct cd_out *o, const struct cd_pm *pm, struct rv *v)
 			      row->bw ? "backward" : "forward", cd_pm_str(pm, row->coll));
 		if (row->region >= 0) {
 			cd_out_str(o, " (first differs in ");
-			text_region(o, pm->r[0], row->region);
+			cd_text_region(o, pm->r[0], row->region);
 			cd_out_str(o, ")");
 		}
 		cd_out_str(o, ": ");
@@ -1322,7 +1055,3 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 	cd_pm_free(&pm);
 }
 
-void cd_finding_headline(struct cd_out *o, const struct cd_pm *pm, const struct cd_finding *f)
-{
-	text_headline(o, pm, f);
-}
