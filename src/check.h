@@ -4,7 +4,8 @@
  *
  * Use: cd_check_init; per trace cd_check_trace_begin, then replay the trace
  * with cd_check_replay_opts' callbacks (and cd_check_meta on its meta event),
- * then cd_check_trace_end; then read the results or cd_check_write_yaml;
+ * then cd_check_trace_end; then print the results (cd_check_report_*,
+ * check_report.c) or cd_check_write_yaml;
  * cd_check_free.  The check keeps a pointer to the expectations (not owned);
  * everything else it owns.  Nothing here reads files or prints. */
 #ifndef CD_CHECK_H
@@ -107,6 +108,22 @@ enum cd_status cd_check_ranks(struct cd_check *c, bool agree, const char *findin
 /* check --write: the expectations file that the traces meet, identical
  * regions (and ranks) folded into one entry. */
 void cd_check_write_yaml(struct cd_check *c, struct cd_out *o, bool ranks_agree);
+
+/* ---- the results, printed (check_report.c) ----
+ * xpath names the expectations file in each failure's line. */
+
+/* One line per failure ("FILE:LINE:COL: ranks 0-1, region 2 "step 2":
+ * WHAT: expected E, got G"; failures that say the same of several ranks
+ * once), then "check: ..." with the counts. */
+void cd_check_report_text(struct cd_out *o, const struct cd_check *c, const struct cd_expect *x,
+			  const char *xpath);
+/* The same as one JSON object (expectations, failed, traces, failures,
+ * more_failures) and a newline. */
+void cd_check_report_json(struct cd_out *o, const struct cd_check *c, const struct cd_expect *x,
+			  const char *xpath);
+/* JUnit XML: one test case per expectation checked, its failures in it. */
+void cd_check_report_junit(struct cd_out *o, const struct cd_check *c, const struct cd_expect *x,
+			   const char *xpath);
 
 /* How an expectation's bound reads: "3", "at least 2", "at most 4", "2..4". */
 void cd_bound_text(const struct cd_bound *b, char *buf, size_t n);
