@@ -1,0 +1,607 @@
+/* PyTorch Flight Recorder dumps (frdump.h).
+ *
+ * Phase 2 of issue 23: what struct cd_rank_summary (ranks.h) lacks for
+ * what a dump holds, and the fields that would carry it:
+ *   struct cd_crec:
+ *     uint8_t fr_state;        enum cd_fr_state (scheduled/started/completed),
+ *                              CD_FR_STATE_OTHER for trace records
+ *     int64_t t_started, t_completed;   time_discovered_*_ns, -1 unknown
+ *     int64_t out_bytes;       output elements x size (all_gather's differ)
+ *     uint32_t frames_off, frames_n;    its stack in s->frames (0, 0: none)
+ *     int64_t record_id;       FR's record id (-1 for traces), to name it
+ *   struct cd_rank_summary:
+ *     uint8_t source;          trace or Flight Recorder (pickle / JSON)
+ *     uint32_t fr_version;     the dump's version string (id in s)
+ *     CD_VEC(struct { uint32_t fn, file; int64_t line; }) frames;
+ *                              stack frames, innermost first
+ *     CD_VEC(struct { uint32_t pg; int64_t enq, started, completed; })
+ *         pg_status;           the last collective each pg reached, per FR
+ *     CD_VEC(struct cd_crec) p2p;   p2p entries (seq: p2p_seq_id, coll
+ *                              "send 0->1"), apart from colls, since FR numbers
+ *                              them apart
+ *     bool pg_conf_broken;     pg_config keyed by "" (gloo, torch 2.14): member
+ *                              lists unknown but for the last group made
+ */
+#include "frdump.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const cd_fr_state_names[] = {"scheduled", "started", "completed", "other"};
+
+static const struct {
+	const char *c10, *torch;
+	int size;
+} dtypes[] = {
+	{"Float", "torch.float32", 4}, {"Double", "torch.float64", 8},
+	{"Half", "torch.float16", 2}, {"BFloat16", "torch.bfloat16", 2},
+	{"Long", "torch.int64", 8}, {"Int", "torch.int32", 4},
+	{"Short", "torch.int16", 2}, {"Char", "torch.int8", 1},
+	{"Byte", "torch.uint8", 1}, {"Bool", "torch.bool", 1},
+	{"ComplexFloat", "torch.complex64", 8}, {"ComplexDouble", "torch.complex128", 16},
+	{"ComplexHalf", "torch.complex32", 4},
+	{"Float8_e4m3fn", "torch.float8_e4m3fn", 1}, {"Float8_e5m2", "torch.float8_e5m2", 1},
+	{"Float8_e4m3fnuz", "torch.float8_e4m3fnuz", 1}, {"Float8_e5m2fnuz", "torch.float8_e5m2fnuz", 1},
+	{"UInt16", "torch.uint16", 2}, {"UInt32", "torch.uint32", 4}, {"UInt64", "torch.uint64", 8},
+};
+
+int cd_fr_dtype_size(const char *c10)
+{
+	for (size_t i = 0; c10 && i < sizeof dtypes / sizeof dtypes[0]; i++)
+		if (strcmp(dtypes[i].c10, c10) == 0)
+			return dtypes[i].size;
+	return 0;
+}
+
+const char *cd_fr_dtype_torch(const char *c10)
+{
+	for (size_t i = 0; c10 && i < sizeof dtypes / sizeof dtypes[0]; i++)
+		if (strcmp(dtypes[i].c10, c10) == 0)
+			return dtypes[i].torch;
+	return NULL;
+}
+
+bool cd_fr_sniff(const uint8_t *d, size_t len)
+{
+	if (len >= 3 && d[0] == 0x80 && d[1] >= 2 && d[1] <= 5) {
+		size_t i = 2;
+		if (d[1] >= 4 && len >= 11 && d[2] == 0x95)
+			i = 11;   /* FRAME */
+		return i < len && d[i] == '}';
+	}
+	size_t i = 0;
+	while (i < len && (d[i] == ' ' || d[i] == '\n' || d[i] == '\r' || d[i] == '\t'))
+		i++;
+	if (i >= len || d[i] != '{')
+		return false;
+	static const char *const keys[] = {"\"version\"", "\"entries\"", "\"pg_config\"",
+					   "\"pg_status\"", "\"comm_lib_version\"",
+					   "\"nccl_comm_state\""};
+	i++;
+	while (i < len && (d[i] == ' ' || d[i] == '\n' || d[i] == '\r' || d[i] == '\t'))
+		i++;
+	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+		size_t n = strlen(keys[k]);
+		if (len - i >= n && memcmp(d + i, keys[k], n) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* An int, or a string of one (the JSON dump writes pg_status as strings). */
+static int64_t int_or(const struct cd_pv *v, int64_t dflt)
+{
+	int64_t i;
+	const char *s = cd_pv_str(v);
+	if (cd_pv_int(v, &i))
+		return i;
+	if (s && *s) {
+		char *end;
+		errno = 0;
+		long long x = strtoll(s, &end, 10);
+		if (!errno && *end == 0)
+			return x;
+	}
+	return dflt;
+}
+
+static const char *str_or(const struct cd_pv *v, const char *dflt)
+{
+	const char *s = cd_pv_str(v);
+	return s ? s : dflt;
+}
+
+/* "[0, 1, 2]" or a list of ints into a new array. */
+static enum cd_status parse_ranks(const struct cd_pv *v, int64_t **out, uint32_t *n)
+{
+	struct cd_pv *const *it;
+	size_t k = cd_pv_seq(v, &it);
+	*out = NULL;
+	*n = 0;
+	if (k) {
+		if (!(*out = calloc(k, sizeof **out)))
+			return CD_ERR_NOMEM;
+		for (size_t i = 0; i < k; i++)
+			if (cd_pv_int(it[i], &(*out)[*n]))
+				(*n)++;
+		return CD_OK;
+	}
+	const char *s = cd_pv_str(v);
+	if (!s)
+		return CD_OK;
+	size_t cap = 0;
+	for (const char *p = s; *p; p++)
+		if (*p >= '0' && *p <= '9' && (p == s || p[-1] < '0' || p[-1] > '9'))
+			cap++;
+	if (!cap)
+		return CD_OK;
+	if (!(*out = calloc(cap, sizeof **out)))
+		return CD_ERR_NOMEM;
+	for (const char *p = s; *p;) {
+		if (*p >= '0' && *p <= '9') {
+			char *end;
+			errno = 0;
+			long long r = strtoll(p, &end, 10);
+			if (!errno && *n < cap)
+				(*out)[(*n)++] = r;
+			p = end;
+		} else {
+			p++;
+		}
+	}
+	return CD_OK;
+}
+
+static enum cd_status tensors(const struct cd_pv *sizes, const struct cd_pv *dt,
+			      struct cd_fr_tensor **out, uint32_t *n, int64_t *total)
+{
+	struct cd_pv *const *sv, *const *dv;
+	size_t ns = cd_pv_seq(sizes, &sv), nd = cd_pv_seq(dt, &dv);
+	*out = NULL;
+	*n = 0;
+	*total = 0;
+	if (!ns)
+		return CD_OK;
+	if (!(*out = calloc(ns, sizeof **out)))
+		return CD_ERR_NOMEM;
+	for (size_t i = 0; i < ns; i++) {
+		struct cd_pv *const *dims;
+		size_t k = cd_pv_seq(sv[i], &dims);
+		int64_t numel = 1;
+		for (size_t j = 0; j < k; j++) {
+			int64_t x = int_or(dims[j], 0);
+			if (x < 0 || (x && numel > INT64_MAX / x))
+				numel = 0;
+			else
+				numel *= x;
+		}
+		(*out)[i].numel = numel;
+		(*out)[i].ndim = (uint32_t)k;
+		(*out)[i].dtype = i < nd ? cd_pv_str(dv[i]) : NULL;
+		if (*total <= INT64_MAX - numel)
+			*total += numel;
+	}
+	*n = (uint32_t)ns;
+	return CD_OK;
+}
+
+static int64_t time_or(const struct cd_pv *v)
+{
+	int64_t t;
+	return cd_pv_int(v, &t) && t > 0 ? t : -1;
+}
+
+static enum cd_status entry(const struct cd_pv *e, struct cd_fr_entry *x, size_t idx,
+			    struct cd_err *err)
+{
+	struct cd_pv *const *it;
+	if (!cd_pv_is(e, CD_PV_DICT))
+		return cd_fail(err, CD_ERR_TRACE, "entries[%zu] is a %s, not a dict", idx,
+			       e ? cd_pv_kind_names[e->kind] : "nothing");
+	x->record_id = int_or(cd_pv_get(e, "record_id"), (int64_t)idx);
+	x->pg_id = int_or(cd_pv_get(e, "pg_id"), -1);
+	x->op_id = int_or(cd_pv_get(e, "op_id"), -1);
+	x->seq = int_or(cd_pv_get(e, "collective_seq_id"), -1);
+	x->p2p_seq = int_or(cd_pv_get(e, "p2p_seq_id"), -1);
+	size_t npg = cd_pv_seq(cd_pv_get(e, "process_group"), &it);
+	x->pg_name = npg > 0 ? str_or(it[0], "") : "";
+	x->pg_desc = npg > 1 ? str_or(it[1], "") : "";
+	x->profiling_name = cd_pv_str(cd_pv_get(e, "profiling_name"));
+	if (!x->profiling_name)
+		return cd_fail(err, CD_ERR_TRACE, "entries[%zu] has no profiling_name", idx);
+	const char *colon = strchr(x->profiling_name, ':');
+	x->coll = colon ? colon + 1 : x->profiling_name;
+	int64_t b;
+	x->is_p2p = cd_pv_int(cd_pv_get(e, "is_p2p"), &b) ? b != 0 : false;
+	x->retired = cd_pv_int(cd_pv_get(e, "retired"), &b) ? b != 0 : false;
+	x->state_text = str_or(cd_pv_get(e, "state"), "");
+	x->state = CD_FR_STATE_OTHER;
+	for (int s = 0; s < CD_FR_STATE_OTHER; s++)
+		if (strcmp(x->state_text, cd_fr_state_names[s]) == 0)
+			x->state = (enum cd_fr_state)s;
+	x->time_created_ns = time_or(cd_pv_get(e, "time_created_ns"));
+	x->time_started_ns = time_or(cd_pv_get(e, "time_discovered_started_ns"));
+	x->time_completed_ns = time_or(cd_pv_get(e, "time_discovered_completed_ns"));
+	x->timeout_ms = int_or(cd_pv_get(e, "timeout_ms"), -1);
+	if (tensors(cd_pv_get(e, "input_sizes"), cd_pv_get(e, "input_dtypes"), &x->in, &x->n_in,
+		    &x->in_numel) ||
+	    tensors(cd_pv_get(e, "output_sizes"), cd_pv_get(e, "output_dtypes"), &x->out, &x->n_out,
+		    &x->out_numel))
+		return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+	size_t nf = cd_pv_seq(cd_pv_get(e, "frames"), &it);
+	if (nf) {
+		if (!(x->frames = calloc(nf, sizeof *x->frames)))
+			return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+		for (size_t i = 0; i < nf; i++) {
+			x->frames[i].name = str_or(cd_pv_get(it[i], "name"), "");
+			x->frames[i].file = str_or(cd_pv_get(it[i], "filename"), "");
+			x->frames[i].line = int_or(cd_pv_get(it[i], "line"), -1);
+		}
+		x->n_frames = (uint32_t)nf;
+	}
+	return CD_OK;
+}
+
+static int by_record(const void *a, const void *b)
+{
+	const struct cd_fr_entry *x = a, *y = b;
+	return x->record_id < y->record_id ? -1 : x->record_id > y->record_id;
+}
+
+/* Order of index arrays: by the seq the array is about, then record. */
+struct idx_key { int64_t k, rec; uint32_t i; };
+static int by_key(const void *a, const void *b)
+{
+	const struct idx_key *x = a, *y = b;
+	if (x->k != y->k)
+		return x->k < y->k ? -1 : 1;
+	return x->rec < y->rec ? -1 : x->rec > y->rec;
+}
+
+static enum cd_status group(struct cd_fr_dump *d)
+{
+	struct idx_key *keys = NULL;
+	enum cd_status st = CD_OK;
+	if (d->n_entries && !(d->pgs = calloc(d->n_entries, sizeof *d->pgs)))
+		return CD_ERR_NOMEM;
+	if (d->n_entries && !(keys = calloc(d->n_entries, sizeof *keys)))
+		return CD_ERR_NOMEM;
+	for (uint32_t i = 0; i < d->n_entries; i++) {
+		const struct cd_fr_entry *e = &d->entries[i];
+		uint32_t g = 0;
+		while (g < d->n_pgs && strcmp(d->pgs[g].name, e->pg_name) != 0)
+			g++;
+		if (g == d->n_pgs) {
+			d->pgs[g].name = e->pg_name;
+			d->pgs[g].desc = e->pg_desc;
+			for (uint32_t c = 0; c < d->n_conf; c++)
+				if (strcmp(d->conf[c].key, e->pg_name) == 0 ||
+				    strcmp(d->conf[c].name, e->pg_name) == 0)
+					d->pgs[g].conf = &d->conf[c];
+			for (uint32_t s = 0; s < d->n_status; s++)
+				if (strcmp(d->status[s].pg, e->pg_name) == 0)
+					d->pgs[g].status = &d->status[s];
+			d->n_pgs++;
+		}
+	}
+	for (uint32_t g = 0; g < d->n_pgs; g++) {
+		struct cd_fr_pg *p = &d->pgs[g];
+		for (int p2p = 0; p2p < 2; p2p++) {
+			uint32_t n = 0;
+			for (uint32_t i = 0; i < d->n_entries; i++) {
+				const struct cd_fr_entry *e = &d->entries[i];
+				if (strcmp(e->pg_name, p->name) != 0 || e->is_p2p != (p2p != 0))
+					continue;
+				keys[n].k = p2p ? e->p2p_seq : e->seq;
+				keys[n].rec = e->record_id;
+				keys[n].i = i;
+				n++;
+			}
+			if (!n)
+				continue;
+			uint32_t *out = calloc(n, sizeof *out);
+			if (!out) {
+				st = CD_ERR_NOMEM;
+				goto out;
+			}
+			qsort(keys, n, sizeof *keys, by_key);
+			for (uint32_t i = 0; i < n; i++)
+				out[i] = keys[i].i;
+			if (p2p) {
+				p->p2p = out;
+				p->n_p2p = n;
+			} else {
+				p->colls = out;
+				p->n_colls = n;
+			}
+		}
+	}
+out:
+	free(keys);
+	return st;
+}
+
+static bool rank_from_name(const char *name, int64_t *rank)
+{
+	if (!name)
+		return false;
+	const char *base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	size_t n = strlen(base), k = n;
+	/* "<prefix><rank>", perhaps with an extension fr_trace would not strip */
+	const char *dot = strrchr(base, '.');
+	if (dot && dot > base && (strcmp(dot, ".json") == 0 || strcmp(dot, ".pkl") == 0 ||
+				  strcmp(dot, ".pickle") == 0))
+		n = k = (size_t)(dot - base);
+	while (k > 0 && base[k - 1] >= '0' && base[k - 1] <= '9')
+		k--;
+	if (k == n || n - k > 9)
+		return false;
+	*rank = strtoll(base + k, NULL, 10);
+	return true;
+}
+
+enum cd_status cd_fr_parse(const uint8_t *data, size_t len, const char *name,
+			   struct cd_fr_dump *d, struct cd_err *err)
+{
+	enum cd_status st;
+	struct cd_pv *const *it;
+
+	memset(d, 0, sizeof *d);
+	if (len && data[0] == 0x80) {
+		d->format = CD_FR_PICKLE;
+		st = cd_pickle_parse(data, len, &d->doc, err);
+	} else {
+		d->format = CD_FR_JSON;
+		st = cd_pvjson_parse(data, len, &d->doc, err);
+	}
+	if (st)
+		return st;
+	const struct cd_pv *root = d->doc.root;
+	if (!cd_pv_is(root, CD_PV_DICT)) {
+		st = cd_fail(err, CD_ERR_TRACE, "not a Flight Recorder dump: the top value is a %s, not a dict",
+			     cd_pv_kind_names[root->kind]);
+		goto fail;
+	}
+	d->version = cd_pv_str(cd_pv_get(root, "version"));
+	if (!d->version) {
+		st = cd_fail(err, CD_ERR_TRACE, "not a Flight Recorder dump: no \"version\"");
+		goto fail;
+	}
+	if (sscanf(d->version, "%d.%d", &d->major, &d->minor) != 2 || d->major != 2) {
+		st = cd_fail(err, CD_ERR_TRACE,
+			     "Flight Recorder dump version \"%.40s\" is not supported (2.0 to 2.x: "
+			     "PyTorch 2.x; torch 2.14 writes 2.10)", d->version);
+		goto fail;
+	}
+	const struct cd_pv *entries = cd_pv_get(root, "entries");
+	if (entries && !cd_pv_is(entries, CD_PV_LIST) && !cd_pv_is(entries, CD_PV_TUPLE)) {
+		st = cd_fail(err, CD_ERR_TRACE, "\"entries\" is a %s, not a list",
+			     cd_pv_kind_names[entries->kind]);
+		goto fail;
+	}
+	d->comm_lib_version = cd_pv_str(cd_pv_get(root, "comm_lib_version"));
+	d->has_comm_state = cd_pv_get(root, "nccl_comm_state") != NULL;
+	d->has_rank = cd_pv_int(cd_pv_get(root, "rank"), &d->rank);
+	if (!d->has_rank && rank_from_name(name, &d->rank))
+		d->has_rank = d->rank_from_name = true;
+
+	const struct cd_pv *pc = cd_pv_get(root, "pg_config");
+	if (cd_pv_is(pc, CD_PV_DICT) && pc->u.c.n) {
+		size_t n = pc->u.c.n / 2;
+		if (!(d->conf = calloc(n, sizeof *d->conf)))
+			goto nomem;
+		for (size_t i = 0; i < n; i++) {
+			struct cd_fr_pgconf *c = &d->conf[d->n_conf];
+			const struct cd_pv *v = pc->u.c.v[2 * i + 1];
+			c->key = str_or(pc->u.c.v[2 * i], "");
+			c->name = str_or(cd_pv_get(v, "name"), c->key);
+			c->desc = str_or(cd_pv_get(v, "desc"), "");
+			if (parse_ranks(cd_pv_get(v, "ranks"), &c->ranks, &c->n_ranks))
+				goto nomem;
+			d->n_conf++;
+		}
+	}
+	const struct cd_pv *ps = cd_pv_get(root, "pg_status");
+	if (cd_pv_is(ps, CD_PV_DICT) && ps->u.c.n) {
+		size_t n = ps->u.c.n / 2;
+		if (!(d->status = calloc(n, sizeof *d->status)))
+			goto nomem;
+		for (size_t i = 0; i < n; i++) {
+			struct cd_fr_pgstatus *s = &d->status[d->n_status++];
+			const struct cd_pv *v = ps->u.c.v[2 * i + 1];
+			s->pg = str_or(ps->u.c.v[2 * i], "");
+			s->last_enqueued = int_or(cd_pv_get(v, "last_enqueued_collective"), -1);
+			s->last_started = int_or(cd_pv_get(v, "last_started_collective"), -1);
+			s->last_completed = int_or(cd_pv_get(v, "last_completed_collective"), -1);
+		}
+	}
+	size_t ne = cd_pv_seq(entries, &it);
+	if (ne) {
+		if (!(d->entries = calloc(ne, sizeof *d->entries)))
+			goto nomem;
+		for (size_t i = 0; i < ne; i++) {
+			if ((st = entry(it[i], &d->entries[i], i, err))) {
+				d->n_entries = (uint32_t)i + 1;
+				goto fail;
+			}
+		}
+		d->n_entries = (uint32_t)ne;
+		qsort(d->entries, ne, sizeof *d->entries, by_record);
+	}
+	if (group(d))
+		goto nomem;
+	return CD_OK;
+nomem:
+	st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
+fail:
+	cd_fr_dump_free(d);
+	return st;
+}
+
+enum cd_status cd_fr_read(const char *path, struct cd_fr_dump *d, struct cd_err *err)
+{
+	enum cd_status st;
+	uint8_t *buf = NULL;
+	size_t n = 0, cap = 0;
+	FILE *f = fopen(path, "rb");
+
+	memset(d, 0, sizeof *d);
+	if (!f)
+		return cd_fail(err, CD_ERR_IO, "cannot open: %s", strerror(errno));
+	for (;;) {
+		if (n == cap) {
+			if (cap >= CD_PV_MAX_INPUT) {
+				st = cd_fail(err, CD_ERR_LIMIT, "larger than 256 MiB");
+				goto out;
+			}
+			cap = cap ? cap * 2 : 65536;
+			uint8_t *nb = realloc(buf, cap);
+			if (!nb) {
+				st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
+				goto out;
+			}
+			buf = nb;
+		}
+		size_t k = fread(buf + n, 1, cap - n, f);
+		n += k;
+		if (k == 0)
+			break;
+	}
+	if (ferror(f)) {
+		st = cd_fail(err, CD_ERR_IO, "read error: %s", strerror(errno));
+		goto out;
+	}
+	st = cd_fr_parse(buf, n, path, d, err);
+out:
+	fclose(f);
+	free(buf);
+	return st;
+}
+
+void cd_fr_dump_free(struct cd_fr_dump *d)
+{
+	if (!d)
+		return;
+	for (uint32_t i = 0; i < d->n_entries; i++) {
+		free(d->entries[i].in);
+		free(d->entries[i].out);
+		free(d->entries[i].frames);
+	}
+	free(d->entries);
+	for (uint32_t i = 0; i < d->n_conf; i++)
+		free(d->conf[i].ranks);
+	free(d->conf);
+	free(d->status);
+	for (uint32_t i = 0; i < d->n_pgs; i++) {
+		free(d->pgs[i].colls);
+		free(d->pgs[i].p2p);
+	}
+	free(d->pgs);
+	cd_pv_doc_free(&d->doc);
+	memset(d, 0, sizeof *d);
+}
+
+/* ---- the summary */
+
+static uint32_t sidz(struct cd_rank_summary *s, const char *p)
+{
+	return cd_intern(&s->s, p, (uint32_t)strlen(p));
+}
+
+void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
+{
+	struct cd_fr_dump d;
+	struct cd_err err = {0};
+
+	s->path = strdup(path);
+	s->end = CD_END_CLOSED;
+	s->open_region = -1;
+	s->end_time = -1;
+	s->last_time = -1;
+	s->end_how = s->end_exc = s->end_msg = s->end_signame = CD_NOID;
+	if (cd_fr_read(path, &d, &err) != CD_OK) {
+		s->error = strdup(err.msg);
+		s->end = CD_END_ERROR;
+		return;
+	}
+	s->has_rank = d.has_rank;
+	s->rank = d.rank;
+	s->rank_from_name = d.rank_from_name;
+	uint32_t mod = sidz(s, "(no module: Flight Recorder)");
+	for (uint32_t i = 0; i < d.n_entries; i++) {
+		const struct cd_fr_entry *e = &d.entries[i];
+		if (e->is_p2p)
+			continue;
+		struct cd_crec c = {0};
+		c.pg = sidz(s, e->pg_name);
+		c.coll = sidz(s, e->coll);
+		const char *dt = e->n_in ? cd_fr_dtype_torch(e->in[0].dtype) : NULL;
+		c.dtype = dt ? sidz(s, dt) : CD_NOID;
+		c.has_bytes = e->n_in > 0;
+		for (uint32_t k = 0; k < e->n_in; k++) {
+			int sz = cd_fr_dtype_size(e->in[k].dtype);
+			if (!sz || e->in[k].numel > INT64_MAX / 16 || c.bytes > INT64_MAX / 2) {
+				c.has_bytes = false;
+				break;
+			}
+			c.bytes += e->in[k].numel * sz;
+		}
+		if (!c.has_bytes)
+			c.bytes = 0;
+		c.module = mod;
+		c.phase = CD_PH_FORWARD;
+		c.seq = e->seq;
+		c.region = -1;
+		c.time = e->time_created_ns;
+		if (c.pg == CD_NOID || c.coll == CD_NOID || !cd_vec_push(&s->colls, c)) {
+			s->error = strdup("out of memory");
+			break;
+		}
+		s->events++;
+		if (c.time > s->last_time)
+			s->last_time = c.time;
+	}
+	for (uint32_t i = 0; i < d.n_conf; i++) {
+		const struct cd_fr_pgconf *c = &d.conf[i];
+		if (!*c->name)
+			continue;   /* gloo's "" key: which group it is is unknown */
+		uint32_t off = s->pg_ranks.n;
+		for (uint32_t k = 0; k < c->n_ranks; k++)
+			cd_vec_push(&s->pg_ranks, c->ranks[k]);
+		cd_vec_push(&s->pg_names, sidz(s, c->name));
+		cd_vec_push(&s->pg_ranks_off, off);
+		cd_vec_push(&s->pg_ranks_n, s->pg_ranks.n - off);
+		if (strcmp(c->desc, "default_pg") == 0) {
+			s->has_world = true;
+			s->world_size = c->n_ranks;
+		}
+	}
+	cd_fr_dump_free(&d);
+}
+
+static void fr_read(const char *path, const void *ctx, void *res)
+{
+	(void)ctx;
+	cd_fr_summarize(path, res);
+}
+
+static void fr_free(void *res)
+{
+	cd_rank_summary_free(res);
+}
+
+static uint64_t fr_bytes(const void *res)
+{
+	return cd_rank_summary_bytes(res);
+}
+
+const struct cd_run_reader cd_run_fr_reader = {
+	.name = "flight-recorder",
+	.size = sizeof(struct cd_rank_summary),
+	.read = fr_read,
+	.free = fr_free,
+	.bytes = fr_bytes,
+};

@@ -1,0 +1,171 @@
+/* Flight Recorder dumps (frdump.h): every real and hand-built dump under
+ * testdata/fr reads to what Python's pickle and json modules read
+ * (testdata/fr/expected.txt, made by tests/fr/expect.py), and into the
+ * summary the post-mortem takes.  argv[1]: testdata/fr. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "frdump.h"
+
+static const char *dir;
+
+static void print_dump(const struct cd_fr_dump *d, char *buf, size_t cap)
+{
+	size_t n = 0;
+	n += (size_t)snprintf(buf + n, cap - n, "dump %s %u %u %u %d\n", d->version, d->n_entries,
+			      d->n_conf, d->n_status, d->has_comm_state);
+	for (uint32_t i = 0; i < d->n_entries && n < cap; i++) {
+		const struct cd_fr_entry *e = &d->entries[i];
+		char f0[256] = "-", pn[256];
+		if (e->n_frames > 1)
+			snprintf(f0, sizeof f0, "%s:%" PRId64, e->frames[1].name, e->frames[1].line);
+		snprintf(pn, sizeof pn, "%s", e->profiling_name);
+		for (char *p = pn; *p; p++)
+			if (*p == ' ')
+				*p = '_';
+		n += (size_t)snprintf(buf + n, cap - n,
+				      "e %" PRId64 " %s %" PRId64 " %" PRId64 " %s %s %" PRId64 " %" PRId64
+				      " %" PRId64 " %s %d %" PRId64 " %u %s\n",
+				      e->record_id, *e->pg_name ? e->pg_name : "''", e->seq, e->p2p_seq, pn,
+				      e->state_text, e->time_created_ns, e->in_numel, e->out_numel,
+				      e->n_in && e->in[0].dtype ? e->in[0].dtype : "-", e->is_p2p,
+				      e->time_completed_ns, e->n_frames, f0);
+	}
+	for (uint32_t i = 0; i < d->n_status && n < cap; i++)
+		n += (size_t)snprintf(buf + n, cap - n, "s %s %" PRId64 " %" PRId64 " %" PRId64 "\n",
+				      d->status[i].pg, d->status[i].last_enqueued,
+				      d->status[i].last_started, d->status[i].last_completed);
+}
+
+/* Every file of expected.txt against the reader. */
+static void test_expected(void)
+{
+	char path[4096], *text = NULL;
+	size_t len = 0;
+	snprintf(path, sizeof path, "%s/expected.txt", dir);
+	FILE *f = fopen(path, "r");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	FILE *m = open_memstream(&text, &len);
+	char line[4096];
+	while (fgets(line, sizeof line, f))
+		fputs(line, m);
+	fclose(m);
+	fclose(f);
+	int files = 0;
+	char *p = text;
+	static char got[1 << 20];
+	while ((p = strstr(p, "file ")) != NULL) {
+		char *nl = strchr(p, '\n'), *next = strstr(nl, "\nfile ");
+		size_t want_len = next ? (size_t)(next + 1 - (nl + 1)) : strlen(nl + 1);
+		char name[1024];
+		snprintf(name, sizeof name, "%.*s", (int)(nl - p - 5), p + 5);
+		snprintf(path, sizeof path, "%s/%s", dir, name);
+		struct cd_fr_dump d;
+		struct cd_err err = {0};
+		if (cd_fr_read(path, &d, &err) != CD_OK) {
+			fprintf(stderr, "  %s: %s\n", name, err.msg);
+			CHECK(0);
+		} else {
+			print_dump(&d, got, sizeof got);
+			if (strlen(got) != want_len || memcmp(got, nl + 1, want_len) != 0) {
+				fprintf(stderr, "  %s: got\n%s  want\n%.*s", name, got, (int)want_len, nl + 1);
+				CHECK(0);
+			}
+			cd_fr_dump_free(&d);
+		}
+		files++;
+		p = nl;
+	}
+	CHECK(files >= 50);
+	free(text);
+}
+
+/* The rank from the file name, the groups, and the gloo pg_config quirk. */
+static void test_gloo_skip(void)
+{
+	char path[4096];
+	struct cd_fr_dump d;
+	struct cd_err err = {0};
+	snprintf(path, sizeof path, "%s/skip/exit/fr_rank1", dir);
+	CHECK(cd_fr_read(path, &d, &err) == CD_OK);
+	CHECK(d.format == CD_FR_PICKLE && d.major == 2 && d.minor == 10);
+	CHECK(d.has_rank && d.rank_from_name && d.rank == 1);
+	CHECK(d.n_conf == 1 && strcmp(d.conf[0].key, "") == 0 && d.conf[0].n_ranks == 2);
+	CHECK(d.n_pgs == 2);
+	CHECK_STR(d.pgs[0].name, "0");
+	CHECK(d.pgs[0].n_colls == 5 && d.pgs[0].status && d.pgs[0].status->last_enqueued == 6);
+	/* rank 1 skipped the world all_reduce of step 2: its seq 5 is a broadcast */
+	CHECK_STR(d.entries[d.pgs[0].colls[4]].coll, "broadcast");
+	CHECK(d.entries[0].n_frames == 7);
+	CHECK_STR(d.entries[0].frames[0].name, "all_reduce");
+	cd_fr_dump_free(&d);
+
+	snprintf(path, sizeof path, "%s/skip/exit-json/fr_rank1", dir);
+	CHECK(cd_fr_read(path, &d, &err) == CD_OK);
+	CHECK(d.format == CD_FR_JSON && d.rank == 1 && d.n_entries == 7 && d.entries[0].n_frames == 0);
+	CHECK(d.entries[0].time_created_ns == 1795579663999493389LL);   /* exact past 2^53 */
+	cd_fr_dump_free(&d);
+}
+
+static void test_summary(void)
+{
+	char path[4096];
+	struct cd_rank_summary s;
+	snprintf(path, sizeof path, "%s/nccl-hand/pickle/nccl_trace_rank_2", dir);
+	memset(&s, 0, sizeof s);
+	cd_fr_summarize(path, &s);
+	CHECK(s.error == NULL);
+	CHECK(s.has_rank && s.rank == 2 && s.rank_from_name);
+	CHECK(s.has_world && s.world_size == 4);
+	CHECK(s.colls.n == 4);   /* the p2p ones are left out */
+	if (s.colls.n == 4) {
+		CHECK_STR(cd_rank_str(&s, s.colls.v[3].coll), "_allgather_base");
+		CHECK_STR(cd_rank_str(&s, s.colls.v[3].pg), "0");
+		CHECK(s.colls.v[3].seq == 3 && s.colls.v[3].bytes == 4096 && s.colls.v[3].has_bytes);
+		CHECK_STR(cd_rank_str(&s, s.colls.v[1].dtype), "torch.bfloat16");
+		CHECK(s.colls.v[1].bytes == 512);
+		CHECK_STR(cd_rank_str(&s, s.colls.v[0].module), "(no module: Flight Recorder)");
+	}
+	CHECK(s.pg_names.n == 2);
+	cd_rank_summary_free(&s);
+
+	memset(&s, 0, sizeof s);
+	snprintf(path, sizeof path, "%s/expected.txt", dir);
+	cd_fr_summarize(path, &s);
+	CHECK(s.error != NULL && s.end == CD_END_ERROR);
+	cd_rank_summary_free(&s);
+}
+
+static void test_sniff_version(void)
+{
+	struct cd_fr_dump d;
+	struct cd_err err = {0};
+	const char *j3 = "{\"version\": \"3.0\", \"entries\": []}";
+	CHECK(cd_fr_sniff((const uint8_t *)j3, strlen(j3)));
+	CHECK(cd_fr_parse((const uint8_t *)j3, strlen(j3), "x0", &d, &err) == CD_ERR_TRACE);
+	CHECK(strstr(err.msg, "not supported") != NULL);
+	const char *j = "{\"version\": \"2.4\", \"entries\": [{\"profiling_name\": \"nccl:all_reduce\", "
+			"\"collective_seq_id\": 1, \"process_group\": [\"0\", \"default_pg\"]}], \"rank\": 7}";
+	CHECK(cd_fr_parse((const uint8_t *)j, strlen(j), "fr_rank3", &d, &err) == CD_OK);
+	CHECK(d.rank == 7 && !d.rank_from_name && d.n_entries == 1 && d.entries[0].time_created_ns == -1);
+	cd_fr_dump_free(&d);
+	const char *bad = "{\"version\": \"2.10\", \"entries\": [1]}";
+	CHECK(cd_fr_parse((const uint8_t *)bad, strlen(bad), NULL, &d, &err) == CD_ERR_TRACE);
+	CHECK(strstr(err.msg, "entries[0]") != NULL);
+	CHECK(!cd_fr_sniff((const uint8_t *)"{\"meta\": 1}", 11));
+}
+
+int main(int argc, char **argv)
+{
+	dir = argc > 1 ? argv[1] : "testdata/fr";
+	TEST(test_expected);
+	TEST(test_gloo_skip);
+	TEST(test_summary);
+	TEST(test_sniff_version);
+	return check_done();
+}
