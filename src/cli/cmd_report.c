@@ -1,4 +1,4 @@
-/* commdebug report: one self-contained HTML page (html.h) of a run: the
+/* commdebug report: one self-contained HTML page (html/page.h) of a run: the
  * post-mortem across ranks first when there are several traces, then the
  * collective counts and the module tree of one region of one rank, and the
  * NCCL traffic where the trace has an NCCL side.
@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "../findings.h"
-#include "../html.h"
+#include "../html/page.h"
 #include "../ranks.h"
 #include "../run.h"
 #include "../replay.h"

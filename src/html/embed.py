@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Build step of the HTML report: turn the page's style and script into C
-string constants (a header included by src/html.c).
+string constants (a header included by src/html/page.c).
 
 usage: embed.py OUT.h NAME=FILE...   e.g. cd_report_css=report.css
 """

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Layers that only look down: fail on a circle in src/ and src/cli/.
+"""Layers that only look down: fail on a circle in src/ and its subdirectories.
 
 usage: check-layers.py SRCDIR [BUILDDIR]
 
-Without a build directory: the include graph of SRCDIR/*.[ch] and
-SRCDIR/cli/*.[ch] must have no cycle, and no file of SRCDIR (the library)
-may include a header of SRCDIR/cli (the command line).
+The analyzer's files are SRCDIR/*.[ch] and those of every subdirectory of
+SRCDIR (cli/, html/, ...) but recorder/, a program of its own.  Without a
+build directory: their include graph must have no cycle, and no file
+outside SRCDIR/cli (the library) may include a header of SRCDIR/cli (the
+command line).
 
 With BUILDDIR (a meson build of commdebug): the call graph too.  Each
-object file of src/ and src/cli/ is a node; A -> B when A uses a symbol B
+object file of those sources is a node; A -> B when A uses a symbol B
 defines (nm).  A cycle between two .c files fails, and so does a library
 file that calls into the command line.
 """
@@ -18,9 +20,15 @@ import subprocess
 import sys
 
 
+def subdirs(src):
+    """"" and every subdirectory of src but recorder/ (another program)."""
+    return [""] + sorted(d for d in os.listdir(src)
+                         if os.path.isdir(os.path.join(src, d)) and d != "recorder")
+
+
 def includes(src):
     graph = {}
-    for sub in ("", "cli"):
+    for sub in subdirs(src):
         d = os.path.join(src, sub)
         for name in sorted(os.listdir(d)):
             if not name.endswith((".c", ".h")):
@@ -71,22 +79,27 @@ def cycles(graph):
     return out
 
 
-def objects(build):
-    """Object file -> source name (src/x.c, src/cli/y.c)."""
+def objects(src, build):
+    """Object file -> source name (src/x.c, src/cli/y.c, src/html/z.c):
+    meson names the object of src/html/page.c src_html_page.c.o."""
+    names = {}
+    for sub in subdirs(src):
+        for f in os.listdir(os.path.join(src, sub)):
+            if f.endswith(".c"):
+                rel = "/".join(p for p in ("src", sub, f) if p)
+                names[rel.replace("/", "_") + ".o"] = rel
     objs = {}
     for root, _, files in os.walk(build):
         for f in files:
-            m = re.match(r"src_(cli_)?(\w+)\.c\.o$", f)
-            if not m or not (root.endswith("commdebug.p") or
-                             root.endswith("libcommdebug-core.a.p")):
-                continue
-            objs[os.path.join(root, f)] = ("src/cli/" if m.group(1) else "src/") + m.group(2) + ".c"
+            if f in names and (root.endswith("commdebug.p") or
+                               root.endswith("libcommdebug-core.a.p")):
+                objs[os.path.join(root, f)] = names[f]
     return objs
 
 
-def calls(build):
+def calls(src, build):
     defined, used = {}, {}
-    for obj, name in objects(build).items():
+    for obj, name in objects(src, build).items():
         out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             parts = line.split()
@@ -121,7 +134,7 @@ def main():
                 fail += 1
     checked = len(graph)
     if len(sys.argv) == 3:
-        cg = calls(sys.argv[2])
+        cg = calls(src, sys.argv[2])
         if not cg:
             print(f"FAIL no object files of src/ under {sys.argv[2]}")
             return 1

@@ -1,10 +1,10 @@
-/* Unit tests of the HTML report's page writer (src/html.c): JSON made safe
+/* Unit tests of the HTML report's page writer (src/html/page.c): JSON made safe
  * for a <script> block, text made safe for HTML, and the page's shape. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 
 #include "check.h"
-#include "html.h"
+#include "html/page.h"
 
 /* cd_html_json of s, as a NUL-terminated string (static buffer). */
 static const char *js(const char *s, size_t n)

@@ -7,16 +7,16 @@
  * a <script type="application/json" id="cd-ID"> block, with the whitespace
  * between tokens dropped and every character that could end the block or
  * confuse the HTML parser escaped ('<', '>', '&', U+2028, U+2029).  The
- * script (src/html/report.js) builds the page from them in the browser.
+ * script (report.js, beside this file) builds the page from them in the browser.
  *
  * Like every report this writes to a struct cd_out and never prints,
  * reads files or exits. */
-#ifndef CD_HTML_H
-#define CD_HTML_H
+#ifndef CD_HTML_PAGE_H
+#define CD_HTML_PAGE_H
 
 #include <stddef.h>
 
-#include "out.h"
+#include "../out.h"
 
 /* One JSON document of the page.  The caller owns the strings. */
 struct cd_html_part {

@@ -1,9 +1,9 @@
-/* The HTML report page: see html.h. */
-#include "html.h"
+/* The HTML report page: see page.h. */
+#include "page.h"
 
 #include <stdbool.h>
 
-#include "report_assets.h"   /* cd_report_css, cd_report_js (src/html/, embed.py) */
+#include "report_assets.h"   /* cd_report_css, cd_report_js (report.css, report.js; embed.py) */
 
 void cd_html_text(struct cd_out *o, const char *s)
 {
