@@ -181,8 +181,8 @@ static const struct cd_crec *rec_of(const struct matcher *mt, int i, uint32_t k)
 	return &mt->pm->r[i]->colls.v[mt->ln[i].idx[k]];
 }
 
-/* The record of rank i at position pos, or NULL. */
-static const struct cd_crec *rec_at(const struct matcher *mt, int i, int64_t pos)
+/* The index in rank i's lane of its record at pos, or -1. */
+static int64_t lane_index(const struct matcher *mt, int i, int64_t pos)
 {
 	const struct lane *l = &mt->ln[i];
 	int64_t seq = pos - l->shift;
@@ -194,7 +194,14 @@ static const struct cd_crec *rec_at(const struct matcher *mt, int i, int64_t pos
 		else
 			hi = mid;
 	}
-	return lo < l->n && rec_of(mt, i, lo)->seq == seq ? rec_of(mt, i, lo) : NULL;
+	return lo < l->n && rec_of(mt, i, lo)->seq == seq ? (int64_t)lo : -1;
+}
+
+/* The record of rank i at position pos, or NULL. */
+static const struct cd_crec *rec_at(const struct matcher *mt, int i, int64_t pos)
+{
+	int64_t k = lane_index(mt, i, pos);
+	return k < 0 ? NULL : rec_of(mt, i, (uint32_t)k);
 }
 
 /* Do rank i from position a and rank j from position b agree (at least one
@@ -449,21 +456,6 @@ static bool same_sig(const struct matcher *mt, int i, const struct cd_crec *a, i
 	return key_diff(&ka, &kb) == CD_FK_EMPTY;
 }
 
-/* The index in rank i's lane of its record at pos, or -1. */
-static int64_t lane_index(const struct matcher *mt, int i, int64_t pos)
-{
-	const struct lane *l = &mt->ln[i];
-	int64_t seq = pos - l->shift;
-	uint32_t lo = 0, hi = l->n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (rec_of(mt, i, mid)->seq < seq)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < l->n && rec_of(mt, i, lo)->seq == seq ? (int64_t)lo : -1;
-}
 
 /* Rank i's own template of the step it is in at lane index x: the start
  * (lane index) of its latest earlier region, finished, in which its first
