@@ -790,6 +790,21 @@ static char *glob_escape(char *p, const char *end, const char *s, size_t n)
 	return p;
 }
 
+/* Whether snapshot s is of trace tr (of any when tr is CD_CHECK_NO_TRACE). */
+static bool of_trace(const struct cd_check_snap *s, uint32_t tr)
+{
+	return tr == CD_CHECK_NO_TRACE || s->trace == tr;
+}
+
+/* Whether region is one of v[0..n). */
+static bool region_in(const int64_t *v, uint32_t n, int64_t region)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i] == region)
+			return true;
+	return false;
+}
+
 /* Whether pattern picks exactly the regions v[0..n) of trace tr (of every
  * trace when tr is CD_CHECK_NO_TRACE) among their labelled regions. */
 static bool label_picks(const struct cd_check *c, const char *pattern, const int64_t *v,
@@ -797,12 +812,9 @@ static bool label_picks(const struct cd_check *c, const char *pattern, const int
 {
 	for (uint32_t k = 0; k < c->snaps.n; k++) {
 		const struct cd_check_snap *s = &c->snaps.v[k];
-		bool in = false;
-		if (tr != CD_CHECK_NO_TRACE && s->trace != tr)
+		if (!of_trace(s, tr))
 			continue;
-		for (uint32_t i = 0; i < n && !in; i++)
-			in = v[i] == s->region;
-		if (in != (s->label && fnmatch(pattern, s->label, 0) == 0))
+		if (region_in(v, n, s->region) != (s->label && fnmatch(pattern, s->label, 0) == 0))
 			return false;
 	}
 	return true;
@@ -820,12 +832,7 @@ static const char *label_scope(const struct cd_check *c, const int64_t *v, uint3
 
 	for (uint32_t k = 0; k < c->snaps.n; k++) {
 		const struct cd_check_snap *s = &c->snaps.v[k];
-		bool in = false;
-		if (tr != CD_CHECK_NO_TRACE && s->trace != tr)
-			continue;
-		for (uint32_t i = 0; i < n && !in; i++)
-			in = v[i] == s->region;
-		if (!in)
+		if (!of_trace(s, tr) || !region_in(v, n, s->region))
 			continue;
 		if (!s->label || !*s->label)
 			return NULL;
@@ -872,12 +879,7 @@ static const char *label_scope(const struct cd_check *c, const int64_t *v, uint3
 	size_t nc = 0;
 	for (uint32_t k = 0; k < c->snaps.n; k++) {
 		const struct cd_check_snap *sn = &c->snaps.v[k];
-		bool in = false;
-		if (tr != CD_CHECK_NO_TRACE && sn->trace != tr)
-			continue;
-		for (uint32_t i = 0; i < n && !in; i++)
-			in = v[i] == sn->region;
-		if (!in)
+		if (!of_trace(sn, tr) || !region_in(v, n, sn->region))
 			continue;
 		if (strlen(sn->label) != fl)
 			return NULL;
