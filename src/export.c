@@ -730,6 +730,56 @@ static void findings(struct rk *k)
 	}
 }
 
+/* ---- Flight Recorder dumps: the collectives of the summary ---- */
+
+static void fr_colls(struct rk *k)
+{
+	const struct cd_rank_summary *s = k->s;
+	struct cd_out *o = k->x->o;
+	static const char *const states[] = {"scheduled", "started", "completed", "other"};
+
+	for (uint32_t i = 0; i < s->colls.n; i++) {
+		const struct cd_crec *c = &s->colls.v[i];
+		const struct cd_fr_crec *fc = cd_rank_fr(s, c);
+		bool first = true;
+		if (c->time < 0 || k->x->start <= 0) {
+			k->x->st.untimed++;
+			continue;
+		}
+		fixed_thread(k, TID_COLLS);
+		ev_head(k, "i", "collective", TID_COLLS, true, c->time - k->x->start);
+		put_lit(o, ",\"s\":\"t\",\"name\":");
+		cd_pj_escape(o, cd_rank_str(s, c->coll), strlen(cd_rank_str(s, c->coll)));
+		put_lit(o, ",\"args\":{");
+		kv_cstr(o, &first, "pg", cd_rank_str(s, c->pg));
+		kv_int(o, &first, "seq", c->seq);
+		if (c->has_bytes)
+			kv_int(o, &first, "bytes", c->bytes);
+		if (c->dtype != CD_NOID)
+			kv_cstr(o, &first, "dtype", cd_rank_str(s, c->dtype));
+		kv_cstr(o, &first, "source", "Flight Recorder");
+		if (fc) {
+			kv_int(o, &first, "record_id", fc->record_id);
+			if (s->fr_states)
+				kv_cstr(o, &first, "state", states[fc->state < 4 ? fc->state : 3]);
+			if (fc->t_started >= 0)
+				kv_int(o, &first, "started_ns", fc->t_started);
+			if (fc->t_completed >= 0)
+				kv_int(o, &first, "completed_ns", fc->t_completed);
+			if (fc->user_frame != UINT32_MAX) {
+				struct cd_out t;
+				cd_out_init(&t, NULL);
+				t.hold = true;
+				cd_text_frame(&t, s, fc->user_frame);
+				kv_str(o, &first, "called_from", t.buf ? t.buf : "", t.len);
+				cd_out_free(&t);
+			}
+		}
+		put_lit(o, "}}");
+		k->x->st.collectives++;
+	}
+}
+
 /* ---- reading ---- */
 
 static void on_event(void *ud, const struct cd_event *e, const struct cd_replay *r)
@@ -878,6 +928,13 @@ enum cd_status cd_export_rank(struct cd_export *x, const struct cd_rank_summary 
 	k->last_t = -1;
 	k->res = res;
 	x->st.ranks++;
+	if (s->source != CD_SRC_TRACE) {
+		/* a Flight Recorder dump: what its summary holds */
+		process_meta(k, NULL);
+		findings(k);
+		fr_colls(k);
+		goto out;
+	}
 	if (s->end == CD_END_EMPTY) {
 		/* nothing to read: the process, named, and its finding */
 		process_meta(k, NULL);

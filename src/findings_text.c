@@ -57,9 +57,48 @@ void cd_text_payload(struct cd_out *o, const struct cd_rank_summary *s, const st
 		cd_out_printf(o, " %s", cd_rank_str(s, c->dtype));
 }
 
-/* from Net.blocks.1 (forward, region 3 "step 3") */
+const char *cd_source_names[] = {"trace", "Flight Recorder dump (pickle)",
+				  "Flight Recorder dump (JSON)"};
+
+void cd_text_frame(struct cd_out *o, const struct cd_rank_summary *s, uint32_t k)
+{
+	const struct cd_sframe *f = &s->frames.v[k];
+	cd_out_printf(o, "%s at %s:%" PRId64, cd_rank_str(s, f->fn), cd_rank_str(s, f->file),
+		      f->line);
+}
+
+/* A dump's state of a collective: "completed", "started, not completed",
+ * "scheduled, never started"; NULL when the dump tracks none (gloo). */
+const char *cd_text_fr_state(const struct cd_rank_summary *s, const struct cd_fr_crec *fc)
+{
+	if (!s->fr_states)
+		return NULL;
+	switch (fc->state) {
+	case 0: return fc->t_started >= 0 ? "started, not completed" : "scheduled, never started";
+	case 1: return "started, not completed";
+	case 2: return "completed";
+	default: return "in a state this reader does not know";
+	}
+}
+
+/* from Net.blocks.1 (forward, region 3 "step 3"); for a dump: (Flight
+ * Recorder record 6, started, not completed; called from train_step at
+ * /job/train.py:110) */
 void cd_text_where(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c)
 {
+	const struct cd_fr_crec *fc = cd_rank_fr(s, c);
+	if (fc) {
+		const char *st = cd_text_fr_state(s, fc);
+		cd_out_printf(o, "(Flight Recorder record %" PRId64, fc->record_id);
+		if (st)
+			cd_out_printf(o, ", %s", st);
+		if (fc->user_frame != UINT32_MAX) {
+			cd_out_str(o, "; called from ");
+			cd_text_frame(o, s, fc->user_frame);
+		}
+		cd_out_str(o, ")");
+		return;
+	}
 	cd_out_printf(o, "from %s (%s, ", cd_rank_str(s, c->module), cd_phase_names[c->phase]);
 	cd_text_region(o, s, c->region);
 	cd_out_str(o, ")");

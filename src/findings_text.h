@@ -19,6 +19,14 @@ void cd_text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uin
 void cd_text_region(struct cd_out *o, const struct cd_rank_summary *s, int64_t region);
 /* "c10d.allreduce_ of 4096 bytes torch.float32" */
 void cd_text_payload(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c);
+/* Where each enum cd_source comes from, in words ("Flight Recorder dump
+ * (pickle)"). */
+extern const char *cd_source_names[];
+/* "train_step at /job/train.py:110": frame k of s->frames. */
+void cd_text_frame(struct cd_out *o, const struct cd_rank_summary *s, uint32_t k);
+/* A dump's state of a collective in words, NULL when the dump tracks no
+ * states (gloo's entries stay "scheduled"). */
+const char *cd_text_fr_state(const struct cd_rank_summary *s, const struct cd_fr_crec *fc);
 /* "from Net.blocks.1 (forward, region 3 "step 3")" */
 void cd_text_where(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c);
 /* " after region 3 "step 3"", " inside region 4 "step 4"" or " before its

@@ -1,30 +1,18 @@
 /* PyTorch Flight Recorder dumps (frdump.h).
  *
- * Phase 2 of issue 23: what struct cd_rank_summary (ranks.h) lacks for
- * what a dump holds, and the fields that would carry it:
- *   struct cd_crec:
- *     uint8_t fr_state;        enum cd_fr_state (scheduled/started/completed),
- *                              CD_FR_STATE_OTHER for trace records
- *     int64_t t_started, t_completed;   time_discovered_*_ns, -1 unknown
- *     int64_t out_bytes;       output elements x size (all_gather's differ)
- *     uint32_t frames_off, frames_n;    its stack in s->frames (0, 0: none)
- *     int64_t record_id;       FR's record id (-1 for traces), to name it
- *   struct cd_rank_summary:
- *     uint8_t source;          trace or Flight Recorder (pickle / JSON)
- *     uint32_t fr_version;     the dump's version string (id in s)
- *     CD_VEC(struct { uint32_t fn, file; int64_t line; }) frames;
- *                              stack frames, innermost first
- *     CD_VEC(struct { uint32_t pg; int64_t enq, started, completed; })
- *         pg_status;           the last collective each pg reached, per FR
- *     CD_VEC(struct cd_crec) p2p;   p2p entries (seq: p2p_seq_id, coll
- *                              "send 0->1"), apart from colls, since FR numbers
- *                              them apart
- *     bool pg_conf_broken;     pg_config keyed by "" (gloo, torch 2.14): member
- *                              lists unknown but for the last group made
+ * Phase 2 of issue 23 put what a dump holds beyond struct cd_crec into the
+ * summary (ranks.h): struct cd_fr_crec per collective in s->fr (parallel
+ * to s->colls, dumps only, so that trace summaries keep their size),
+ * s->frames, s->pg_status, s->source, s->fr_version, s->fr_p2p,
+ * s->fr_states and s->pg_conf_broken.  The runner (run.c) sends a file to
+ * cd_fr_summarize when cd_fr_sniff_file says it is a dump.
  */
 #include "frdump.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +76,25 @@ bool cd_fr_sniff(const uint8_t *d, size_t len)
 			return true;
 	}
 	return false;
+}
+
+bool cd_fr_sniff_file(const char *path)
+{
+	uint8_t buf[64];
+	struct stat st;
+	bool yes = false;
+
+	if (strcmp(path, "-") == 0)
+		return false;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		yes = n > 0 && cd_fr_sniff(buf, (size_t)n);
+	}
+	close(fd);
+	return yes;
 }
 
 /* An int, or a string of one (the JSON dump writes pg_status as strings). */
@@ -511,6 +518,46 @@ static uint32_t sidz(struct cd_rank_summary *s, const char *p)
 	return cd_intern(&s->s, p, (uint32_t)strlen(p));
 }
 
+/* Is file a frame of torch itself (or of Python's own machinery), not
+ * of the job's code? */
+static bool torch_file(const char *f)
+{
+	return strstr(f, "/torch/") || strncmp(f, "torch/", 6) == 0 || f[0] == '<' ||
+	       strstr(f, "/threading.py");
+}
+
+/* The frames of e into s->frames; *fc says where. */
+static bool summarize_frames(struct cd_rank_summary *s, const struct cd_fr_entry *e,
+			     struct cd_fr_crec *fc)
+{
+	fc->frames_off = s->frames.n;
+	fc->user_frame = UINT32_MAX;
+	for (uint32_t k = 0; k < e->n_frames; k++) {
+		const struct cd_fr_frame *fr = &e->frames[k];
+		struct cd_sframe sf = {sidz(s, fr->name ? fr->name : ""),
+				       sidz(s, fr->file ? fr->file : ""), fr->line};
+		if (sf.fn == CD_NOID || sf.file == CD_NOID || !cd_vec_push(&s->frames, sf))
+			return false;
+		if (fc->user_frame == UINT32_MAX && fr->file && !torch_file(fr->file))
+			fc->user_frame = s->frames.n - 1;
+	}
+	fc->frames_n = s->frames.n - fc->frames_off;
+	return true;
+}
+
+/* Bytes of n tensors (elements x element size), -1 when a dtype is unknown. */
+static int64_t tensor_bytes(const struct cd_fr_tensor *t, uint32_t n)
+{
+	int64_t b = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		int sz = cd_fr_dtype_size(t[k].dtype);
+		if (!sz || t[k].numel < 0 || t[k].numel > INT64_MAX / 16 || b > INT64_MAX / 2)
+			return -1;
+		b += t[k].numel * sz;
+	}
+	return b;
+}
+
 void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 {
 	struct cd_fr_dump d;
@@ -522,52 +569,83 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 	s->end_time = -1;
 	s->last_time = -1;
 	s->end_how = s->end_exc = s->end_msg = s->end_signame = CD_NOID;
+	s->fr_version = CD_NOID;
+	s->source = CD_SRC_FR_PICKLE;
 	if (cd_fr_read(path, &d, &err) != CD_OK) {
 		s->error = strdup(err.msg);
 		s->end = CD_END_ERROR;
 		return;
 	}
+	s->source = d.format == CD_FR_JSON ? CD_SRC_FR_JSON : CD_SRC_FR_PICKLE;
+	s->fr_version = sidz(s, d.version ? d.version : "");
 	s->has_rank = d.has_rank;
 	s->rank = d.rank;
 	s->rank_from_name = d.rank_from_name;
 	uint32_t mod = sidz(s, "(no module: Flight Recorder)");
 	for (uint32_t i = 0; i < d.n_entries; i++) {
 		const struct cd_fr_entry *e = &d.entries[i];
-		if (e->is_p2p)
+		if (e->is_p2p) {
+			s->fr_p2p++;
 			continue;
+		}
 		struct cd_crec c = {0};
+		struct cd_fr_crec fc = {0};
 		c.pg = sidz(s, e->pg_name);
 		c.coll = sidz(s, e->coll);
 		const char *dt = e->n_in ? cd_fr_dtype_torch(e->in[0].dtype) : NULL;
 		c.dtype = dt ? sidz(s, dt) : CD_NOID;
-		c.has_bytes = e->n_in > 0;
-		for (uint32_t k = 0; k < e->n_in; k++) {
-			int sz = cd_fr_dtype_size(e->in[k].dtype);
-			if (!sz || e->in[k].numel > INT64_MAX / 16 || c.bytes > INT64_MAX / 2) {
-				c.has_bytes = false;
-				break;
-			}
-			c.bytes += e->in[k].numel * sz;
-		}
-		if (!c.has_bytes)
-			c.bytes = 0;
+		int64_t b = e->n_in ? tensor_bytes(e->in, e->n_in) : -1;
+		c.has_bytes = b >= 0;
+		c.bytes = b >= 0 ? b : 0;
 		c.module = mod;
 		c.phase = CD_PH_FORWARD;
 		c.seq = e->seq;
 		c.region = -1;
 		c.time = e->time_created_ns;
-		if (c.pg == CD_NOID || c.coll == CD_NOID || !cd_vec_push(&s->colls, c)) {
+		fc.record_id = e->record_id;
+		fc.state = (uint8_t)e->state;
+		fc.t_started = e->time_started_ns;
+		fc.t_completed = e->time_completed_ns;
+		fc.out_bytes = e->n_out ? tensor_bytes(e->out, e->n_out) : -1;
+		if (e->state != CD_FR_SCHEDULED || fc.t_started >= 0 || fc.t_completed >= 0)
+			s->fr_states = true;
+		if (c.pg == CD_NOID || c.coll == CD_NOID || !summarize_frames(s, e, &fc) ||
+		    !cd_vec_push(&s->colls, c) || !cd_vec_push(&s->fr, fc)) {
+			free(s->error);
 			s->error = strdup("out of memory");
+			s->end = CD_END_ERROR;
+			if (s->fr.n != s->colls.n)
+				s->fr.n = 0;
 			break;
 		}
 		s->events++;
-		if (c.time > s->last_time)
-			s->last_time = c.time;
+		if (c.time > 0 && (s->t0 == 0 || c.time < s->t0))
+			s->t0 = c.time;   /* its first record: the dump's start */
+		int64_t t = c.time;
+		if (fc.t_started > t)
+			t = fc.t_started;
+		if (fc.t_completed > t)
+			t = fc.t_completed;
+		if (t > s->last_time)
+			s->last_time = t;
 	}
+	for (uint32_t i = 0; i < d.n_status; i++) {
+		const struct cd_fr_pgstatus *st = &d.status[i];
+		struct cd_pgstat ps = {sidz(s, st->pg ? st->pg : ""), st->last_enqueued,
+				       st->last_started, st->last_completed};
+		if (ps.pg != CD_NOID)
+			cd_vec_push(&s->pg_status, ps);
+	}
+	int64_t seen = s->has_rank ? s->rank + 1 : 0;
 	for (uint32_t i = 0; i < d.n_conf; i++) {
 		const struct cd_fr_pgconf *c = &d.conf[i];
-		if (!*c->name)
+		for (uint32_t k = 0; k < c->n_ranks; k++)
+			if (c->ranks[k] >= 0 && c->ranks[k] < INT32_MAX && c->ranks[k] + 1 > seen)
+				seen = c->ranks[k] + 1;
+		if (!*c->name) {
+			s->pg_conf_broken = true;
 			continue;   /* gloo's "" key: which group it is is unknown */
+		}
 		uint32_t off = s->pg_ranks.n;
 		for (uint32_t k = 0; k < c->n_ranks; k++)
 			cd_vec_push(&s->pg_ranks, c->ranks[k]);
@@ -578,6 +656,11 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 			s->has_world = true;
 			s->world_size = c->n_ranks;
 		}
+	}
+	if (!s->has_world && seen > 0) {
+		/* no world group in pg_config: at least every rank it names */
+		s->has_world = true;
+		s->world_size = seen;
 	}
 	cd_fr_dump_free(&d);
 }

@@ -119,6 +119,12 @@ struct cd_fr_dump {
  * A guess for directory scans; cd_fr_parse decides. */
 bool cd_fr_sniff(const uint8_t *data, size_t len);
 
+/* cd_fr_sniff on the first bytes of the regular file at path; false for
+ * "-", a FIFO or anything else that is not a regular file (never read
+ * from, so that it can still be read as a trace), or one that cannot be
+ * opened (its reader says why). */
+bool cd_fr_sniff_file(const char *path);
+
 /* Parse a dump held in data[0..len) (name: the file name, for the rank
  * when the dump has none; may be NULL).  Returns CD_OK or an error with err
  * saying what ("offset N: ..." for a bad pickle or JSON, "entries[3]:
@@ -140,9 +146,15 @@ void cd_fr_dump_free(struct cd_fr_dump *d);
  * dtype: the first input's as torch names it ("torch.float32"); bytes:
  * input elements x element size, when every dtype is known; module: the
  * string "(no module: Flight Recorder)"; phase forward; region -1; time:
- * time_created_ns), in record order.  p2p entries, states, frames and
- * pg_status have no place in the summary yet (see the phase-2 list in
- * frdump.c).  pg_config gives the pg member lists.  The rank comes from the
+ * time_created_ns), in record order, each with a struct cd_fr_crec in
+ * s->fr (record id, state, started/completed times, output bytes, its
+ * frames in s->frames and the innermost one outside torch/).  p2p entries
+ * are only counted (s->fr_p2p: FR numbers them apart).  pg_status goes to
+ * s->pg_status; s->fr_states says whether any entry left "scheduled"
+ * (gloo's never do).  pg_config gives the pg member lists; a "" key (gloo,
+ * torch 2.14) sets s->pg_conf_broken.  World size: default_pg's members,
+ * else at least every rank pg_config names and the dump's own.  t0: the
+ * first entry's time_created_ns.  The rank comes from the
  * dump or the file name (rank_from_name).  The end is CD_END_CLOSED: a dump
  * is a snapshot, not a log that can be cut. */
 void cd_fr_summarize(const char *path, struct cd_rank_summary *s);

@@ -397,6 +397,9 @@ void cd_rank_summary_free(struct cd_rank_summary *s)
 	cd_vec_free(&s->pg_ranks_off);
 	cd_vec_free(&s->pg_ranks);
 	cd_vec_free(&s->pg_ranks_n);
+	cd_vec_free(&s->fr);
+	cd_vec_free(&s->frames);
+	cd_vec_free(&s->pg_status);
 	memset(s, 0, sizeof *s);
 }
 
@@ -404,7 +407,9 @@ uint64_t cd_rank_summary_bytes(const struct cd_rank_summary *s)
 {
 	return s->s.bytes + (uint64_t)s->colls.cap * sizeof *s->colls.v +
 	       (uint64_t)s->mods.cap * sizeof *s->mods.v + (uint64_t)s->stack.cap * sizeof *s->stack.v +
-	       (uint64_t)s->rgn.cap * sizeof *s->rgn.v;
+	       (uint64_t)s->rgn.cap * sizeof *s->rgn.v + (uint64_t)s->fr.cap * sizeof *s->fr.v +
+	       (uint64_t)s->frames.cap * sizeof *s->frames.v +
+	       (uint64_t)s->pg_status.cap * sizeof *s->pg_status.v;
 }
 
 const char *cd_rank_str(const struct cd_rank_summary *s, uint32_t id)

@@ -78,6 +78,36 @@ enum cd_rank_end {
 };
 extern const char *const cd_end_names[];
 
+/* Where a summary came from: a commdebug trace, or a PyTorch Flight
+ * Recorder dump (frdump.h). */
+enum cd_source { CD_SRC_TRACE, CD_SRC_FR_PICKLE, CD_SRC_FR_JSON };
+
+/* What a Flight Recorder dump says of one collective beyond its struct
+ * cd_crec: s->fr.v[i] goes with s->colls.v[i] (dumps only; traces keep
+ * none, so their summaries do not grow). */
+struct cd_fr_crec {
+	int64_t record_id;
+	int64_t t_started, t_completed;   /* unix ns, -1: unknown */
+	int64_t out_bytes;                /* -1: unknown */
+	uint32_t frames_off, frames_n;    /* its stack in s->frames, innermost first */
+	uint32_t user_frame;              /* index in s->frames of the innermost frame
+					   * outside torch/, UINT32_MAX: none */
+	uint8_t state;                    /* enum cd_fr_state */
+};
+
+/* A Python stack frame of a dump (ids in s). */
+struct cd_sframe {
+	uint32_t fn, file;
+	int64_t line;
+};
+
+/* pg_status of a dump: the last collective (seq) each group had enqueued,
+ * started and completed; -1: none. */
+struct cd_pgstat {
+	uint32_t pg;
+	int64_t enqueued, started, completed;
+};
+
 struct cd_rank_summary {
 	char *path;
 	char *error;            /* set when the trace could not be read whole */
@@ -114,7 +144,27 @@ struct cd_rank_summary {
 	CD_VEC(uint32_t) pg_ranks_n;
 	bool has_last_op;
 	uint32_t last_op, last_op_module;
+	/* Flight Recorder dumps (source != CD_SRC_TRACE) */
+	uint8_t source;                  /* enum cd_source */
+	uint32_t fr_version;             /* the dump's version string (id in s) */
+	bool pg_conf_broken;             /* pg_config keyed by "" (gloo, torch 2.14):
+					  * member lists unknown */
+	uint32_t fr_p2p;                 /* p2p entries (not compared) */
+	bool fr_states;                  /* the dump tracks states (some entry started or
+					  * completed; gloo's stay "scheduled") */
+	CD_VEC(struct cd_fr_crec) fr;    /* per collective, parallel to colls */
+	CD_VEC(struct cd_sframe) frames;
+	CD_VEC(struct cd_pgstat) pg_status;
 };
+
+/* The dump's record of collective c of s (NULL for a trace). */
+static inline const struct cd_fr_crec *cd_rank_fr(const struct cd_rank_summary *s,
+						   const struct cd_crec *c)
+{
+	if (!c || s->fr.n != s->colls.n || c < s->colls.v || c >= s->colls.v + s->colls.n)
+		return NULL;
+	return &s->fr.v[c - s->colls.v];
+}
 
 /* Read the trace at path into *s (zeroed by the caller).  Never fails
  * outright: a read or format error is kept in s->error with what was read

@@ -102,6 +102,73 @@ static const char *step_label(const struct cd_pm *pm, int64_t region)
 	return NULL;
 }
 
+static const char *const fr_state_keys[] = {"scheduled", "started", "completed", "other"};
+
+static const char *const source_keys[] = {"trace", "flight_recorder_pickle",
+					   "flight_recorder_json"};
+
+/* A dump's own facts of a collective (nothing for a trace's). */
+static void json_fr_fields(struct cd_out *o, const struct cd_rank_summary *s,
+			   const struct cd_crec *c)
+{
+	const struct cd_fr_crec *fc = cd_rank_fr(s, c);
+	if (!fc)
+		return;
+	cd_pj_key(o, "source");
+	cd_pj_cstr(o, source_keys[s->source]);
+	cd_pj_key(o, "record_id");
+	cd_pj_int(o, fc->record_id);
+	cd_pj_key(o, "state");
+	if (s->fr_states)
+		cd_pj_cstr(o, fr_state_keys[fc->state < 4 ? fc->state : 3]);
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, "output_bytes");
+	if (fc->out_bytes >= 0)
+		cd_pj_int(o, fc->out_bytes);
+	else
+		cd_pj_raw(o, "null", 4);
+	cd_pj_key(o, "frames");
+	cd_pj_begin_arr(o);
+	for (uint32_t k = 0; k < fc->frames_n; k++) {
+		const struct cd_sframe *f = &s->frames.v[fc->frames_off + k];
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "function");
+		cd_pj_cstr(o, cd_rank_str(s, f->fn));
+		cd_pj_key(o, "file");
+		cd_pj_cstr(o, cd_rank_str(s, f->file));
+		cd_pj_key(o, "line");
+		cd_pj_int(o, f->line);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+}
+
+/* pg_status of a dump, as "pg_status": [...] (nothing for a trace). */
+static void json_pg_status(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	if (s->source == CD_SRC_TRACE)
+		return;
+	cd_pj_key(o, "source");
+	cd_pj_cstr(o, source_keys[s->source]);
+	cd_pj_key(o, "pg_status");
+	cd_pj_begin_arr(o);
+	for (uint32_t k = 0; k < s->pg_status.n; k++) {
+		const struct cd_pgstat *p = &s->pg_status.v[k];
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "pg");
+		cd_pj_cstr(o, cd_rank_str(s, p->pg));
+		cd_pj_key(o, "last_enqueued");
+		cd_pj_int(o, p->enqueued);
+		cd_pj_key(o, "last_started");
+		cd_pj_int(o, p->started);
+		cd_pj_key(o, "last_completed");
+		cd_pj_int(o, p->completed);
+		cd_pj_end(o);
+	}
+	cd_pj_end(o);
+}
+
 /* The fields of a collective record, with its rank, region and label. */
 static void json_crec_fields(struct cd_out *o, const struct cd_rank_summary *s,
 			     const struct cd_crec *c, const struct cd_pm *pm)
@@ -125,9 +192,13 @@ static void json_crec_fields(struct cd_out *o, const struct cd_rank_summary *s,
 	else
 		cd_pj_raw(o, "null", 4);
 	cd_pj_key(o, "module");
-	cd_pj_cstr(o, cd_rank_str(s, c->module));
+	if (cd_rank_fr(s, c))
+		cd_pj_raw(o, "null", 4);
+	else
+		cd_pj_cstr(o, cd_rank_str(s, c->module));
 	cd_pj_key(o, "phase");
 	cd_pj_cstr(o, cd_phase_names[c->phase]);
+	json_fr_fields(o, s, c);
 	json_region(o, s, c->region);
 	cd_pj_key(o, "time_s");
 	if (pm)
@@ -181,8 +252,48 @@ static void text_end(struct cd_out *o, const struct cd_rank_summary *s)
 
 /* Where a rank was when its trace ends (no times), and how it ended
  * unless its finding says that already (died). */
+/* pg_status in words: "pg 0 last enqueued 6, started -, completed 4". */
+static void text_pg_status(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	for (uint32_t k = 0; k < s->pg_status.n; k++) {
+		const struct cd_pgstat *p = &s->pg_status.v[k];
+		const int64_t v[3] = {p->enqueued, p->started, p->completed};
+		static const char *const w[3] = {"last enqueued ", ", started ", ", completed "};
+		cd_out_printf(o, "%spg %s ", k ? "; " : "", cd_rank_str(s, p->pg));
+		for (int j = 0; j < 3; j++) {
+			cd_out_str(o, w[j]);
+			if (v[j] >= 0)
+				cd_out_printf(o, "%" PRId64, v[j]);
+			else
+				cd_out_str(o, "-");
+		}
+	}
+}
+
+/* Where a rank's Flight Recorder dump leaves it: its last collective and
+ * pg_status. */
+static void state_fr(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	const struct cd_crec *lc = last_coll(s);
+	if (lc) {
+		cd_out_printf(o, "last in its Flight Recorder dump: pg %s seq %" PRId64 " %s ",
+			      cd_rank_str(s, lc->pg), lc->seq, cd_rank_str(s, lc->coll));
+		cd_text_where(o, s, lc);
+	} else {
+		cd_out_str(o, "no collective in its Flight Recorder dump");
+	}
+	if (s->pg_status.n) {
+		cd_out_str(o, "; pg_status: ");
+		text_pg_status(o, s);
+	}
+}
+
 static void state(struct cd_out *o, const struct cd_rank_summary *s, bool how)
 {
+	if (s->source != CD_SRC_TRACE && s->end != CD_END_ERROR) {
+		state_fr(o, s);
+		return;
+	}
 	if (s->end == CD_END_CLOSED && !s->in_region) {
 		cd_out_str(o, "went on to the end of its trace (closed)");
 		return;
@@ -278,6 +389,28 @@ out:
 
 /* ---- the trace list ---- */
 
+/* A dump in the trace list: " PATH: Flight Recorder dump (pickle, version
+ * 2.10): 7 collectives, 1 p2p (not compared); ...". */
+static void text_fr_line(struct cd_out *o, const struct cd_rank_summary *s)
+{
+	if (s->end == CD_END_ERROR) {
+		cd_out_printf(o, " %s: Flight Recorder dump; error: %s", s->path,
+			      s->error ? s->error : "unreadable");
+		return;
+	}
+	cd_out_printf(o, " %s: Flight Recorder dump (%s, version %s): %u collective%s", s->path,
+		      s->source == CD_SRC_FR_JSON ? "JSON" : "pickle", cd_rank_str(s, s->fr_version),
+		      s->colls.n, s->colls.n == 1 ? "" : "s");
+	if (s->fr_p2p)
+		cd_out_printf(o, ", %u p2p (not compared)", s->fr_p2p);
+	if (!s->fr_states && s->colls.n)
+		cd_out_str(o, "; no states (every entry \"scheduled\", as gloo writes them)");
+	if (s->pg_conf_broken)
+		cd_out_str(o, "; pg_config keyed by \"\" (gloo): group members unknown");
+	if (s->rank_from_name)
+		cd_out_str(o, "; rank from its file name");
+}
+
 static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 {
 	cd_out_printf(o, "%d trace%s, world size %" PRId64, pm->nall, pm->nall == 1 ? "" : "s",
@@ -298,6 +431,11 @@ static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 				cd_out_printf(o, "  rank %-4" PRId64, s->rank);
 			else
 				cd_out_str(o, "  rank ?   ");
+			if (s->source != CD_SRC_TRACE) {
+				text_fr_line(o, s);
+				cd_out_str(o, "\n");
+				continue;
+			}
 			cd_out_printf(o, " %s: %" PRIu64 " event%s, %" PRIu64 " region%s, %u collective%s; ",
 				      s->path, s->events, s->events == 1 ? "" : "s", s->regions,
 				      s->regions == 1 ? "" : "s", s->colls.n, s->colls.n == 1 ? "" : "s");
@@ -471,6 +609,7 @@ static void json_state(struct cd_out *o, const struct cd_pm *pm, const struct cd
 	json_secs(o, pm, s->last_time);
 	json_end_event(o, pm, s);
 	json_region(o, s, s->in_region ? s->open_region : -1);
+	json_pg_status(o, s);
 	cd_pj_key(o, "stack");
 	cd_pj_begin_arr(o);
 	for (uint32_t k = 0; k < s->stack.n; k++) {
@@ -825,6 +964,7 @@ static void json_report(struct cd_out *o, const struct cd_pm *pm, bool agree, st
 		cd_pj_int(o, (int64_t)s->regions);
 		cd_pj_key(o, "collectives");
 		cd_pj_int(o, s->colls.n);
+		json_pg_status(o, s);
 		json_end_event(o, pm, s);
 		json_region(o, s, s->in_region ? s->open_region : -1);
 		cd_pj_end(o);
@@ -978,6 +1118,33 @@ int cd_ranks_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n
 
 /* ---- colls: every collective, one per line ---- */
 
+/* The members of a JSON object in Python's layout (p[0..n)), compact and
+ * without its braces. */
+static void colls_compact(struct cd_out *o, const char *p, size_t n)
+{
+	bool in = false, esc = false;
+	while (n && (p[n - 1] == '\n' || p[n - 1] == ' '))
+		n--;
+	if (n < 2)
+		return;
+	for (size_t i = 1; i + 1 < n; i++) {
+		char c = p[i];
+		if (in) {
+			if (esc)
+				esc = false;
+			else if (c == '\\')
+				esc = true;
+			else if (c == '"')
+				in = false;
+		} else if (c == '"') {
+			in = true;
+		} else if (c == ' ' || c == '\n') {
+			continue;
+		}
+		cd_out_write(o, &c, 1);
+	}
+}
+
 void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int n, bool json)
 {
 	struct cd_pm pm;
@@ -991,6 +1158,7 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 		const struct cd_rank_summary *s = pm.r[i];
 		for (uint32_t k = 0; k < s->colls.n; k++) {
 			const struct cd_crec *c = &s->colls.v[k];
+			const struct cd_fr_crec *fr_rec = cd_rank_fr(s, c);
 			if (json) {
 				/* one compact document per line, for jq */
 				cd_out_printf(o, "{\"rank\":%" PRId64 ",\"pg\":", s->rank);
@@ -1008,8 +1176,11 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 				else
 					cd_out_str(o, "null");
 				cd_out_str(o, ",\"module\":");
-				cd_pj_escape(o, cd_rank_str(s, c->module),
-					     strlen(cd_rank_str(s, c->module)));
+				if (fr_rec)
+					cd_out_str(o, "null");
+				else
+					cd_pj_escape(o, cd_rank_str(s, c->module),
+						     strlen(cd_rank_str(s, c->module)));
 				cd_out_printf(o, ",\"phase\":\"%s\",\"region\":", cd_phase_names[c->phase]);
 				const char *l = c->region >= 0 ? cd_rank_label(s, c->region) : NULL;
 				if (c->region >= 0)
@@ -1022,9 +1193,22 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 				else
 					cd_out_str(o, "null");
 				if (timed(&pm, c->time))
-					cd_out_printf(o, ",\"time_s\":%.6f}\n", secs(&pm, c->time));
+					cd_out_printf(o, ",\"time_s\":%.6f", secs(&pm, c->time));
 				else
-					cd_out_str(o, ",\"time_s\":null}\n");
+					cd_out_str(o, ",\"time_s\":null");
+				if (fr_rec) {
+					struct cd_out t;
+					cd_out_init(&t, NULL);
+					t.hold = true;
+					cd_pj_begin_obj(&t);
+					json_fr_fields(&t, s, c);
+					cd_pj_end(&t);
+					/* the same keys, compact: {"source": ...} -> ,"source":... */
+					cd_out_str(o, ",");
+					colls_compact(o, t.buf, t.len);
+					cd_out_free(&t);
+				}
+				cd_out_str(o, "}\n");
 				continue;
 			}
 			const char *l = c->region >= 0 ? cd_rank_label(s, c->region) : NULL;
@@ -1035,7 +1219,7 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 			else
 				cd_out_str(o, "-");
 			cd_out_printf(o, " %s %s %s ", c->dtype != CD_NOID ? cd_rank_str(s, c->dtype) : "-",
-				      cd_rank_str(s, c->module), cd_phase_names[c->phase]);
+				      fr_rec ? "-" : cd_rank_str(s, c->module), cd_phase_names[c->phase]);
 			if (c->region >= 0)
 				cd_out_printf(o, "%" PRId64, c->region);
 			else

@@ -2,6 +2,8 @@
  * See run.h. */
 #include "run.h"
 
+#include "frdump.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -12,7 +14,10 @@
 static void trace_read(const char *path, const void *ctx, void *res)
 {
 	const struct cd_run_opts *o = ctx;
-	cd_rank_summarize(path, o->general_parser, res);
+	if (cd_fr_sniff_file(path))
+		cd_fr_summarize(path, res);
+	else
+		cd_rank_summarize(path, o->general_parser, res);
 }
 
 static void trace_free(void *res)

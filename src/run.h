@@ -72,7 +72,9 @@ enum cd_status cd_run(char *const *paths, int n, const struct cd_run_reader *rd,
 void cd_run_results_free(const struct cd_run_reader *rd, void *res, int n);
 
 /* commdebug traces (commdebug-trace(5)) into struct cd_rank_summary, by
- * cd_rank_summarize; ctx: the struct cd_run_opts (its general_parser). */
+ * cd_rank_summarize, and PyTorch Flight Recorder dumps, told by their
+ * first bytes (cd_fr_sniff_file), by cd_fr_summarize; ctx: the struct
+ * cd_run_opts (its general_parser). */
 extern const struct cd_run_reader cd_run_trace_reader;
 
 /* cd_run with o->reader (NULL: cd_run_trace_reader) and o as its ctx:

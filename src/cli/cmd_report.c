@@ -441,6 +441,45 @@ static int write_page(const struct cd_cli *o, const struct pass *p, const struct
 	return rc;
 }
 
+/* Flight Recorder dumps only: a page of the post-mortem alone (no module
+ * tree or counts: a dump has no modules). */
+static int write_fr_page(const struct cd_cli *o, const struct cd_out *ranks)
+{
+	struct cd_out meta, page;
+	struct cd_html_part parts[2];
+	char title[512];
+	int rc;
+
+	cd_out_init(&meta, NULL);
+	cd_out_init(&page, NULL);
+	meta.hold = page.hold = true;
+	cd_pj_begin_obj(&meta);
+	cd_pj_key(&meta, "generator");
+	cd_pj_cstr(&meta, "commdebug " CD_VERSION);
+	cd_pj_key(&meta, "traces");
+	cd_pj_begin_arr(&meta);
+	for (int i = 0; i < o->ntraces; i++)
+		cd_pj_cstr(&meta, o->traces[i]);
+	cd_pj_end(&meta);
+	cd_pj_key(&meta, "flight_recorder_only");
+	cd_pj_bool(&meta, true);
+	cd_pj_end(&meta);
+	parts[0] = (struct cd_html_part){"meta", meta.buf, meta.len};
+	parts[1] = (struct cd_html_part){"ranks", ranks->buf, ranks->len};
+	snprintf(title, sizeof title, "commdebug report: %s%s (Flight Recorder)", o->traces[0],
+		 o->ntraces > 1 ? " and other ranks" : "");
+	cd_html_page(&page, title, parts, 2);
+	if (meta.failed || page.failed) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		rc = CD_EXIT_DATA;
+	} else {
+		rc = cd_paths_save(o->out_path, &page);
+	}
+	cd_out_free(&meta);
+	cd_out_free(&page);
+	return rc;
+}
+
 /* Several traces: the post-mortem (ranks --json) into out, and which trace
  * the tree is drawn from (*path, *rank): the first, by rank then path, with
  * a rank and events (or --rank's).  Returns an exit code. */
@@ -471,7 +510,7 @@ static int postmortem(const struct cd_cli *o, struct cd_out *out, const char **p
 	*path = NULL;
 	for (int k = 0; k < n && !*path; k++) {
 		const struct cd_rank_summary *s = order[k];
-		if (!(s->has_rank || s->rank_from_name))
+		if (!(s->has_rank || s->rank_from_name) || s->source != CD_SRC_TRACE)
 			continue;
 		if (o->has_rank ? s->rank != o->rank
 				: s->end == CD_END_EMPTY || s->end == CD_END_ERROR)
@@ -480,7 +519,12 @@ static int postmortem(const struct cd_cli *o, struct cd_out *out, const char **p
 		*has_rank = true;
 		*rank = s->rank;
 	}
-	if (!*path) {
+	bool fr = false;
+	for (int k = 0; k < n; k++)
+		fr |= sums[k].source != CD_SRC_TRACE;
+	if (!*path && fr && !o->has_rank) {
+		/* dumps (and no trace to draw a tree from): the post-mortem alone */
+	} else if (!*path) {
 		if (o->has_rank)
 			fprintf(stderr, "commdebug: no trace of rank %" PRId64 " among the %d traces\n",
 				o->rank, n);
@@ -513,8 +557,16 @@ int cmd_report(int argc, char **argv)
 	if ((rc = cd_cli_refuse_inputs(&o, o.out_path, true)) != CD_EXIT_OK)
 		goto done;
 	path = o.traces[0];
-	if (o.ntraces > 1 && (prc = postmortem(&o, &ranks, &path, &has_rank, &rank)) == CD_EXIT_DATA) {
+	if ((o.ntraces > 1 || cd_paths_fr_file(path)) &&
+	    (prc = postmortem(&o, &ranks, &path, &has_rank, &rank)) == CD_EXIT_DATA) {
 		rc = prc;
+		goto done;
+	}
+	if (!path) {
+		/* Flight Recorder dumps only */
+		rc = write_fr_page(&o, &ranks);
+		if (rc == CD_EXIT_OK && (prc == CD_EXIT_DIFFER || prc == CD_EXIT_CUT))
+			rc = prc;
 		goto done;
 	}
 	have_pass = true;

@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "out.h"
+#include "../frdump.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -55,9 +56,19 @@ bool cd_paths_trace_name(const char *s)
 	return has_suffix(s, ".zst") || has_suffix(s, ".jsonl") || has_suffix(s, ".json");
 }
 
+/* A trace by its name, or a name a Flight Recorder dump may have (not
+ * hidden, not an NCCL-side trace): the latter is kept only if its content
+ * says it is a dump (cd_paths_fr_file). */
 static int trace_entry(const struct dirent *d)
 {
-	return cd_paths_trace_name(d->d_name);
+	const char *s = d->d_name;
+	return cd_paths_trace_name(s) || (s[0] != '.' && !has_suffix(s, ".nccl.zst") &&
+					  !has_suffix(s, ".nccl.jsonl"));
+}
+
+bool cd_paths_fr_file(const char *path)
+{
+	return cd_fr_sniff_file(path);
 }
 
 /* A trace the Python recorder keeps under a hidden name until its process
@@ -131,6 +142,13 @@ static bool expand_one(const char *a, struct cd_paths *out,
 			if (ok)
 				cd_fail(err, CD_ERR_NOMEM, "out of memory");
 			ok = false;
+			continue;
+		}
+		/* a name no trace has: a Flight Recorder dump
+		 * (<prefix><rank>, *.pkl), known by its content, or left out */
+		if (!cd_paths_trace_name(p + al + strlen(sep)) &&
+		    !cd_paths_fr_file(p)) {
+			free(p);
 			continue;
 		}
 		/* never open what is not a regular file: a FIFO would block;

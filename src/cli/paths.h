@@ -22,7 +22,13 @@ void cd_paths_free(struct cd_paths *p);
  * *.json, not hidden, not an NCCL-side *.nccl.zst / *.nccl.jsonl.) */
 bool cd_paths_trace_name(const char *name);
 
-/* Replace each directory in args by the traces in it, sorted by name;
+/* Is the regular file at path a PyTorch Flight Recorder dump, by its first
+ * bytes (cd_fr_sniff)?  Never opens what is not a regular file. */
+bool cd_paths_fr_file(const char *path);
+
+/* Replace each directory in args by the traces in it, sorted by name, and
+ * the Flight Recorder dumps (files of other names whose content is one:
+ * cd_paths_fr_file);
  * other arguments ("-", files, FIFOs, missing paths) are kept as they are.
  * An entry that is not a regular file (a FIFO, a socket, a directory, a
  * device) is skipped with note(ud, path, why).  On failure (a directory

@@ -78,6 +78,11 @@
 		var shown = meta.shown || {};
 		var lines = [];
 		lines.push(el("h1", null, "commdebug report"));
+		if (meta.flight_recorder_only) {
+			lines.push(el("p.sub", null, plural((meta.traces || []).length, "Flight Recorder dump") +
+				": the post-mortem across ranks (a dump has no modules: no module tree or counts)"));
+			return lines;
+		}
 		lines.push(el("p.sub", null,
 			plural((meta.traces || []).length, "trace") + "; module tree and counts of " +
 			(shown.rank !== null && shown.rank !== undefined ? "rank " + shown.rank + " (" + shown.path + ")" : shown.path) +
@@ -111,7 +116,9 @@
 			parts.push("stopped in " + s.stack.map(function (f) { return f.module + " (" + f.phase + ")"; }).join(" > "));
 		if (s.last_collective) {
 			var c = s.last_collective;
-			parts.push("last collective pg " + c.pg + " seq " + c.seq + " " + c.collective + " from " + c.module + " (" + c.phase + ")");
+			parts.push("last collective pg " + c.pg + " seq " + c.seq + " " + c.collective +
+				(c.module === null && c.record_id !== undefined ? " (Flight Recorder record " + c.record_id +
+					(c.state ? ", " + c.state : "") + ")" : " from " + c.module + " (" + c.phase + ")"));
 		}
 		if (s.last_op)
 			parts.push("last op " + s.last_op.name + " in " + s.last_op.module);

@@ -4,7 +4,8 @@
  * The input describes a scratch directory: a list of entries, each a kind
  * (regular file, FIFO, directory, symbolic link, hard link), a name and, for
  * files, contents taken from the input.  cd_paths_expand runs over it and
- * must return exactly the regular trace files, sorted, never a FIFO or
+ * must return exactly the regular trace files and the regular files of
+ * other names that are Flight Recorder dumps by content, sorted, never a FIFO or
  * anything else that could block; the output check must refuse each of them
  * (and leave it as it was) and accept a new file.  Every trace found is then
  * summarized as a rank and all of them merged, as `commdebug ranks DIR`
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/paths.h"
+#include "frdump.h"
 #include "out.h"
 #include "ranks.h"
 
@@ -72,6 +74,25 @@ static bool file_equals(const char *path, const uint8_t *d, size_t n)
 	bool same = got == n && (n == 0 || memcmp(buf, d, n) == 0);
 	free(buf);
 	return same;
+}
+
+static bool ends(const char *s, const char *suf)
+{
+	size_t n = strlen(s), k = strlen(suf);
+	return n > k && strcmp(s + n - k, suf) == 0;
+}
+
+/* A regular file whose first bytes are a Flight Recorder dump's (the
+ * oracle for dumps of names no trace has: read here, not by paths.c). */
+static bool fr_dump(const char *path)
+{
+	uint8_t buf[64];
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return false;
+	size_t k = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	return k > 0 && cd_fr_sniff(buf, k);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -178,8 +199,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < n; i++) {
 		struct stat st;
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-		if (!cd_paths_trace_name(names[i]))
+		if (!cd_paths_trace_name(names[i])) {
+			if (names[i][0] != '.' && !ends(names[i], ".nccl.zst") &&
+			    !ends(names[i], ".nccl.jsonl") && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+			    fr_dump(path))
+				want++;
 			continue;
+		}
 		if (stat(path, &st) != 0 || S_ISREG(st.st_mode))
 			want++;
 	}
@@ -193,7 +219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < got.n - 1; i++) {
 			struct stat st;
 			const char *g = got.v[i];
-			if (strncmp(g, dir, dl) != 0 || g[dl] != '/' || !cd_paths_trace_name(g + dl + 1))
+			if (strncmp(g, dir, dl) != 0 || g[dl] != '/' || (!cd_paths_trace_name(g + dl + 1) && !fr_dump(g)))
 				abort();
 			if (stat(g, &st) == 0 && !S_ISREG(st.st_mode))
 				abort(); /* never a FIFO, a directory... */
@@ -232,7 +258,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct cd_rank_summary *sums = calloc((size_t)nr + 1, sizeof *sums);
 		struct cd_rank_summary **ptrs = calloc((size_t)nr + 1, sizeof *ptrs);
 		for (int i = 0; i < nr; i++) {
-			cd_rank_summarize(got.v[i], i & 1, &sums[i]);
+			if (cd_fr_sniff_file(got.v[i]))
+				cd_fr_summarize(got.v[i], &sums[i]);
+			else
+				cd_rank_summarize(got.v[i], i & 1, &sums[i]);
 			ptrs[i] = &sums[i];
 		}
 		if (nr) {
