@@ -275,16 +275,17 @@ static void text_pg_status(struct cd_out *o, const struct cd_rank_summary *s)
 static void state_fr(struct cd_out *o, const struct cd_rank_summary *s)
 {
 	const struct cd_crec *lc = last_coll(s);
+	if (s->pg_status.n) {
+		cd_out_str(o, "pg_status ");
+		text_pg_status(o, s);
+		cd_out_str(o, "; ");
+	}
 	if (lc) {
 		cd_out_printf(o, "last in its Flight Recorder dump: pg %s seq %" PRId64 " %s ",
 			      cd_rank_str(s, lc->pg), lc->seq, cd_rank_str(s, lc->coll));
 		cd_text_where(o, s, lc);
 	} else {
 		cd_out_str(o, "no collective in its Flight Recorder dump");
-	}
-	if (s->pg_status.n) {
-		cd_out_str(o, "; pg_status: ");
-		text_pg_status(o, s);
 	}
 }
 
