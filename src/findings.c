@@ -48,6 +48,8 @@ static bool group_ranks(struct cd_pm *pm, struct cd_rank_summary *const *sums, i
 	qsort(pm->all, (size_t)n, sizeof *pm->all, by_rank);
 	for (int i = 0; i < n; i++) {
 		const struct cd_rank_summary *s = pm->all[i];
+		if (s->fr_joined)
+			continue;   /* its facts are in its rank's trace (cd_fr_join) */
 		if (s->end == CD_END_EMPTY) {
 			if (s->cut_first)
 				pm->cut = true;

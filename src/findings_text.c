@@ -81,26 +81,41 @@ const char *cd_text_fr_state(const struct cd_rank_summary *s, const struct cd_fr
 	}
 }
 
+/* Flight Recorder record 6, started, not completed; called from
+ * train_step at /job/train.py:110 */
+static void fr_facts(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_fr_crec *fc,
+		     bool joined)
+{
+	const char *st = cd_text_fr_state(s, fc);
+	cd_out_printf(o, joined ? "its Flight Recorder dump: record %" PRId64
+				: "Flight Recorder record %" PRId64, fc->record_id);
+	if (st)
+		cd_out_printf(o, ", %s", st);
+	if (fc->user_frame != UINT32_MAX) {
+		cd_out_str(o, "; called from ");
+		cd_text_frame(o, s, fc->user_frame);
+	}
+}
+
 /* from Net.blocks.1 (forward, region 3 "step 3"); for a dump: (Flight
  * Recorder record 6, started, not completed; called from train_step at
  * /job/train.py:110) */
 void cd_text_where(struct cd_out *o, const struct cd_rank_summary *s, const struct cd_crec *c)
 {
 	const struct cd_fr_crec *fc = cd_rank_fr(s, c);
-	if (fc) {
-		const char *st = cd_text_fr_state(s, fc);
-		cd_out_printf(o, "(Flight Recorder record %" PRId64, fc->record_id);
-		if (st)
-			cd_out_printf(o, ", %s", st);
-		if (fc->user_frame != UINT32_MAX) {
-			cd_out_str(o, "; called from ");
-			cd_text_frame(o, s, fc->user_frame);
-		}
+	bool joined = s->source == CD_SRC_TRACE;   /* a trace with its dump (cd_fr_join) */
+	if (fc && !joined) {
+		cd_out_str(o, "(");
+		fr_facts(o, s, fc, false);
 		cd_out_str(o, ")");
 		return;
 	}
 	cd_out_printf(o, "from %s (%s, ", cd_rank_str(s, c->module), cd_phase_names[c->phase]);
 	cd_text_region(o, s, c->region);
+	if (fc && fc->record_id >= 0) {
+		cd_out_str(o, "; ");
+		fr_facts(o, s, fc, true);
+	}
 	cd_out_str(o, ")");
 }
 

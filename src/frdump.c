@@ -665,6 +665,94 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 	cd_fr_dump_free(&d);
 }
 
+/* ---- a dump joined with the trace of its rank */
+
+static bool join_one(struct cd_rank_summary *t, struct cd_rank_summary *d)
+{
+	CD_VEC(struct cd_fr_crec) fr = {0};
+	CD_VEC(struct cd_sframe) frames = {0};
+	CD_VEC(struct cd_pgstat) pgs = {0};
+	uint32_t matched = 0;
+
+	for (uint32_t i = 0; i < t->colls.n; i++) {
+		const struct cd_crec *c = &t->colls.v[i];
+		const char *pg = cd_rank_str(t, c->pg);
+		struct cd_fr_crec fc = {.record_id = -1, .t_started = -1, .t_completed = -1,
+					.out_bytes = -1, .user_frame = UINT32_MAX,
+					.state = CD_FR_STATE_OTHER};
+		for (uint32_t k = 0; k < d->colls.n; k++) {
+			const struct cd_crec *e = &d->colls.v[k];
+			if (e->seq != c->seq || strcmp(cd_rank_str(d, e->pg), pg) != 0)
+				continue;
+			fc = d->fr.v[k];
+			fc.frames_off = frames.n;
+			fc.user_frame = UINT32_MAX;
+			for (uint32_t j = 0; j < d->fr.v[k].frames_n; j++) {
+				const struct cd_sframe *sf = &d->frames.v[d->fr.v[k].frames_off + j];
+				struct cd_sframe nf = {sidz(t, cd_rank_str(d, sf->fn)),
+						       sidz(t, cd_rank_str(d, sf->file)), sf->line};
+				if (nf.fn == CD_NOID || nf.file == CD_NOID || !cd_vec_push(&frames, nf))
+					goto nomem;
+				if (d->fr.v[k].user_frame == d->fr.v[k].frames_off + j)
+					fc.user_frame = frames.n - 1;
+			}
+			matched++;
+			break;
+		}
+		if (!cd_vec_push(&fr, fc))
+			goto nomem;
+	}
+	for (uint32_t k = 0; k < d->pg_status.n; k++) {
+		struct cd_pgstat p = d->pg_status.v[k];
+		p.pg = sidz(t, cd_rank_str(d, p.pg));
+		if (p.pg == CD_NOID || !cd_vec_push(&pgs, p))
+			goto nomem;
+	}
+	if (!(t->fr_path = strdup(d->path)))
+		goto nomem;
+	cd_vec_free(&t->fr);
+	cd_vec_free(&t->frames);
+	cd_vec_free(&t->pg_status);
+	t->fr.v = fr.v, t->fr.n = fr.n, t->fr.cap = fr.cap;
+	t->frames.v = frames.v, t->frames.n = frames.n, t->frames.cap = frames.cap;
+	t->pg_status.v = pgs.v, t->pg_status.n = pgs.n, t->pg_status.cap = pgs.cap;
+	t->fr_states = d->fr_states;
+	t->fr_matched = d->fr_matched = matched;
+	d->fr_joined = true;
+	return true;
+nomem:
+	cd_vec_free(&fr);
+	cd_vec_free(&frames);
+	cd_vec_free(&pgs);
+	return false;
+}
+
+bool cd_fr_join(struct cd_rank_summary *sums, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct cd_rank_summary *d = &sums[i], *t = NULL;
+		int traces = 0, dumps = 0;
+		if (d->source == CD_SRC_TRACE || d->error || !d->has_rank || d->fr.n != d->colls.n)
+			continue;
+		for (int k = 0; k < n; k++) {
+			struct cd_rank_summary *s = &sums[k];
+			if (!s->has_rank || s->rank != d->rank)
+				continue;
+			if (s->source == CD_SRC_TRACE) {
+				traces++;
+				t = s;
+			} else {
+				dumps++;
+			}
+		}
+		if (traces != 1 || dumps != 1 || t->fr_path || t->end == CD_END_EMPTY)
+			continue;
+		if (!join_one(t, d))
+			return false;
+	}
+	return true;
+}
+
 static void fr_read(const char *path, const void *ctx, void *res)
 {
 	(void)ctx;

@@ -159,6 +159,15 @@ void cd_fr_dump_free(struct cd_fr_dump *d);
  * is a snapshot, not a log that can be cut. */
 void cd_fr_summarize(const char *path, struct cd_rank_summary *s);
 
+/* Join each dump among the n summaries with the trace of the same rank,
+ * if there is one: the trace's collectives get the dump's record of the same
+ * process group (by name) and sequence number (s->fr, frames, pg_status,
+ * fr_path, fr_matched); the dump is marked fr_joined and left out of the
+ * post-mortem.  Unreadable ones and ranks with several traces or dumps are
+ * left as they are.  False when out of memory (the summaries are then as
+ * they were, or joined in part, but consistent). */
+bool cd_fr_join(struct cd_rank_summary *sums, int n);
+
 /* cd_fr_summarize as a runner reader (results: struct cd_rank_summary). */
 extern const struct cd_run_reader cd_run_fr_reader;
 

@@ -400,6 +400,7 @@ void cd_rank_summary_free(struct cd_rank_summary *s)
 	cd_vec_free(&s->fr);
 	cd_vec_free(&s->frames);
 	cd_vec_free(&s->pg_status);
+	free(s->fr_path);
 	memset(s, 0, sizeof *s);
 }
 

@@ -114,8 +114,18 @@ static void json_fr_fields(struct cd_out *o, const struct cd_rank_summary *s,
 	const struct cd_fr_crec *fc = cd_rank_fr(s, c);
 	if (!fc)
 		return;
-	cd_pj_key(o, "source");
-	cd_pj_cstr(o, source_keys[s->source]);
+	if (s->source == CD_SRC_TRACE) {
+		/* a trace joined with its dump: the dump's facts apart */
+		if (fc->record_id < 0)
+			return;
+		cd_pj_key(o, "flight_recorder");
+		cd_pj_begin_obj(o);
+		cd_pj_key(o, "path");
+		cd_pj_cstr(o, s->fr_path ? s->fr_path : "");
+	} else {
+		cd_pj_key(o, "source");
+		cd_pj_cstr(o, source_keys[s->source]);
+	}
 	cd_pj_key(o, "record_id");
 	cd_pj_int(o, fc->record_id);
 	cd_pj_key(o, "state");
@@ -142,15 +152,22 @@ static void json_fr_fields(struct cd_out *o, const struct cd_rank_summary *s,
 		cd_pj_end(o);
 	}
 	cd_pj_end(o);
+	if (s->source == CD_SRC_TRACE)
+		cd_pj_end(o);
 }
 
 /* pg_status of a dump, as "pg_status": [...] (nothing for a trace). */
 static void json_pg_status(struct cd_out *o, const struct cd_rank_summary *s)
 {
-	if (s->source == CD_SRC_TRACE)
+	if (s->source == CD_SRC_TRACE && !s->fr_path)
 		return;
-	cd_pj_key(o, "source");
-	cd_pj_cstr(o, source_keys[s->source]);
+	if (s->fr_path) {
+		cd_pj_key(o, "flight_recorder");
+		cd_pj_cstr(o, s->fr_path);
+	} else {
+		cd_pj_key(o, "source");
+		cd_pj_cstr(o, source_keys[s->source]);
+	}
 	cd_pj_key(o, "pg_status");
 	cd_pj_begin_arr(o);
 	for (uint32_t k = 0; k < s->pg_status.n; k++) {
@@ -192,7 +209,7 @@ static void json_crec_fields(struct cd_out *o, const struct cd_rank_summary *s,
 	else
 		cd_pj_raw(o, "null", 4);
 	cd_pj_key(o, "module");
-	if (cd_rank_fr(s, c))
+	if (s->source != CD_SRC_TRACE)
 		cd_pj_raw(o, "null", 4);
 	else
 		cd_pj_cstr(o, cd_rank_str(s, c->module));
@@ -316,6 +333,10 @@ static void state(struct cd_out *o, const struct cd_rank_summary *s, bool how)
 	if (s->has_last_op)
 		cd_out_printf(o, "; last op %s in %s", cd_rank_str(s, s->last_op),
 			      cd_rank_str(s, s->last_op_module));
+	if (s->fr_path && s->pg_status.n) {
+		cd_out_str(o, "; per its Flight Recorder dump, pg_status ");
+		text_pg_status(o, s);
+	}
 	if (how) {
 		cd_out_str(o, "; trace ");
 		text_end(o, s);
@@ -432,6 +453,12 @@ static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 				cd_out_printf(o, "  rank %-4" PRId64, s->rank);
 			else
 				cd_out_str(o, "  rank ?   ");
+			if (s->fr_joined) {
+				cd_out_printf(o, " %s: Flight Recorder dump, joined with this rank's trace "
+					      "by pg and seq (%u of its %u collective%s found there)\n",
+					      s->path, s->fr_matched, s->colls.n, s->colls.n == 1 ? "" : "s");
+				continue;
+			}
 			if (s->source != CD_SRC_TRACE) {
 				text_fr_line(o, s);
 				cd_out_str(o, "\n");
@@ -1177,7 +1204,7 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 				else
 					cd_out_str(o, "null");
 				cd_out_str(o, ",\"module\":");
-				if (fr_rec)
+				if (s->source != CD_SRC_TRACE)
 					cd_out_str(o, "null");
 				else
 					cd_pj_escape(o, cd_rank_str(s, c->module),
@@ -1197,7 +1224,7 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 					cd_out_printf(o, ",\"time_s\":%.6f", secs(&pm, c->time));
 				else
 					cd_out_str(o, ",\"time_s\":null");
-				if (fr_rec) {
+				if (fr_rec && (s->source != CD_SRC_TRACE || fr_rec->record_id >= 0)) {
 					struct cd_out t;
 					cd_out_init(&t, NULL);
 					t.hold = true;
@@ -1220,7 +1247,7 @@ void cd_colls_report(struct cd_out *o, struct cd_rank_summary *const *sums, int 
 			else
 				cd_out_str(o, "-");
 			cd_out_printf(o, " %s %s %s ", c->dtype != CD_NOID ? cd_rank_str(s, c->dtype) : "-",
-				      fr_rec ? "-" : cd_rank_str(s, c->module), cd_phase_names[c->phase]);
+				      s->source != CD_SRC_TRACE ? "-" : cd_rank_str(s, c->module), cd_phase_names[c->phase]);
 			if (c->region >= 0)
 				cd_out_printf(o, "%" PRId64, c->region);
 			else

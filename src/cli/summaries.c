@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "../frdump.h"
 #include "../ranks.h"
 #include "../run.h"
 #include "cli.h"
@@ -25,6 +26,12 @@ int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, do
 
 	if (cd_run_summaries(cli->traces, cli->ntraces, &ro, sums, &err)) {
 		fprintf(stderr, "commdebug: %s\n", err.msg);
+		return CD_EXIT_DATA;
+	}
+	if (!cd_fr_join(*sums, cli->ntraces)) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		cd_run_free(*sums, cli->ntraces);
+		*sums = NULL;
 		return CD_EXIT_DATA;
 	}
 	if (read_s)
