@@ -631,6 +631,8 @@ static void process_meta(struct rk *k, const struct cd_event *meta)
 			 meta->host.p);
 	else if (s->end == CD_END_EMPTY)
 		snprintf(name + n, sizeof name - (size_t)n, " (empty trace)");
+	else if (s->source != CD_SRC_TRACE)
+		snprintf(name + n, sizeof name - (size_t)n, " (Flight Recorder dump)");
 	meta_str(k, 0, "process_name", name);
 	meta_sort(k, 0, "process_sort_index", k->pid);
 	if (s->t0 <= 0 && s->end != CD_END_EMPTY)
