@@ -984,10 +984,13 @@ def test_job_fsdp_skip(ctx):
     eq([f["kind"] for f in doc["findings"] if f["kind"] != "died"], ["skip"],
        "fsdp-skip: one finding (besides deaths) for one skip")
     eq(job.rcs, [1] * job.world, "fsdp-skip: every rank raised (gloo timeout)")
+    # At least one rank times out; the others may time out too, or lose the
+    # connection to a rank whose timeout ended it first (a loaded machine).
+    errs = [[e["msg"] for e in job.ledgers[r] if e["ev"] == "error"] for r in range(job.world)]
     for r in range(job.world):
-        errs = [e["msg"] for e in job.ledgers[r] if e["ev"] == "error"]
-        check(errs and "Timed out" in errs[0], "fsdp-skip: rank %d did not time out: %r", r,
-              errs)
+        check(errs[r] and ("Timed out" in errs[r][0] or "Connection" in errs[r][0]),
+              "fsdp-skip: rank %d raised neither a timeout nor a lost peer: %r", r, errs[r])
+    check(any("Timed out" in e[0] for e in errs), "fsdp-skip: no rank timed out: %r", errs)
 
 
 def test_job_fsdp_size(ctx):
