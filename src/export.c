@@ -81,6 +81,7 @@ struct rk {
 	const char *nccl_path;
 	bool sib_has_rank;
 	int64_t sib_rank;
+	uint32_t fr_next;        /* where to look next in s->colls for a joined record */
 };
 
 /* ---- writing ---- */
@@ -445,6 +446,54 @@ static void region_begin(struct rk *k, const struct cd_event *e, int64_t ts)
 	k->region_last = ts;
 }
 
+/* The Flight Recorder record joined with the trace's collective (pg, seq)
+ * (cd_fr_join), NULL when its rank has no dump or the dump lacks it.  The
+ * collectives come in the summary's order: the search starts where the
+ * last one matched. */
+static const struct cd_fr_crec *joined_fr(struct rk *k, struct cd_str pg, int64_t seq)
+{
+	const struct cd_rank_summary *s = k->s;
+	if (!s->fr_path || k->sibling || !s->colls.n)
+		return NULL;
+	for (uint32_t n = 0, i = k->fr_next % s->colls.n; n < s->colls.n;
+	     n++, i = (i + 1) % s->colls.n) {
+		const struct cd_crec *c = &s->colls.v[i];
+		const char *p = cd_rank_str(s, c->pg);
+		if (c->seq != seq || strlen(p) != pg.n || memcmp(p, pg.p, pg.n) != 0)
+			continue;
+		k->fr_next = i + 1;
+		const struct cd_fr_crec *fc = cd_rank_fr(s, c);
+		return fc && fc->record_id >= 0 ? fc : NULL;
+	}
+	return NULL;
+}
+
+static const char *const fr_states[] = {"scheduled", "started", "completed", "other"};
+
+/* The dump's facts of a collective as args: record id, op id, state, times,
+ * the frame it was called from. */
+static void fr_args(struct rk *k, bool *first, const struct cd_fr_crec *fc)
+{
+	const struct cd_rank_summary *s = k->s;
+	struct cd_out *o = k->x->o;
+
+	kv_int(o, first, "record_id", fc->record_id);
+	if (s->fr_states)
+		kv_cstr(o, first, "state", fr_states[fc->state < 4 ? fc->state : 3]);
+	if (fc->t_started >= 0)
+		kv_int(o, first, "started_ns", fc->t_started);
+	if (fc->t_completed >= 0)
+		kv_int(o, first, "completed_ns", fc->t_completed);
+	if (fc->user_frame != UINT32_MAX) {
+		struct cd_out t;
+		cd_out_init(&t, NULL);
+		t.hold = true;
+		cd_text_frame(&t, s, fc->user_frame);
+		kv_str(o, first, "called_from", t.buf ? t.buf : "", t.len);
+		cd_out_free(&t);
+	}
+}
+
 static void on_collective(void *ud, const struct cd_replay *r, const struct cd_event *e,
 			  uint32_t coll)
 {
@@ -485,6 +534,12 @@ static void on_collective(void *ud, const struct cd_replay *r, const struct cd_e
 	kv_cstr(o, &first, "phase", r->ac ? "recompute" : e->bw ? "backward" : "forward");
 	if (r->in_region)
 		kv_int(o, &first, "region", r->region);
+	const struct cd_fr_crec *fc = joined_fr(k, pg, seq);
+	if (fc) {
+		/* its rank's Flight Recorder dump, joined by pg and seq */
+		kv_cstr(o, &first, "flight_recorder", k->s->fr_path);
+		fr_args(k, &first, fc);
+	}
 	put_lit(o, "}}");
 	k->x->st.collectives++;
 }
@@ -738,7 +793,6 @@ static void fr_colls(struct rk *k)
 {
 	const struct cd_rank_summary *s = k->s;
 	struct cd_out *o = k->x->o;
-	static const char *const states[] = {"scheduled", "started", "completed", "other"};
 
 	for (uint32_t i = 0; i < s->colls.n; i++) {
 		const struct cd_crec *c = &s->colls.v[i];
@@ -760,23 +814,8 @@ static void fr_colls(struct rk *k)
 		if (c->dtype != CD_NOID)
 			kv_cstr(o, &first, "dtype", cd_rank_str(s, c->dtype));
 		kv_cstr(o, &first, "source", "Flight Recorder");
-		if (fc) {
-			kv_int(o, &first, "record_id", fc->record_id);
-			if (s->fr_states)
-				kv_cstr(o, &first, "state", states[fc->state < 4 ? fc->state : 3]);
-			if (fc->t_started >= 0)
-				kv_int(o, &first, "started_ns", fc->t_started);
-			if (fc->t_completed >= 0)
-				kv_int(o, &first, "completed_ns", fc->t_completed);
-			if (fc->user_frame != UINT32_MAX) {
-				struct cd_out t;
-				cd_out_init(&t, NULL);
-				t.hold = true;
-				cd_text_frame(&t, s, fc->user_frame);
-				kv_str(o, &first, "called_from", t.buf ? t.buf : "", t.len);
-				cd_out_free(&t);
-			}
-		}
+		if (fc)
+			fr_args(k, &first, fc);
 		put_lit(o, "}}");
 		k->x->st.collectives++;
 	}

@@ -37,6 +37,14 @@ static int cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* A Flight Recorder dump that could not be read, its rank from its file name
+ * (cd_fr_summarize). */
+static bool unread_dump(const struct cd_rank_summary *s)
+{
+	return s->source != CD_SRC_TRACE && s->end == CD_END_ERROR && s->rank_from_name &&
+	       !s->colls.n;
+}
+
 static bool group_ranks(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n)
 {
 	pm->all = malloc((size_t)(n ? n : 1) * sizeof *pm->all);
@@ -57,6 +65,8 @@ static bool group_ranks(struct cd_pm *pm, struct cd_rank_summary *const *sums, i
 		}
 		if (s->error)
 			pm->bad = true;
+		if (unread_dump(s))
+			continue;   /* nothing to compare; its rank is not missing (below) */
 		if (s->cut)
 			pm->cut = true;
 		if (s->has_world && s->world_size > pm->world)
@@ -80,7 +90,8 @@ static bool group_ranks(struct cd_pm *pm, struct cd_rank_summary *const *sums, i
 		bool have = k < pm->n && pm->r[k]->rank == rk;
 		for (; !have && e < pm->nall; e++) {
 			const struct cd_rank_summary *s = pm->all[e];
-			if (s->end != CD_END_EMPTY || !s->rank_from_name || s->rank < rk)
+			if ((s->end != CD_END_EMPTY && !unread_dump(s)) || !s->rank_from_name ||
+			    s->rank < rk)
 				continue;
 			if (s->rank == rk)
 				have = true;

@@ -518,12 +518,14 @@ static uint32_t sidz(struct cd_rank_summary *s, const char *p)
 	return cd_intern(&s->s, p, (uint32_t)strlen(p));
 }
 
-/* Is file a frame of torch itself (or of Python's own machinery), not
- * of the job's code? */
+/* Is file a frame of torch itself (or of Python's own machinery, or of
+ * commdebug's recorder when it ran beside the Flight Recorder), not of the
+ * job's code? */
 static bool torch_file(const char *f)
 {
 	return strstr(f, "/torch/") || strncmp(f, "torch/", 6) == 0 || f[0] == '<' ||
-	       strstr(f, "/threading.py");
+	       strstr(f, "/threading.py") || strstr(f, "/commdebug/_") ||
+	       strstr(f, "/commdebug/recorder.py") || strstr(f, "/commdebug/record.py");
 }
 
 /* The frames of e into s->frames; *fc says where. */
@@ -574,6 +576,9 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 	if (cd_fr_read(path, &d, &err) != CD_OK) {
 		s->error = strdup(err.msg);
 		s->end = CD_END_ERROR;
+		/* "<prefix><rank>": the rank is there, only unread (not missing) */
+		if (rank_from_name(path, &s->rank))
+			s->has_rank = s->rank_from_name = true;
 		return;
 	}
 	s->source = d.format == CD_FR_JSON ? CD_SRC_FR_JSON : CD_SRC_FR_PICKLE;
@@ -603,6 +608,7 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 		c.region = -1;
 		c.time = e->time_created_ns;
 		fc.record_id = e->record_id;
+		fc.op_id = e->op_id;
 		fc.state = (uint8_t)e->state;
 		fc.t_started = e->time_started_ns;
 		fc.t_completed = e->time_completed_ns;
@@ -677,12 +683,16 @@ static bool join_one(struct cd_rank_summary *t, struct cd_rank_summary *d)
 	for (uint32_t i = 0; i < t->colls.n; i++) {
 		const struct cd_crec *c = &t->colls.v[i];
 		const char *pg = cd_rank_str(t, c->pg);
-		struct cd_fr_crec fc = {.record_id = -1, .t_started = -1, .t_completed = -1,
+		struct cd_fr_crec fc = {.record_id = -1, .op_id = -1, .t_started = -1, .t_completed = -1,
 					.out_bytes = -1, .user_frame = UINT32_MAX,
 					.state = CD_FR_STATE_OTHER};
 		for (uint32_t k = 0; k < d->colls.n; k++) {
 			const struct cd_crec *e = &d->colls.v[k];
-			if (e->seq != c->seq || strcmp(cd_rank_str(d, e->pg), pg) != 0)
+			/* The recorder numbers every op of a pg, p2p included: FR's
+			 * op_id, not its collective_seq_id (which skips p2p), when
+			 * the dump has it. */
+			int64_t key = d->fr.v[k].op_id > 0 ? d->fr.v[k].op_id : e->seq;
+			if (key != c->seq || strcmp(cd_rank_str(d, e->pg), pg) != 0)
 				continue;
 			fc = d->fr.v[k];
 			fc.frames_off = frames.n;

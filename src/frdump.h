@@ -161,7 +161,9 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s);
 
 /* Join each dump among the n summaries with the trace of the same rank,
  * if there is one: the trace's collectives get the dump's record of the same
- * process group (by name) and sequence number (s->fr, frames, pg_status,
+ * process group (by name) and sequence number (the trace's seq counts every
+ * op of the pg, p2p included: FR's op_id, or collective_seq_id in a dump
+ * without op_id) (s->fr, frames, pg_status,
  * fr_path, fr_matched); the dump is marked fr_joined and left out of the
  * post-mortem.  Unreadable ones and ranks with several traces or dumps are
  * left as they are.  False when out of memory (the summaries are then as

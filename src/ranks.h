@@ -87,6 +87,8 @@ enum cd_source { CD_SRC_TRACE, CD_SRC_FR_PICKLE, CD_SRC_FR_JSON };
  * none, so their summaries do not grow). */
 struct cd_fr_crec {
 	int64_t record_id;
+	int64_t op_id;                    /* the pg's count of every op, p2p included
+					   * (-1: none in the dump) */
 	int64_t t_started, t_completed;   /* unix ns, -1: unknown */
 	int64_t out_bytes;                /* -1: unknown */
 	uint32_t frames_off, frames_n;    /* its stack in s->frames, innermost first */

@@ -118,10 +118,16 @@ static void json_fr_fields(struct cd_out *o, const struct cd_rank_summary *s,
 		/* a trace joined with its dump: the dump's facts apart */
 		if (fc->record_id < 0)
 			return;
+		/* module, phase, region: the trace's; what is under
+		 * "flight_recorder": the dump's */
+		cd_pj_key(o, "source");
+		cd_pj_cstr(o, source_keys[CD_SRC_TRACE]);
 		cd_pj_key(o, "flight_recorder");
 		cd_pj_begin_obj(o);
 		cd_pj_key(o, "path");
 		cd_pj_cstr(o, s->fr_path ? s->fr_path : "");
+		cd_pj_key(o, "op_id");
+		cd_pj_int(o, fc->op_id);
 	} else {
 		cd_pj_key(o, "source");
 		cd_pj_cstr(o, source_keys[s->source]);

@@ -119,6 +119,9 @@ static int write_all(const struct cd_cli *o, const struct cd_pm *pm, FILE *f,
 	for (int i = 0; i < pm->nall; i++) {
 		const struct cd_rank_summary *s = pm->all[i];
 		struct cd_export_rank_res res;
+		if (s->fr_joined)
+			continue;   /* a dump joined with its rank's trace: on that trace's
+				     * collectives (cd_export_rank), not a process of its own */
 		int64_t pid = pid_of(pm, s, i);
 		char *sib = o->no_nccl ? NULL : o->nccl_path ? strdup(o->nccl_path)
 					  : cd_paths_nccl_name(s->path);

@@ -35,6 +35,12 @@ Dumps, named <prefix><rank> as fr_trace infers the rank:
     DIR/exit-json/fr_rank<R>       JSON at exit
     DIR/watchdog/fr_rank<R>        whatever the watchdog itself wrote through
                                    TORCH_FR_DUMP_TEMP_FILE=DIR/watchdog/fr_rank
+    DIR/trace/rank<R>.zst          with --record: the commdebug trace of the same
+                                   run (a Recorder in the worker, one region per
+                                   step labelled "step <step>", the step's
+                                   collectives issued from the forward of the
+                                   modules Net.world_reduce, Net.broadcast and
+                                   Net.pair_reduce), closed before the exit dump
     DIR/ledger<R>.jsonl            the worker's own account, one line per event,
                                    each collective's line written before the call:
       {"ev":"start","rank","world_size","groups":{pg:[ranks]}}
@@ -47,6 +53,7 @@ Dumps, named <prefix><rank> as fr_trace infers the rank:
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -55,6 +62,7 @@ import sys
 import threading
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 4
 WORLD = 4
 FAULT_RANK = {"skip": 1, "coll": 1, "size": 1, "sleep": 2}
@@ -118,41 +126,78 @@ def worker(args):
         fn()
         inflight["since"] = None
 
+    rec = None
+    mods = {}
+    if args.record:
+        # the commdebug recorder beside the Flight Recorder: one region per step,
+        # each collective issued from a module's forward (the job is otherwise
+        # the same)
+        sys.path.insert(0, os.path.join(REPO, "python"))
+        from commdebug import Recorder
+        os.makedirs(os.path.join(args.out, "trace"), exist_ok=True)
+        rec = Recorder(os.path.join(args.out, "trace", "rank{rank}.zst"))
+
+        class Issue(torch.nn.Module):
+            def forward(self, fn):
+                fn()
+                return torch.empty(0)   # a tensor: no warning about backward hooks
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.world_reduce = Issue()
+                self.broadcast = Issue()
+                self.pair_reduce = Issue()
+
+            def forward(self, which, fn):
+                return getattr(self, which)(fn)
+
+        net = Net()
+        mods = {"world": "world_reduce", "bcast": "broadcast", "pair": "pair_reduce"}
+
+    def region(step):
+        return rec(label="step %d" % step) if rec else contextlib.nullcontext()
+
+    def via(which, fn):
+        m = mods.get(which)
+        return (lambda: net(m, fn)) if m is not None else fn
+
     fault = args.case if rank == FAULT_RANK.get(args.case) else None
     try:
         for step in range(STEPS):
-            x = torch.full((16,), float(rank + step))
-            if fault and step == FAULT_STEP:
-                led.write(ev="fault", kind=fault, step=step, t_ns=time.time_ns())
-            if fault == "skip" and step == FAULT_STEP:
-                pass
-            elif fault == "coll" and step == FAULT_STEP:
-                outs = [torch.empty(16) for _ in range(world)]
-                coll("0", "all_gather", lambda: dist.all_gather(outs, x), x, step)
-            elif fault == "size" and step == FAULT_STEP:
-                y = torch.ones(32)
-                coll("0", "all_reduce", lambda: dist.all_reduce(y), y, step)
-            else:
-                if fault == "sleep" and step == FAULT_STEP:
-                    time.sleep(6)
-                coll("0", "all_reduce", lambda: dist.all_reduce(x), x, step)
-            b = torch.full((8,), float(rank))
-            coll("0", "broadcast", lambda: dist.broadcast(b, src=0), b, step)
-            p = torch.full((4,), float(rank))
-            coll(pair_name, "all_reduce", lambda: dist.all_reduce(p, group=pair), p, step)
-            if step == 1:
-                q = torch.full((4,), float(rank))
-                p2p[0] += 1
-                peer = rank ^ 1
-                kind = "send" if rank % 2 == 0 else "recv"
-                led.write(ev="p2p", pg="0", p2p_seq=p2p[0], collective=kind, numel=4,
-                          dtype="float32", peer=peer, step=step, t_ns=time.time_ns())
-                inflight["since"] = time.monotonic()
-                if kind == "send":
-                    dist.send(q, peer)
+            with region(step):
+                x = torch.full((16,), float(rank + step))
+                if fault and step == FAULT_STEP:
+                    led.write(ev="fault", kind=fault, step=step, t_ns=time.time_ns())
+                if fault == "skip" and step == FAULT_STEP:
+                    pass
+                elif fault == "coll" and step == FAULT_STEP:
+                    outs = [torch.empty(16) for _ in range(world)]
+                    coll("0", "all_gather", via("world", lambda: dist.all_gather(outs, x)), x, step)
+                elif fault == "size" and step == FAULT_STEP:
+                    y = torch.ones(32)
+                    coll("0", "all_reduce", via("world", lambda: dist.all_reduce(y)), y, step)
                 else:
-                    dist.recv(q, peer)
-                inflight["since"] = None
+                    if fault == "sleep" and step == FAULT_STEP:
+                        time.sleep(6)
+                    coll("0", "all_reduce", via("world", lambda: dist.all_reduce(x)), x, step)
+                b = torch.full((8,), float(rank))
+                coll("0", "broadcast", via("bcast", lambda: dist.broadcast(b, src=0)), b, step)
+                p = torch.full((4,), float(rank))
+                coll(pair_name, "all_reduce", via("pair", lambda: dist.all_reduce(p, group=pair)), p, step)
+                if step == 1:
+                    q = torch.full((4,), float(rank))
+                    p2p[0] += 1
+                    peer = rank ^ 1
+                    kind = "send" if rank % 2 == 0 else "recv"
+                    led.write(ev="p2p", pg="0", p2p_seq=p2p[0], collective=kind, numel=4,
+                              dtype="float32", peer=peer, step=step, t_ns=time.time_ns())
+                    inflight["since"] = time.monotonic()
+                    if kind == "send":
+                        dist.send(q, peer)
+                    else:
+                        dist.recv(q, peer)
+                    inflight["since"] = None
         led.write(ev="done", t_ns=time.time_ns())
         rc = 0
     except Exception as e:  # a timeout or a peer gone
@@ -160,6 +205,8 @@ def worker(args):
         led.write(ev="error", msg=str(e).splitlines()[0][:300] if str(e) else type(e).__name__,
                   t_ns=time.time_ns())
         rc = 1
+    if rec is not None:
+        rec.close()   # os._exit below runs no atexit: the trace is closed here
     dump(args.out, "exit", rank)
     os._exit(rc)
 
@@ -177,7 +224,8 @@ def harness(args):
                    OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker",
                                        "--case", args.case, "--out", out,
-                                       "--timeout", str(args.timeout)], env=env))
+                                       "--timeout", str(args.timeout)]
+                                      + (["--record"] if args.record else []), env=env))
     deadline = time.monotonic() + args.timeout + 40
     rcs = []
     for p in procs:
@@ -197,6 +245,8 @@ def main():
     ap.add_argument("--case", default="ok", choices=["ok", "skip", "coll", "size", "sleep"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--timeout", type=float, default=10)
+    ap.add_argument("--record", action="store_true",
+                    help="also record each worker with commdebug's Recorder (DIR/trace/)")
     args = ap.parse_args()
     (worker if args.worker else harness)(args)
 

@@ -170,3 +170,82 @@ def test_fr_size(ctx):
 
 def test_fr_sleep(ctx):
     run_case(ctx, "sleep")
+
+
+def test_fr_joined_coll(ctx):
+    """The same job recorded both ways at once (fr_jobs.py --record: a
+    commdebug Recorder in each worker beside the Flight Recorder); each
+    rank's trace and exit dump in one directory are joined by pg and seq:
+    the finding names the module, phase and step from the trace and the
+    record from the dump, and agrees with the ledgers."""
+    need(ctx)
+    out = os.path.join(ctx.tmp, "joined-coll")
+    r = subprocess.run([sys.executable, JOBS, "--case", "coll", "--record", "--out", out],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
+    check(r.returncode == 0, "fr_jobs.py --record: exit %d\n%s", r.returncode,
+          r.stdout.decode(errors="replace")[-2000:])
+    d = os.path.join(out, "joined")
+    os.makedirs(d)
+    for r_ in range(4):
+        for src, name in ((os.path.join(out, "exit"), "fr_rank%d" % r_),
+                          (os.path.join(out, "trace"), "rank%d.zst" % r_)):
+            check(os.path.exists(os.path.join(src, name)), "no %s in %s", name, src)
+            os.symlink(os.path.join(src, name), os.path.join(d, name))
+    led = ledgers(out)
+    odd, ref = truth(led, 1)
+    rc, doc = report(ctx, d)
+    eq(rc, 4, "joined: exit status")
+    # every rank's trace and dump read, the dump joined to the trace
+    eq(sorted(t["rank"] for t in doc["traces"]), [0, 0, 1, 1, 2, 2, 3, 3], "joined: ranks")
+    eq(doc["missing_ranks"], [], "joined: missing ranks")
+    traces = [t for t in doc["traces"] if t["path"].endswith(".zst")]
+    eq(sorted(t["rank"] for t in traces), [0, 1, 2, 3], "joined: ranks of the traces")
+    for t in traces:
+        check(t["path"].endswith("rank%d.zst" % t["rank"]), "joined: rank %d read from %s",
+              t["rank"], t["path"])
+        check(str(t.get("flight_recorder", "")).endswith("fr_rank%d" % t["rank"]),
+              "joined: rank %d has no dump joined: %r", t["rank"], t.get("flight_recorder"))
+    fs = [f for f in doc["findings"] if f["kind"] == "type_mismatch"]
+    check(fs, "joined: no type_mismatch in %s", [(f["kind"], f["ranks"]) for f in doc["findings"]])
+    f = fs[0]
+    eq(f["ranks"], [1], "joined: culprit")
+    eq(f["pg"], odd["pg"], "joined: pg")
+    # the trace numbers every op of the pg (the step-1 send/recv too), as FR's op_id
+    p2p_before = sum(1 for e in led[1] if e["ev"] == "p2p" and e["pg"] == odd["pg"]
+                     and e["t_ns"] < odd["t_ns"])
+    eq(f["seq"], odd["seq"] + p2p_before, "joined: seq (collectives and p2p of the pg)")
+    eq(f["step"]["label"], "step %d" % odd["step"], "joined: step")
+    with open(os.path.join(out, "exit", "fr_rank1"), "rb") as fh:
+        import pickle
+        dump1 = pickle.load(fh)
+    want_rec = [e["record_id"] for e in dump1["entries"]
+                if e["process_group"][0] == odd["pg"] and e["collective_seq_id"] == odd["seq"]
+                and not e.get("is_p2p")]
+    mods = {m["side"]: m for m in f["modules"]}
+    for side, rank_, e in (("odd", 1, odd),) + tuple(
+            ("others", r_, ref[r_]) for r_ in ref if mods.get("others", {}).get("rank") == r_):
+        m = mods[side]
+        where = "joined: %s (rank %d)" % (side, rank_)
+        eq(m["rank"], rank_, where + ": rank")
+        # from the trace
+        eq(m.get("source"), "trace", where + ": source of module, phase, step")
+        eq(m["module"], "Net.world_reduce", where + ": module")
+        eq(m["phase"], "forward", where + ": phase")
+        eq(m["label"], "step %d" % e["step"], where + ": step")
+        eq(m["collective"].replace("c10d.", "").rstrip("_"), e["collective"].replace("_", ""),
+           where + ": collective")
+        eq(m["bytes"], e["numel"] * ELEM[e["dtype"]], where + ": bytes")
+        # from the dump
+        fr = m.get("flight_recorder")
+        check(fr, "%s: no Flight Recorder facts", where)
+        check(fr["path"].endswith("fr_rank%d" % rank_), "%s: dump %s", where, fr["path"])
+        eq(fr["op_id"], f["seq"], where + ": the dump's op_id")
+        if rank_ == 1:
+            eq([fr["record_id"]], want_rec, where + ": the dump's record of the ledger's seq")
+        check(fr["state"] in (None, "scheduled"), "%s: state %r (gloo leaves every entry scheduled)",
+              where, fr["state"])
+        check(any(x["file"].endswith("/fr_jobs.py") for x in fr["frames"]),
+              "%s: no frame of fr_jobs.py", where)
+    st = [s for s in f.get("states", []) if s["rank"] == 1]
+    check(st and str(st[0].get("flight_recorder", "")).endswith("fr_rank1") and st[0].get("pg_status"),
+          "joined: the culprit's state lacks the dump's pg_status: %r", st)
