@@ -321,10 +321,12 @@ static enum cd_status number(struct scan *s, bool *is_int, int64_t *v, bool *fit
 		q++;
 	} else {
 		while (q < s->end && *q >= '0' && *q <= '9') {
-			if (acc > (uint64_t)CD_T0_MAX)
+			uint64_t d = (uint64_t)(*q - '0');
+			/* past CD_T0_MAX is out of range: stop before acc * 10 wraps */
+			if (ovf || acc > ((uint64_t)CD_T0_MAX - d) / 10)
 				ovf = true;
 			else
-				acc = acc * 10 + (uint64_t)(*q - '0');
+				acc = acc * 10 + d;
 			q++;
 		}
 	}
