@@ -13,7 +13,8 @@ timed() {
 		/usr/bin/time -f '%e %M' -o "$tmp/time" "$@" >/dev/null 2>"$tmp/err"
 		rc=$?
 		t1=${EPOCHREALTIME/,/.}
-		read -r e k <"$tmp/time" || { e=0; k=0; }
+		# GNU time puts "Command exited with non-zero status N" first
+		read -r e k < <(tail -n 1 "$tmp/time") || { e=0; k=0; }
 		[ -n "$t0" ] && [ -n "$t1" ] && e=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 		echo "$e $k $rc" >"$tmp/time"
 	else
