@@ -35,6 +35,12 @@ mounts() {
 	mountpoint -q "$ROOT/proc" || $SUDO mount -t proc proc "$ROOT/proc"
 	mountpoint -q "$ROOT/dev" || $SUDO mount --rbind /dev "$ROOT/dev"
 	$SUDO mkdir -p "$ROOT$REPO"
+	# A checkout removed and cloned again at the same path (CI) leaves the
+	# old bind mount on a deleted directory: mount the one that is there now.
+	if mountpoint -q "$ROOT$REPO" &&
+		[ "$(stat -c %d:%i "$ROOT$REPO")" != "$(stat -c %d:%i "$REPO")" ]; then
+		$SUDO umount -l "$ROOT$REPO"
+	fi
 	mountpoint -q "$ROOT$REPO" || $SUDO mount --bind "$REPO" "$ROOT$REPO"
 }
 
