@@ -330,7 +330,7 @@ void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_sum
 		return;
 	}
 	enum cd_status st = cd_trace_replay(path, &rp, &tr, &err);
-	if (st) {
+	if (st && !s->error) {   /* the first error in the file is the one told */
 		if (err.line > 0 && err.column > 0)
 			snprintf(msg, sizeof msg, "%lld:%lld: %s", err.line, err.column, err.msg);
 		else if (err.line > 0)
