@@ -62,6 +62,8 @@ from ._process import note_ending  # noqa: F401  (commdebug.recorder.note_ending
 from ._events import EventText
 from ._ddp import DDPEvents
 from ._mode import OpEvents, _install_python_api, _make_mode
+from ._light import LightEvents
+from . import _light
 
 __all__ = ["Recorder", "RECORDER_VERSION"]
 
@@ -93,7 +95,7 @@ def _flat_tensors_requiring_grad(x):
     return [a for a in leaves if isinstance(a, _Tensor) and a.requires_grad]
 
 
-class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
+class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
     """Record what CommDebugMode would see into a per-rank trace file.
 
     ``path`` may contain ``{rank}``: it becomes the launcher's rank
@@ -112,11 +114,21 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
     issued by C++ autograd hooks, are written both as the op the dispatcher
     sees and as a ``coll`` event (``"src":"ddp_reducer"``); nothing about
     DDP is changed.
+
+    ``light=True`` records module boundaries, regions and every collective
+    (DDP's reducer's, DTensor's, compiled graphs' included) but no other op,
+    without a dispatch mode, so that torch.compile keeps compiling and the
+    cost stays a few percent of a step (see ``_light``; torch 2.1 or later).
     """
 
-    def __init__(self, path="commdebug-rank{rank}.zst", label=None):
+    def __init__(self, path="commdebug-rank{rank}.zst", label=None, light=False):
         self.path_template = os.fspath(path)
         self.label = label
+        self.light = bool(light)
+        if self.light:
+            why = _light.available()
+            if why is not None:
+                raise RuntimeError("commdebug: light mode: " + why)
         self.path = None
         self.region = 0
         self._next_label = None
@@ -156,6 +168,10 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         self._forked_from = None
         self._placements_json = {}
         self._mesh_json = {}
+        # Light mode: id(module) -> its events' texts; hooks left on leaf tensors.
+        self._lc = {}
+        self._lleaf = []
+        self._lmark = {}
 
     def _open(self):
         pg = _pg_rank_world()
@@ -228,6 +244,11 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         if label is not None:
             body += ',"label":' + _dumps(str(label))
         self._emit(body)
+        if self.light:
+            self._light_enter()
+            _ACTIVE.append(self)
+            self._in_region = True
+            return self
         if self._mode is None:
             self._mode = _make_mode(self)
         self._mode.__enter__()
@@ -254,7 +275,10 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         for h, _ in self._done_handles.values():
             h.remove()
         self._done_handles.clear()
-        self._mode.__exit__(*exc)
+        if self.light:
+            self._light_exit()
+        else:
+            self._mode.__exit__(*exc)
         del self._pg_ctx[:]
         self._in_region = False
         self._emit('{"ev":"region_exit","region":' + str(self.region))
@@ -321,6 +345,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
             name = type(mod).__name__
             known[mod] = name
         if mod not in self._seen:
+            self._lc.clear()    # names may change: light mode's cached texts go
             for child_name, child in mod.named_children():
                 known[child] = name + "." + child_name
                 self._mod_name(child)
