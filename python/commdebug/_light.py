@@ -8,7 +8,9 @@ can.  What the events must give is CommDebugMode's module table and its
 collective counts (its noise-0 outputs), so each hook keeps what that needs:
 
 * ``fw_pre``: the module's name and type (cached per module as the start of
-  the event's text), its parameters at its first call in a region;
+  the event's text), its parameters at its first call in a region (their
+  names, and the placements and mesh of DTensor parameters: what the
+  parameter and sharding tables show);
 * ``fw_post`` and ``fw_done``: written together by the global forward hook
   when the module has no forward hooks of its own (nothing can run between
   them); otherwise ``fw_done`` comes from a module-local hook that runs after
@@ -40,6 +42,7 @@ code calls is not a module of the program: it is not recorded.
 
 import itertools
 import sys
+from collections import OrderedDict
 import time
 import weakref
 
@@ -73,7 +76,9 @@ except Exception:
 _hook_keys = itertools.count(-1, -1)
 
 # Entry of the per-module cache (Recorder._lc, keyed by id(module)).
-_REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD = range(9)
+_REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD, _PKEY, \
+    _PPRE = range(11)
+_json = __import__("json").dumps
 
 # Callers of an FX GraphModule that make it compiled code's, not the program's.
 _COMPILER_MODULES = ("torch._functorch", "torch._dynamo", "torch._inductor", "torch.fx")
@@ -105,12 +110,15 @@ def _called_from_compiled_code():
 
 
 class LightEvents:
-    """The Recorder's light-mode hooks (state: _lc, _lleaf, _lmark)."""
+    """The Recorder's light-mode hooks (state: _lc, _lleaf, _lmark, _lstate,
+    _lhooks)."""
 
     def _light_enter(self):
-        self._lc.clear()
-        self._handles = [C.register_global_fw_pre(self._lfw_pre),
-                         C.register_global_fw_post(self._lfw_post)]
+        if self._lhooks is None:
+            self._lhooks = _make_hooks(self)
+        self._lstate[0] = self.region
+        self._handles = [C.register_global_fw_pre(self._lhooks[0]),
+                         C.register_global_fw_post(self._lhooks[1])]
         _collkernels.route(self)
 
     def _light_exit(self):
@@ -137,41 +145,36 @@ class LightEvents:
               '{"ev":"fw_done","mod":%s,"bw":true,"t":' % nj),
              '{"ev":"bw_pre","mod":%s,"t":' % nj,
              -1,
-             _DDP is not None and isinstance(mod, _DDP)]
+             _DDP is not None and isinstance(mod, _DDP),
+             None, None]
         self._lc[id(mod)] = e
         return e
 
-    # ------------------------------------------------------------ forward
-    def _lfw_pre(self, mod, inputs):
-        if _compiling():
-            return
-        e = self._lc.get(id(mod))
-        if e is None or e[_REF]() is not mod:
-            e = self._lentry(mod)
-        if e[_NJ] is None:
-            return
-        now = _clock()
-        if _cur_task() != -1:
-            self._append(e[_PRE_BW] + str(now - self._mono0) + "}\n")
-            return
-        if e[_PARAMS_REGION] != self.region:
-            # its parameters, once per region (what CommDebugMode's parameter
-            # and sharding tables take from the module's first call)
-            e[_PARAMS_REGION] = self.region
-            self._append(e[_PRE][:-4] + '"params":%s,"t":%d}\n'
-                         % (self._params_json(mod), now - self._mono0))
-        else:
-            self._append(e[_PRE] + str(now - self._mono0) + "}\n")
-        if mod._forward_hooks:
-            self._ldone_last(mod, e)
-        if e[_DDP_MOD]:
-            name = self._group_name(mod.process_group)
-            if name is not None:
-                self._ddp_groups.add(name)
-            if mod not in self._ddp_state:
-                self._ddp_first_sight(mod)
-        if now > self._w.due:
-            self._w.poke()
+    def _lparams(self, mod, e, key):
+        """fw_pre's text up to its time, with the module's parameters."""
+        parts = []
+        DT = C.DTensor
+        for pname, p in mod.named_parameters(recurse=False):
+            s = '{"name":' + _json(pname)
+            if DT is not None and isinstance(p, DT):
+                s += ',"placements":%s,"mesh":%s' % (self._plc_json(p.placements),
+                                                      self._mesh_js(p.device_mesh))
+            parts.append(s + "}")
+        e[_PKEY] = key
+        e[_PPRE] = e[_PRE][:-4] + '"params":[%s],"t":' % ",".join(parts)
+        return e[_PPRE]
+
+    def _lddp_pre(self, mod):
+        name = self._group_name(mod.process_group)
+        if name is not None:
+            self._ddp_groups.add(name)
+        if mod not in self._ddp_state:
+            self._ddp_first_sight(mod)
+
+    def _lddp_post(self, mod):
+        st = self._ddp_state.get(mod)
+        if st is not None and not st[0]:
+            self._ddp_check_rebuilt(mod, st)
 
     def _ldone_last(self, mod, e):
         """The module has forward hooks of its own: fw_done comes from one
@@ -182,97 +185,7 @@ class LightEvents:
             if old[1] == e[_NJ] and next(reversed(hooks)) == old[0].id:
                 return
             old[0].remove()
-        self._done_handles[id(mod)] = (mod.register_forward_hook(self._ldone_fn(e)), e[_NJ])
-
-    def _ldone_fn(self, e):
-        def fw_done(mod, inputs, output):
-            if _compiling():
-                return
-            t = str(_clock() - self._mono0)
-            self._append(e[_POST_BW if _cur_task() != -1 else _POST][1] + t + "}\n")
-            self._lbw_hooks(output, e, self._lmark.pop(id(mod), _next_handle_id()))
-        return fw_done
-
-    def _lfw_post(self, mod, inputs, output):
-        if _compiling():
-            return
-        e = self._lc.get(id(mod))
-        if e is None or e[_REF]() is not mod:
-            e = self._lentry(mod)
-        if e[_NJ] is None:
-            return
-        bw = _cur_task() != -1
-        post, done = e[_POST_BW if bw else _POST]
-        t = str(_clock() - self._mono0)
-        if id(mod) in self._done_handles:
-            self._append(post + t + "}\n")
-            # the gradient hooks the module's own forward hooks add from now on
-            self._lmark[id(mod)] = _next_handle_id()
-        else:
-            self._append(post + t + "}\n" + done + t + "}\n")
-            self._lbw_hooks(output, e, None)
-        if e[_DDP_MOD] and not bw:
-            st = self._ddp_state.get(mod)
-            if st is not None and not st[0]:
-                self._ddp_check_rebuilt(mod, st)
-
-    # ----------------------------------------------------------- backward
-    def _lbw_hooks(self, output, e, mark):
-        """A gradient hook on the tensors the full backward pre-hook's node
-        would wrap: bw_pre when the first of them gets its gradient.  Put
-        first on each tensor, followed by the hooks registered since mark
-        (a RemovableHandle id: those of the module's own forward hooks, which
-        its node would run after bw_pre), then the older ones (those of the
-        modules inside it, whose nodes run later)."""
-        if isinstance(output, _Tensor):
-            if not output.requires_grad or not _grad_enabled():
-                return
-            tensors = (output,)
-        elif isinstance(output, tuple):
-            tensors = [o for o in output if isinstance(o, _Tensor) and o.requires_grad]
-            if not tensors or not _grad_enabled():
-                return
-        else:
-            return
-        hook = self._lbw_fn(e[_BWPRE])
-        for t in tensors:
-            d = t._backward_hooks
-            if d is None:
-                h = t.register_hook(hook)
-                if t.grad_fn is None:
-                    self._lleaf.append((t._backward_hooks, h.id))
-                continue
-            key = next(_hook_keys)
-            if d:
-                items = list(d.items())
-                d.clear()
-                d[key] = hook
-                if mark is not None:
-                    for k, v in items:
-                        if k >= mark:
-                            d[k] = v
-                    for k, v in items:
-                        if k < mark:
-                            d[k] = v
-                else:
-                    d.update(items)
-            else:
-                d[key] = hook
-            if t.grad_fn is None:
-                self._lleaf.append((d, key))
-
-    def _lbw_fn(self, prefix):
-        last = [None]
-
-        def bw_pre(grad):
-            task = _cur_task()
-            if last[0] == task:
-                return None
-            last[0] = task
-            self._queue_bw_end()
-            self._append(prefix + str(_clock() - self._mono0) + "}\n")
-            return None
-        return bw_pre
+        self._done_handles[id(mod)] = (mod.register_forward_hook(self._lhooks[2](e)), e[_NJ])
 
     # -------------------------------------------------------- collectives
     def _light_collective(self, op, keyset, args, kwargs):
@@ -287,6 +200,159 @@ class LightEvents:
         return self._coll_call(run, info[2], _cur_task() != -1, False, args, kwargs)
 
 
+def _make_hooks(rec):
+    """The light hooks of a Recorder whose trace is open: (forward
+    pre-hook, forward hook, maker of the module-local fw_done hook).  They
+    are the hot path (every module call): closures over what they use, as
+    few Python calls as can be."""
+    lc = rec._lc
+    append = rec._w.buf.append
+    mono0 = rec._mono0
+    w = rec._w
+    done_handles = rec._done_handles
+    lmark = rec._lmark
+    lleaf = rec._lleaf
+    state = rec._lstate          # [region, a bw_end callback is queued]
+    entry = rec._lentry
+    params = rec._lparams
+    clock = _clock
+    cur_task = _cur_task
+    compiling = _compiling
+    grad_enabled = _grad_enabled
+    Tensor = _Tensor
+    keys = _hook_keys
+    queue = C.queue_engine_callback
+
+    def bw_end():
+        state[1] = False
+        append('{"ev":"bw_end","t":%d}\n' % (clock() - mono0))
+
+    def attach(tensors, prefix, mark):
+        """bw_pre when the first of tensors gets its gradient, once per
+        backward pass: a gradient hook put first on each (see the module's
+        doc for the order)."""
+        last = [None]
+
+        def bw_pre(grad):
+            task = cur_task()
+            if last[0] != task:
+                last[0] = task
+                if not state[1]:
+                    state[1] = True
+                    queue(bw_end)
+                append(prefix + str(clock() - mono0) + "}\n")
+            return None
+
+        for t in tensors:
+            d = t._backward_hooks
+            key = next(keys)
+            if d is None:
+                if type(t) is not Tensor:       # a subclass (DTensor): its own way
+                    h = t.register_hook(bw_pre)
+                    if t.grad_fn is None:
+                        lleaf.append((t._backward_hooks, h.id))
+                    continue
+                # Tensor.register_hook without its handle
+                d = t._backward_hooks = OrderedDict()
+                g = t.grad_fn
+                if g is not None:
+                    g._register_hook_dict(t)
+                d[key] = bw_pre
+            elif d:
+                items = list(d.items())
+                d.clear()
+                d[key] = bw_pre
+                if mark is not None:
+                    for k, v in items:
+                        if k >= mark:
+                            d[k] = v
+                    for k, v in items:
+                        if k < mark:
+                            d[k] = v
+                else:
+                    d.update(items)
+            else:
+                d[key] = bw_pre
+            if t.grad_fn is None:
+                lleaf.append((d, key))
+
+    def outputs(output):
+        """The tensors BackwardHook would wrap, or None."""
+        if type(output) is Tensor or isinstance(output, Tensor):
+            return (output,) if output.requires_grad and grad_enabled() else None
+        if isinstance(output, tuple):
+            ts = [o for o in output if isinstance(o, Tensor) and o.requires_grad]
+            return ts if ts and grad_enabled() else None
+        return None
+
+    def fw_pre(mod, inputs):
+        if compiling():
+            return
+        e = lc.get(id(mod))
+        if e is None or e[0]() is not mod:
+            e = entry(mod)
+        if e[1] is None:
+            return
+        now = clock()
+        if cur_task() != -1:
+            append(e[3] + str(now - mono0) + "}\n")
+            return
+        if e[7] != state[0]:
+            # its parameters, once per region; their text is remade when a
+            # parameter is replaced
+            e[7] = state[0]
+            ps = mod._parameters
+            key = tuple(map(id, ps.values())) if ps else ()
+            append((e[10] if key == e[9] else params(mod, e, key))
+                   + str(now - mono0) + "}\n")
+        else:
+            append(e[2] + str(now - mono0) + "}\n")
+        if mod._forward_hooks:
+            rec._ldone_last(mod, e)
+        if e[8]:
+            rec._lddp_pre(mod)
+        if now > w.due:
+            w.poke()
+
+    def fw_post(mod, inputs, output):
+        if compiling():
+            return
+        e = lc.get(id(mod))
+        if e is None or e[0]() is not mod:
+            e = entry(mod)
+        if e[1] is None:
+            return
+        bw = cur_task() != -1
+        post, done = e[5] if bw else e[4]
+        t = str(clock() - mono0)
+        if id(mod) in done_handles:
+            append(post + t + "}\n")
+            # the gradient hooks the module's own forward hooks add from now on
+            lmark[id(mod)] = RemovableHandle.next_id
+        else:
+            append(post + t + "}\n" + done + t + "}\n")
+            ts = outputs(output)
+            if ts is not None:
+                attach(ts, e[6], None)
+        if e[8] and not bw:
+            rec._lddp_post(mod)
+
+    def done_hook(e):
+        def fw_done(mod, inputs, output):
+            if compiling():
+                return
+            t = str(clock() - mono0)
+            append(e[5 if cur_task() != -1 else 4][1] + t + "}\n")
+            ts = outputs(output)
+            mark = lmark.pop(id(mod), None)
+            if ts is not None:
+                attach(ts, e[6], RemovableHandle.next_id if mark is None else mark)
+        return fw_done
+
+    skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end])
+    return fw_pre, fw_post, done_hook
+
+
 def skip_in_dynamo(functions):
     """Dynamo must not treat these as frames to compile when compiled code
     calls them at run time (a GraphModule's module hooks, a kernel): that
@@ -296,10 +362,15 @@ def skip_in_dynamo(functions):
         from torch._dynamo.eval_frame import skip_code
     except Exception:
         return
-    for fn in functions:
-        code = getattr(fn, "__code__", None)
-        if code is not None:
-            try:
-                skip_code(code)
-            except Exception:
-                pass
+    seen = set()
+    todo = [getattr(fn, "__code__", None) for fn in functions]
+    while todo:
+        code = todo.pop()
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        try:
+            skip_code(code)
+        except Exception:
+            pass
+        todo.extend(c for c in code.co_consts if hasattr(c, "co_code"))

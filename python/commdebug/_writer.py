@@ -174,7 +174,11 @@ class TraceWriter:
         self.frames = 0
         self.dropped = 0
         self.error = None
-        self._io = threading.Lock()       # the fd and the compressor; frame order
+        self._io = threading.Lock()       # the fd, the file's end and tail; frame order
+        self._zlock = threading.Lock()    # the compressor
+        self._end = 0                     # bytes in the file
+        self._tail_at = None              # where the raw frames at its end start
+        self._tail = []                   # their lines (bytes), in order
         self._take = threading.Lock()     # taking lines out of buf (never held in I/O)
         self._closing = False
         self._closed = False
@@ -213,11 +217,16 @@ class TraceWriter:
     # ------------------------------------------------------------ writing
     def _encode(self, chunk):
         data = "".join(chunk).encode("utf-8", "surrogatepass")
-        out = self._comp.frame(data) if self._comp is not None else data
-        return data, out
+        if self._comp is None:
+            return data, data
+        with self._zlock:
+            return data, self._comp.frame(data)
 
-    def _drain_locked(self):
-        """Write what buf holds as one frame; the caller holds _io."""
+    def _drain_locked(self, raw=False):
+        """Write what buf holds as one frame; the caller holds _io.  raw:
+        as a frame of raw blocks (no compression: fast on a thread whose
+        caches a training step has just filled), which _compact replaces by
+        a compressed one later (regular files only)."""
         with self._take:
             n = len(self.buf)
             if n == 0:
@@ -227,21 +236,82 @@ class TraceWriter:
         if self._dead or self._fd < 0:
             self.dropped += n
             return
-        data, out = self._encode(chunk)
+        raw = raw and self._comp is not None and self.regular
+        if raw:
+            data = "".join(chunk).encode("utf-8", "surrogatepass")
+            out = _zstd.raw_frame(data)
+        else:
+            data, out = self._encode(chunk)
+        if not self._write(out, n):
+            return
+        if raw:
+            if self._tail_at is None:
+                self._tail_at = self._end
+            self._tail.append(data)
+        self._end += len(out)
+        self.bytes_in += len(data)
+        self.bytes_out += len(out)
+        self.frames += 1
+
+    def _write(self, out, n, at=None):
+        """Write out at the end (or at offset at); False after an error."""
         view = memoryview(out)
         self._writing = time.monotonic_ns()
         try:
             while view:
-                k = os.write(self._fd, view)
+                k = os.write(self._fd, view) if at is None else os.pwrite(self._fd, view, at)
                 view = view[k:]
+                if at is not None:
+                    at += k
         except OSError as e:
             self._fail(e, n)
-            return
+            return False
         finally:
             self._writing = 0
-        self.bytes_in += len(data)
-        self.bytes_out += len(out)
-        self.frames += 1
+        return True
+
+    def _compact(self):
+        """Replace the raw frames at the end of the file by one compressed
+        frame of the same lines (writer thread; the compression runs outside
+        _io, so the training thread never waits for it).  The compressed
+        frame is written over the raw ones in one write, followed by a
+        skippable frame's header over the bytes left, and the file is then
+        cut after it: a process killed at any point leaves a readable
+        trace with every line."""
+        with self._io:
+            if self._tail_at is None or self._dead or self._fd < 0:
+                return
+            at, parts, end = self._tail_at, list(self._tail), self._end
+        data = b"".join(parts)
+        with self._zlock:
+            out = self._comp.frame(data)
+        with self._io:
+            if self._tail_at != at or self._dead or self._fd < 0:
+                return
+            span = end - at
+            if len(out) == span:
+                blob = out
+            elif len(out) + 8 <= span:
+                blob = out + _zstd.skippable_header(span - len(out) - 8)
+            else:
+                return       # (incompressible: the raw frames stay)
+            if not self._write(blob, 0, at):
+                return
+            self.bytes_out -= span - len(out)
+            self.frames -= len(parts) - 1
+            if self._end == end:
+                try:
+                    os.ftruncate(self._fd, at + len(out))
+                    os.lseek(self._fd, at + len(out), os.SEEK_SET)
+                    self._end = at + len(out)
+                except OSError:
+                    pass     # the skippable frame stays
+                self._tail_at = None
+                self._tail = []
+            else:
+                # raw frames the training thread wrote meanwhile: the next tail
+                self._tail = self._tail[len(parts):]
+                self._tail_at = end
 
     def _fail(self, e, n):
         self.error = e
@@ -273,7 +343,9 @@ class TraceWriter:
             closing = self._closing
             if self.buf:
                 with self._io:
-                    self._drain_locked()
+                    self._drain_locked(raw=True)
+            if self._tail_at is not None:
+                self._compact()
             self.due = time.monotonic_ns() + _DUE_NS
             if closing:
                 return
@@ -293,7 +365,7 @@ class TraceWriter:
             return
         try:
             if not self._closed:
-                self._drain_locked()
+                self._drain_locked(raw=True)
         finally:
             self._io.release()
 
@@ -321,9 +393,10 @@ class TraceWriter:
             return False
         try:
             if not self._closed:
-                self._drain_locked()
+                self._drain_locked(raw=True)
         finally:
             self._io.release()
+        self._compact()
         return True
 
     # ------------------------------------------------------ renaming, closing
@@ -390,6 +463,9 @@ class TraceWriter:
             self._fd = fd
             self.path = target
             self.bytes_out += len(head) - self._meta_len
+            if self._tail_at is not None:
+                self._tail_at += len(head) - self._meta_len
+            self._end = len(head) + len(rest)
             self._meta_len = len(head)
             return target
         except OSError as e:
@@ -455,6 +531,7 @@ class TraceWriter:
         # The child keeps the list object (the recorder holds its bound
         # append) but writes nothing: poke() empties it.
         self._io = threading.Lock()
+        self._zlock = threading.Lock()
         self._take = threading.Lock()
         self._closed = True
         self._dead = True

@@ -172,6 +172,8 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         self._lc = {}
         self._lleaf = []
         self._lmark = {}
+        self._lstate = [0, False]
+        self._lhooks = None
 
     def _open(self):
         pg = _pg_rank_world()
@@ -282,7 +284,8 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         del self._pg_ctx[:]
         self._in_region = False
         self._emit('{"ev":"region_exit","region":' + str(self.region))
-        self._w.sync()
+        if not self.light:
+            self._w.sync()
         return False
 
     def next_region(self, label=None):
@@ -294,9 +297,11 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
             h.remove()
         self._done_handles.clear()
         self._emit('{"ev":"region_exit","region":' + str(self.region))
-        self._w.sync()
+        if not self.light:
+            self._w.sync()
         self._scan_groups()
         self.region += 1
+        self._lstate[0] = self.region
         body = '{"ev":"region_enter","region":' + str(self.region)
         if label is not None:
             body += ',"label":' + _dumps(str(label))

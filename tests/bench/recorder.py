@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""What recording costs: plain vs light vs full recorder vs a do-nothing
+dispatch mode vs CommDebugMode, on two workloads, ratios from one run.
+
+    tests/torch2/env.sh run python3 tests/bench/recorder.py [--rounds R] [--steps K]
+                                                            [--only gpt2|blocks|colls]
+
+(tests/bench/recorder.sh runs it in the torch 2.14 root.)
+
+* gpt2: a 2-rank gloo DistributedDataParallel Hugging Face GPT-2 (4 layers,
+  64 wide, 4 heads, vocabulary 512, batch 2 x 32), forward + backward + SGD
+  step, one region per step under the recorders (one CommDebugMode per step).
+  Both ranks run the variants in the same interleaved order, K steps each,
+  R rounds.  Reported per variant: the median wall and CPU (process: every
+  thread) time per step, and the median over rounds of its ratio to the
+  plain step of the same round, with the spread (25th-75th percentile).
+* blocks: one process, 8 blocks of Linear(64) + GELU + LayerNorm, batch 16,
+  forward + backward, one region per step.  Reported: the time each variant
+  adds per dispatched op over plain, and its ratio to the do-nothing mode's.
+* colls: one process, a gloo all_reduce of 4 floats: what each source of
+  collectives costs per collective (a BackendSelect kernel that only hands the
+  call on, the light recorder, a ProcessGroup pre-hook, a Python wrapper of
+  dist.all_reduce, a do-nothing dispatch mode), and reading PyTorch's Flight
+  Recorder buffer (_dump_fr_trace_json) once per step.
+
+Timings vary with the load of the machine: every variant runs in every
+round, next to the others, and ratios are taken within a round.  Nothing
+here passes or fails on time.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+VARIANTS = ["plain", "light", "full", "nothing", "cdm"]
+LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
+          "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode"}
+
+
+def quartiles(v):
+    if len(v) < 2:
+        return v[0], v[0]
+    q = statistics.quantiles(v, n=4)
+    return q[0], q[2]
+
+
+def make_variants(step, tmp, rank):
+    """{name: run(k) -> (wall s, cpu s) per step} for the five variants."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from commdebug import Recorder
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    light = Recorder(os.path.join(tmp, "light-rank%d.zst" % rank), light=True)
+    full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
+    try:
+        from torch.distributed.tensor.debug import CommDebugMode
+    except Exception:
+        CommDebugMode = None
+
+    def timed(k, ctx):
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            if ctx is None:
+                step()
+            else:
+                with ctx():
+                    step()
+        return (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
+
+    runs = {
+        "plain": lambda k: timed(k, None),
+        "light": lambda k: timed(k, lambda: light),
+        "full": lambda k: timed(k, lambda: full),
+        "nothing": lambda k: timed(k, NothingMode),
+    }
+    if CommDebugMode is not None:
+        runs["cdm"] = lambda k: timed(k, CommDebugMode)
+    return runs, (light, full)
+
+
+def rounds(runs, n_rounds, k):
+    names = [v for v in VARIANTS if v in runs]
+    for v in names:          # warm up (DDP rebuilds its buckets, caches fill)
+        runs[v](2)
+    res = {v: [] for v in names}
+    for _ in range(n_rounds):
+        for v in names:
+            res[v].append(runs[v](k))
+    return res
+
+
+def summary(res):
+    """{variant: (wall ms, cpu ms, wall ratio, (q1, q3), cpu ratio, (q1, q3))}"""
+    out = {}
+    for v, xs in res.items():
+        w = [a[0] / b[0] for a, b in zip(xs, res["plain"])]
+        c = [a[1] / b[1] for a, b in zip(xs, res["plain"])]
+        out[v] = (statistics.median(a[0] for a in xs) * 1e3,
+                  statistics.median(a[1] for a in xs) * 1e3,
+                  statistics.median(w), quartiles(w), statistics.median(c), quartiles(c))
+    return out
+
+
+# --------------------------------------------------------------------- gpt2
+def gpt2_rank(args):
+    import torch
+    import torch.distributed as dist
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.set_num_threads(1)
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=4, n_embd=64, n_head=4, n_positions=64, vocab_size=512,
+                     attn_implementation="eager")
+    model = torch.nn.parallel.DistributedDataParallel(GPT2LMHeadModel(cfg))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, cfg.vocab_size, (2, 32))
+
+    def step():
+        opt.zero_grad()
+        model(ids, labels=ids).loss.backward()
+        opt.step()
+
+    tmp = os.environ["BENCH_TMP"]
+    runs, recs = make_variants(step, tmp, rank)
+    res = rounds(runs, args.rounds, args.steps)
+    for r in recs:
+        r.close()
+    import json
+    with open(os.path.join(tmp, "gpt2-rank%d.json" % rank), "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def gpt2(args):
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), BENCH_TMP=tmp, OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-of",
+                                       "gpt2", "--rounds", str(args.rounds), "--steps",
+                                       str(args.steps)], env=env,
+                                      stderr=subprocess.PIPE))
+    errs = [p.communicate()[1] for p in procs]
+    if any(p.returncode for p in procs):
+        for r, e in enumerate(errs):
+            sys.stderr.write("rank %d:\n%s\n" % (r, e.decode(errors="replace")[-3000:]))
+        raise SystemExit("gpt2: a rank failed")
+    import json
+    print("gpt2: 2-rank gloo DDP GPT-2 (4 layers, 64 wide), forward + backward + SGD, "
+          "one region per step; %d rounds of %d steps per variant" % (args.rounds, args.steps))
+    for r in range(2):
+        with open(os.path.join(tmp, "gpt2-rank%d.json" % r)) as f:
+            sm = summary(json.load(f))
+        print("rank %d %-24s %9s %9s %22s %22s" % (r, "", "wall ms", "CPU ms",
+                                                    "wall ratio (IQR)", "CPU ratio (IQR)"))
+        for v, (w, c, wr, wq, cr, cq) in sm.items():
+            print("       %-24s %9.2f %9.2f %8.3f (%.3f-%.3f) %8.3f (%.3f-%.3f)"
+                  % (LABELS[v], w, c, wr, wq[0], wq[1], cr, cq[0], cq[1]))
+    print()
+
+
+# ------------------------------------------------------------------- blocks
+def blocks(args):
+    import torch
+    import torch.nn as nn
+    from torch.utils._python_dispatch import TorchDispatchMode
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    width = 64
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.GELU(),
+                                          nn.LayerNorm(width)) for _ in range(8)])
+    x = torch.randn(16, width)
+
+    def step():
+        model(x).sum().backward()
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+    with Count():
+        step()
+    ops = Count.n
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    runs, recs = make_variants(step, tmp, 0)
+    res = rounds(runs, args.rounds, args.steps)
+    for r in recs:
+        r.close()
+    print("blocks: 8 x (Linear(64) + GELU + LayerNorm), batch 16, forward + backward, one "
+          "region per step, %d ops per step; %d rounds of %d steps per variant"
+          % (ops, args.rounds, args.steps))
+    print("%-26s %9s %9s %17s %17s %22s" % ("", "wall ms", "CPU ms", "wall us/op added",
+                                            "CPU us/op added", "x do-nothing (wall, CPU)"))
+    sm = summary(res)
+    added = {}
+    for v, xs in res.items():
+        w = [(a[0] - b[0]) / ops * 1e6 for a, b in zip(xs, res["plain"])]
+        c = [(a[1] - b[1]) / ops * 1e6 for a, b in zip(xs, res["plain"])]
+        added[v] = (w, c)
+    for v in res:
+        w, c = added[v]
+        rw = [a / b for a, b in zip(w, added["nothing"][0])] if v != "plain" else [0]
+        rc = [a / b for a, b in zip(c, added["nothing"][1])] if v != "plain" else [0]
+        print("%-26s %9.3f %9.3f %17.2f %17.2f %10.2f %10.2f"
+              % (LABELS[v], sm[v][0], sm[v][1], statistics.median(w), statistics.median(c),
+                 statistics.median(rw), statistics.median(rc)))
+    q = quartiles([a / b for a, b in zip(added["full"][1], added["nothing"][1])])
+    print("full recorder / do-nothing mode, CPU per op added: spread %.2f-%.2f over rounds"
+          % q)
+    print()
+
+
+# -------------------------------------------------------------------- colls
+def colls(args):
+    import torch
+    import torch.distributed as dist
+    from torch.utils._python_dispatch import TorchDispatchMode
+    torch.set_num_threads(1)
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    pg = dist.distributed_c10d._get_default_group()
+    from commdebug import Recorder, _collkernels
+    t = torch.zeros(4)
+    n = 500
+
+    def loop():
+        for _ in range(n):
+            dist.all_reduce(t)
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    light = Recorder(os.path.join(tmp, "colls.zst"), light=True)
+    _collkernels.install()
+    orig = dist.all_reduce
+
+    def wrapped(*a, **k):
+        return orig(*a, **k)
+
+    def with_wrapper():
+        dist.all_reduce = wrapped
+        try:
+            loop()
+        finally:
+            dist.all_reduce = orig
+
+    def with_prehook():
+        pg.register_pre_hook(7, lambda a: None)
+        try:
+            loop()
+        finally:
+            pg.unregister_pre_hook(7)
+
+    def with_mode():
+        with NothingMode():
+            loop()
+
+    def with_light():
+        with light:
+            loop()
+
+    def fr_dump():
+        torch._C._distributed_c10d._dump_fr_trace_json(True, False, False)
+
+    can_hook = hasattr(pg, "register_pre_hook")
+    variants = [("plain (kernels installed, outside a light region)", loop),
+                ("Python wrapper of dist.all_reduce", with_wrapper),
+                ("do-nothing dispatch mode", with_mode),
+                ("light recorder (kernel, event, frame written first)", with_light)]
+    if can_hook:
+        variants.insert(2, ("ProcessGroup pre-hook (register_pre_hook)", with_prehook))
+    best = {name: float("inf") for name, _ in variants}
+    for _ in range(args.rounds):
+        for name, fn in variants:
+            c0 = time.process_time()
+            fn()
+            best[name] = min(best[name], (time.process_time() - c0) / n)
+    light.close()
+    base = best[variants[0][0]]
+    print("colls: gloo all_reduce of 4 floats, one process, %d per round, best of %d rounds "
+          "(CPU us per collective)" % (n, args.rounds))
+    for name, _ in variants:
+        print("  %-56s %8.2f  (+%.2f)" % (name, best[name] * 1e6, (best[name] - base) * 1e6))
+    # Reading the Flight Recorder: its whole buffer each time.
+    c0 = time.process_time()
+    k = 20
+    for _ in range(k):
+        fr_dump()
+    d = (time.process_time() - c0) / k
+    print("  %-56s %8.0f  (per read, %s entries held)"
+          % ("_dump_fr_trace_json() of the Flight Recorder", d * 1e6,
+             os.environ.get("TORCH_FR_BUFFER_SIZE")))
+    dist.destroy_process_group()
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--only", choices=["gpt2", "blocks", "colls"], action="append")
+    ap.add_argument("--rank-of", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rank_of == "gpt2":
+        return gpt2_rank(args)
+    import torch
+    print("torch %s, Python %s, %d CPUs" % (torch.__version__, sys.version.split()[0],
+                                          os.cpu_count()))
+    print()
+    for what in args.only or ["gpt2", "blocks", "colls"]:
+        {"gpt2": gpt2, "blocks": blocks, "colls": colls}[what](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
