@@ -92,6 +92,7 @@ static const struct cd_field fields[] = {
 	{"signal", 6, CD_FI_SIGNAL, CD_FT_INT},
 	{"code", 4, CD_FI_CODE, CD_FT_INT},
 	{"ends", 4, CD_FI_ENDS, CD_FT_BOOL},
+	{"light", 5, CD_FI_LIGHT, CD_FT_BOOL},
 };
 
 const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
@@ -235,6 +236,7 @@ void cd_field_set_bool(struct cd_event *e, const struct cd_field *f, bool v)
 	case CD_FI_GRAD_IN: e->grad_in = v; break;
 	case CD_FI_GRAD_OUT: e->grad_out = v; break;
 	case CD_FI_ENDS: e->ends = v; break;
+	case CD_FI_LIGHT: e->light = v; break;
 	default: break;
 	}
 }
@@ -425,7 +427,8 @@ bool cd_event_equal(const struct cd_event *a, const struct cd_event *b)
 {
 	if (a->ev != b->ev || a->have != b->have || a->bw != b->bw || a->dt != b->dt ||
 	    a->fake != b->fake || a->grad_in != b->grad_in || a->grad_out != b->grad_out ||
-	    a->ends != b->ends || a->signal != b->signal || a->code != b->code)
+	    a->ends != b->ends || a->light != b->light || a->signal != b->signal ||
+	    a->code != b->code)
 		return false;
 	if (a->t != b->t || a->region != b->region || a->version != b->version ||
 	    a->rank != b->rank || a->world_size != b->world_size || a->pid != b->pid ||

@@ -111,6 +111,7 @@ struct cd_event {
 	/* flags; false when absent */
 	bool bw, dt, fake, grad_in, grad_out;
 	bool ends;              /* meta: this recorder ends its traces with an end event */
+	bool light;             /* meta: recorded light (no op events but collectives) */
 
 	int64_t t;
 	int64_t region;

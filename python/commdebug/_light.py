@@ -230,7 +230,20 @@ def _make_hooks(rec):
     def attach(tensors, prefix, mark):
         """bw_pre when the first of tensors gets its gradient, once per
         backward pass: a gradient hook put first on each (see the module's
-        doc for the order)."""
+        doc for the order).  A module whose only output already carries the
+        bw_pre hook of a module inside it, with nothing registered since,
+        joins that hook (its line goes first): one call in backward for
+        nested modules that return the same tensor."""
+        if len(tensors) == 1:
+            t = tensors[0]
+            d = t._backward_hooks
+            if d:
+                first = next(iter(d.values()))
+                lines = getattr(first, "_cd_lines", None)
+                if lines is not None and (mark is None or max(d) < mark):
+                    lines.insert(0, prefix)
+                    return
+        lines = [prefix]
         last = [None]
 
         def bw_pre(grad):
@@ -240,8 +253,11 @@ def _make_hooks(rec):
                 if not state[1]:
                     state[1] = True
                     queue(bw_end)
-                append(prefix + str(clock() - mono0) + "}\n")
+                t = clock()
+                for p in lines:
+                    append((p, t))
             return None
+        bw_pre._cd_lines = lines
 
         for t in tensors:
             d = t._backward_hooks
@@ -295,7 +311,7 @@ def _make_hooks(rec):
             return
         now = clock()
         if cur_task() != -1:
-            append(e[3] + str(now - mono0) + "}\n")
+            append((e[3], now))
             return
         if e[7] != state[0]:
             # its parameters, once per region; their text is remade when a
@@ -303,10 +319,9 @@ def _make_hooks(rec):
             e[7] = state[0]
             ps = mod._parameters
             key = tuple(map(id, ps.values())) if ps else ()
-            append((e[10] if key == e[9] else params(mod, e, key))
-                   + str(now - mono0) + "}\n")
+            append((e[10] if key == e[9] else params(mod, e, key), now))
         else:
-            append(e[2] + str(now - mono0) + "}\n")
+            append((e[2], now))
         if mod._forward_hooks:
             rec._ldone_last(mod, e)
         if e[8]:
@@ -324,16 +339,20 @@ def _make_hooks(rec):
             return
         bw = cur_task() != -1
         post, done = e[5] if bw else e[4]
-        t = str(clock() - mono0)
+        t = clock()
         if id(mod) in done_handles:
-            append(post + t + "}\n")
+            append((post, t))
             # the gradient hooks the module's own forward hooks add from now on
             lmark[id(mod)] = RemovableHandle.next_id
         else:
-            append(post + t + "}\n" + done + t + "}\n")
-            ts = outputs(output)
-            if ts is not None:
-                attach(ts, e[6], None)
+            append((post, done, t))
+            if type(output) is Tensor:
+                if output.requires_grad and grad_enabled():
+                    attach((output,), e[6], None)
+            else:
+                ts = outputs(output)
+                if ts is not None:
+                    attach(ts, e[6], None)
         if e[8] and not bw:
             rec._lddp_post(mod)
 
@@ -341,8 +360,7 @@ def _make_hooks(rec):
         def fw_done(mod, inputs, output):
             if compiling():
                 return
-            t = str(clock() - mono0)
-            append(e[5 if cur_task() != -1 else 4][1] + t + "}\n")
+            append((e[5 if cur_task() != -1 else 4][1], clock()))
             ts = outputs(output)
             mark = lmark.pop(id(mod), None)
             if ts is not None:

@@ -169,6 +169,7 @@ class TraceWriter:
         self._comp = self._z.compressor(level) if self._z is not None else None
         self._pid = os.getpid()
         self.buf = []
+        self.mono0 = 0                    # the origin of the times of tuple items in buf
         self.bytes_in = 0
         self.bytes_out = 0
         self.frames = 0
@@ -215,8 +216,26 @@ class TraceWriter:
         return self._z is not None
 
     # ------------------------------------------------------------ writing
+    def _text(self, chunk):
+        """The bytes of the lines in chunk.  An item is a line, or (so that
+        the recording thread does no formatting) a tuple (prefix, t) for the
+        line prefix + str(t - mono0) + "}\n", or (prefix1, prefix2, t) for
+        two such lines with the same time."""
+        m0 = self.mono0
+        out = []
+        add = out.append
+        for x in chunk:
+            if x.__class__ is str:
+                add(x)
+            elif len(x) == 2:
+                add(x[0] + str(x[1] - m0) + "}\n")
+            else:
+                t = str(x[2] - m0) + "}\n"
+                add(x[0] + t + x[1] + t)
+        return "".join(out).encode("utf-8", "surrogatepass")
+
     def _encode(self, chunk):
-        data = "".join(chunk).encode("utf-8", "surrogatepass")
+        data = self._text(chunk)
         if self._comp is None:
             return data, data
         with self._zlock:
@@ -238,7 +257,7 @@ class TraceWriter:
             return
         raw = raw and self._comp is not None and self.regular
         if raw:
-            data = "".join(chunk).encode("utf-8", "surrogatepass")
+            data = self._text(chunk)
             out = _zstd.raw_frame(data)
         else:
             data, out = self._encode(chunk)

@@ -195,6 +195,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         self._t0 = time.time_ns()
         self._mono0 = _clock()
         self._w = TraceWriter(path, self._meta_line())
+        self._w.mono0 = self._mono0
         self.path = self._w.path
         self._append = self._w.buf.append
         # The NCCL-side recorder, if loaded, writes next to this trace (told
