@@ -378,3 +378,28 @@ def in_compiled_region():
     except Exception:
         return False
 
+
+def skip_in_dynamo(functions):
+    """Dynamo must not treat these, or what they call, as frames to compile
+    when they run inside compiled code's call (an OptimizedModule's hooks, a
+    GraphModule's, a kernel): that would change its frame counts and could
+    fail.  Inlined while tracing, they are still traced (and return at once:
+    is_compiling())."""
+    try:
+        from torch._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+        strategy = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+    except Exception:
+        return
+    seen = set()
+    todo = [getattr(fn, "__code__", None) for fn in functions]
+    while todo:
+        code = todo.pop()
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        try:
+            set_code_exec_strategy(code, strategy)
+        except Exception:
+            pass
+        todo.extend(c for c in code.co_consts if hasattr(c, "co_code"))

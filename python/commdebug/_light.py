@@ -8,9 +8,7 @@ can.  What the events must give is CommDebugMode's module table and its
 collective counts (its noise-0 outputs), so each hook keeps what that needs:
 
 * ``fw_pre``: the module's name and type (cached per module as the start of
-  the event's text), its parameters at its first call in a region (their
-  names, and the placements and mesh of DTensor parameters: what the
-  parameter and sharding tables show);
+  the event's text), its parameters at its first call in a region;
 * ``fw_post`` and ``fw_done``: written together by the global forward hook
   when the module has no forward hooks of its own (nothing can run between
   them); otherwise ``fw_done`` comes from a module-local hook that runs after
@@ -42,6 +40,7 @@ code calls is not a module of the program: it is not recorded.
 
 import itertools
 import sys
+import warnings
 from collections import OrderedDict
 import time
 import weakref
@@ -78,10 +77,11 @@ _hook_keys = itertools.count(-1, -1)
 # Entry of the per-module cache (Recorder._lc, keyed by id(module)).
 _REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD, _PKEY, \
     _PPRE = range(11)
-_json = __import__("json").dumps
 
 # Callers of an FX GraphModule that make it compiled code's, not the program's.
-_COMPILER_MODULES = ("torch._functorch", "torch._dynamo", "torch._inductor", "torch.fx")
+_COMPILER_MODULES = ("torch._functorch", "torch._dynamo", "torch._inductor")
+# Frames between a GraphModule's caller and the module hook.
+_CALL_MODULES = ("torch.nn.modules.module", "torch.fx.graph_module", "torch.fx._lazy_graph_module")
 
 
 def _next_handle_id():
@@ -103,7 +103,7 @@ def _called_from_compiled_code():
     f = sys._getframe(2)
     while f is not None:
         mod = f.f_globals.get("__name__", "")
-        if mod != "torch.nn.modules.module":
+        if not mod.startswith(_CALL_MODULES) and mod != __name__:
             return mod.startswith(_COMPILER_MODULES)
         f = f.f_back
     return False
@@ -111,21 +111,40 @@ def _called_from_compiled_code():
 
 class LightEvents:
     """The Recorder's light-mode hooks (state: _lc, _lleaf, _lmark, _lstate,
-    _lhooks)."""
+    _lhooks, _lhandles)."""
 
     def _light_enter(self):
+        # The two global hooks (and the modules' fw_done hooks) stay from the
+        # first region to close(): registering them anew for each region
+        # would change what torch.compile's guards check and make it
+        # compile its graphs again.  Outside a region they return at once.
         if self._lhooks is None:
             self._lhooks = _make_hooks(self)
+            self._lhandles = [C.register_global_fw_pre(self._lhooks[0]),
+                              C.register_global_fw_post(self._lhooks[1])]
+            # torch warns, for each compiled module called, that global hooks
+            # fire for its OptimizedModule too: these hooks know it
+            warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when "
+                                    r"there are global hooks on modules")
         self._lstate[0] = self.region
-        self._handles = [C.register_global_fw_pre(self._lhooks[0]),
-                         C.register_global_fw_post(self._lhooks[1])]
+        self._lstate[2] = True
         _collkernels.route(self)
 
     def _light_exit(self):
+        self._lstate[2] = False
         _collkernels.unroute(self)
         for d, key in self._lleaf:
             d.pop(key, None)
         del self._lleaf[:]
+
+    def _light_close(self):
+        for h in self._lhandles:
+            h.remove()
+        self._lhandles = []
+        for h, _ in self._done_handles.values():
+            h.remove()
+        self._done_handles.clear()
+        self._lhooks = None
 
     def _lentry(self, mod):
         """The cached texts of a module's events (None: not recorded)."""
@@ -152,16 +171,8 @@ class LightEvents:
 
     def _lparams(self, mod, e, key):
         """fw_pre's text up to its time, with the module's parameters."""
-        parts = []
-        DT = C.DTensor
-        for pname, p in mod.named_parameters(recurse=False):
-            s = '{"name":' + _json(pname)
-            if DT is not None and isinstance(p, DT):
-                s += ',"placements":%s,"mesh":%s' % (self._plc_json(p.placements),
-                                                      self._mesh_js(p.device_mesh))
-            parts.append(s + "}")
         e[_PKEY] = key
-        e[_PPRE] = e[_PRE][:-4] + '"params":[%s],"t":' % ",".join(parts)
+        e[_PPRE] = e[_PRE][:-4] + '"params":%s,"t":' % self._params_json(mod)
         return e[_PPRE]
 
     def _lddp_pre(self, mod):
@@ -212,7 +223,7 @@ def _make_hooks(rec):
     done_handles = rec._done_handles
     lmark = rec._lmark
     lleaf = rec._lleaf
-    state = rec._lstate          # [region, a bw_end callback is queued]
+    state = rec._lstate          # [region, a bw_end callback is queued, in a region]
     entry = rec._lentry
     params = rec._lparams
     clock = _clock
@@ -302,7 +313,7 @@ def _make_hooks(rec):
         return None
 
     def fw_pre(mod, inputs):
-        if compiling():
+        if compiling() or not state[2]:
             return
         e = lc.get(id(mod))
         if e is None or e[0]() is not mod:
@@ -315,11 +326,15 @@ def _make_hooks(rec):
             return
         if e[7] != state[0]:
             # its parameters, once per region; their text is remade when a
-            # parameter is replaced
+            # parameter is replaced or changes its dtype, shape or requires_grad
             e[7] = state[0]
             ps = mod._parameters
-            key = tuple(map(id, ps.values())) if ps else ()
-            append((e[10] if key == e[9] else params(mod, e, key), now))
+            key = [(id(p), p.dtype, p.shape, p.requires_grad) for p in ps.values()
+                   if p is not None] if ps else None
+            ppre = e[10]
+            if ppre is None or key != e[9]:
+                ppre = params(mod, e, key)
+            append((ppre, now))
         else:
             append((e[2], now))
         if mod._forward_hooks:
@@ -330,7 +345,7 @@ def _make_hooks(rec):
             w.poke()
 
     def fw_post(mod, inputs, output):
-        if compiling():
+        if compiling() or not state[2]:
             return
         e = lc.get(id(mod))
         if e is None or e[0]() is not mod:
@@ -358,7 +373,7 @@ def _make_hooks(rec):
 
     def done_hook(e):
         def fw_done(mod, inputs, output):
-            if compiling():
+            if compiling() or not state[2]:
                 return
             append((e[5 if cur_task() != -1 else 4][1], clock()))
             ts = outputs(output)
@@ -367,28 +382,5 @@ def _make_hooks(rec):
                 attach(ts, e[6], RemovableHandle.next_id if mark is None else mark)
         return fw_done
 
-    skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end])
+    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end])
     return fw_pre, fw_post, done_hook
-
-
-def skip_in_dynamo(functions):
-    """Dynamo must not treat these as frames to compile when compiled code
-    calls them at run time (a GraphModule's module hooks, a kernel): that
-    would change its frame counts.  Inlined while tracing, they are still
-    traced (and return at once: is_compiling())."""
-    try:
-        from torch._dynamo.eval_frame import skip_code
-    except Exception:
-        return
-    seen = set()
-    todo = [getattr(fn, "__code__", None) for fn in functions]
-    while todo:
-        code = todo.pop()
-        if code is None or code in seen:
-            continue
-        seen.add(code)
-        try:
-            skip_code(code)
-        except Exception:
-            pass
-        todo.extend(c for c in code.co_consts if hasattr(c, "co_code"))

@@ -325,6 +325,39 @@ def _make_mode(rec):
     return _RecorderMode()
 
 
+# ----------------------------------------------------------- torch.compile
+_NOTE_COMPILE = ("a torch.compile'd function ran under the recorder's dispatch mode: dynamo "
+                 "runs it eagerly (\"non-infra torch dispatch mode present\"), as under "
+                 "CommDebugMode; Recorder(light=True) / --light records without a dispatch "
+                 "mode and lets it compile")
+
+
+def watch_compile(note):
+    """Say once (note) when dynamo falls back to eager because a full
+    recorder's dispatch mode is on the stack: its check in convert_frame is
+    wrapped (from the first region after torch._dynamo is imported).  It
+    runs only when a compiled function is called."""
+    cf = sys.modules.get("torch._dynamo.convert_frame")
+    if cf is None or getattr(cf, "_commdebug_watched", False):
+        return
+    cf._commdebug_watched = True
+    for name in ("any_torch_dispatch_mode_on_stack",
+                 "is_in_any_mode_without_ignore_compile_internals"):
+        orig = getattr(cf, name, None)
+        if not callable(orig):
+            continue
+
+        def check(*args, _orig=orig, **kwargs):
+            on = _orig(*args, **kwargs)
+            if on:
+                rec = _active()
+                if rec is not None and not rec.light:
+                    note(_NOTE_COMPILE)
+            return on
+        check.__wrapped__ = orig
+        setattr(cf, name, check)
+
+
 # ------------------------------------------------------------------- torch 1.13
 _python_api_installed = []
 

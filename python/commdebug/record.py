@@ -1,8 +1,8 @@
 """Record an unmodified training job.
 
-    python -m commdebug.record --out DIR [--every-step] -- script.py ARGS...
-    python -m commdebug.record --out DIR [--every-step] -- -m package.module ARGS...
-    python -m commdebug.record --out DIR [--every-step] -- LAUNCHER ARGS...
+    python -m commdebug.record --out DIR [--every-step] [--light] -- script.py ARGS...
+    python -m commdebug.record --out DIR [--every-step] [--light] -- -m package.module ARGS...
+    python -m commdebug.record --out DIR [--every-step] [--light] -- LAUNCHER ARGS...
         (torchrun ..., srun ..., mpirun ..., python launch.py ..., any command)
     torchrun --nproc-per-node 4 -m commdebug.record --out DIR -- train.py ARGS...
 
@@ -21,7 +21,9 @@ ranks write traces is a launcher: its trace is removed at exit.
 By default the whole run is one region.  With ``--every-step`` a region ends
 after every optimizer step (any ``torch.optim.Optimizer``), so region k holds
 step k's forward, backward and optimizer step; the last region holds
-whatever ran after the last step.
+whatever ran after the last step.  ``--light`` records in light mode
+(``Recorder(light=True)``: module boundaries and every collective, no other
+op, torch.compile still compiling).
 """
 
 import argparse
@@ -41,11 +43,12 @@ _AUTOREC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_autorec")
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _child_env(out, every_step, label):
+def _child_env(out, every_step, label, light=False):
     """The environment every process of the job inherits."""
     e = os.environ
     e["COMMDEBUG_RECORD_OUT"] = os.path.abspath(out)
     e["COMMDEBUG_RECORD_EVERY_STEP"] = "1" if every_step else "0"
+    e["COMMDEBUG_RECORD_LIGHT"] = "1" if light else "0"
     e["COMMDEBUG_RECORD_LABEL"] = label
     # Names this job in every trace's meta, so that a trace left by an
     # earlier run into the same directory is never taken for one of this
@@ -83,12 +86,15 @@ def main(argv=None):
         prog="python -m commdebug.record",
         description="Run a Python script, or a launcher and the Python workers it starts, "
                     "with the commdebug recorder on.",
-        usage="python -m commdebug.record --out DIR [--every-step] "
+        usage="python -m commdebug.record --out DIR [--every-step] [--light] "
               "-- script.py [ARGS...] | -m module [ARGS...] | COMMAND [ARGS...]")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="directory for the traces (DIR/rank<RANK>.zst)")
     p.add_argument("--every-step", action="store_true",
                    help="one region per optimizer step instead of one for the whole run")
+    p.add_argument("--light", action="store_true",
+                   help="light mode: module boundaries and every collective, no other op "
+                        "(a few percent of a step; torch.compile keeps compiling)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     cmd = list(args.cmd)
@@ -114,16 +120,16 @@ def main(argv=None):
         # records (sitecustomize); this process records nothing.
         label = os.path.basename(cmd[1]) if len(cmd) > 1 and cmd[1].endswith(".py") \
             else os.path.basename(cmd[0])
-        _child_env(args.out, args.every_step, label)
+        _child_env(args.out, args.every_step, label, args.light)
         return _run_command(cmd)
 
-    _child_env(args.out, args.every_step, label)
+    _child_env(args.out, args.every_step, label, args.light)
     if module is not None:
         sys.argv = [module] + cmd[2:]
     else:
         sys.argv = cmd
         sys.path[0] = os.path.dirname(os.path.abspath(cmd[0]))
-    stop = begin(args.out, args.every_step, label)
+    stop = begin(args.out, args.every_step, label, light=args.light)
     code = 0
     try:
         if module is not None:

@@ -61,7 +61,7 @@ from ._process import (_ACTIVE, _ENV_MARK, _LIVE, TraceLife, _install_end_hooks,
 from ._process import note_ending  # noqa: F401  (commdebug.recorder.note_ending)
 from ._events import EventText
 from ._ddp import DDPEvents
-from ._mode import OpEvents, _install_python_api, _make_mode
+from ._mode import OpEvents, _install_python_api, _make_mode, watch_compile
 from ._light import LightEvents
 from . import _light
 
@@ -172,8 +172,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         self._lc = {}
         self._lleaf = []
         self._lmark = {}
-        self._lstate = [0, False]
+        self._lstate = [0, False, False]
         self._lhooks = None
+        self._lhandles = []
 
     def _open(self):
         pg = _pg_rank_world()
@@ -254,6 +255,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
             return self
         if self._mode is None:
             self._mode = _make_mode(self)
+        watch_compile(_note)
         self._mode.__enter__()
         self._handles = [
             C.register_global_fw_pre(self._fw_pre),
@@ -275,9 +277,10 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         for h in self._handles:
             h.remove()
         self._handles = []
-        for h, _ in self._done_handles.values():
-            h.remove()
-        self._done_handles.clear()
+        if not self.light:
+            for h, _ in self._done_handles.values():
+                h.remove()
+            self._done_handles.clear()
         if self.light:
             self._light_exit()
         else:
@@ -294,9 +297,10 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         dispatch mode (used at optimizer steps by ``commdebug.record``)."""
         if not self._in_region:
             raise RuntimeError("commdebug: next_region() outside a recording region")
-        for h, _ in self._done_handles.values():
-            h.remove()
-        self._done_handles.clear()
+        if not self.light:
+            for h, _ in self._done_handles.values():
+                h.remove()
+            self._done_handles.clear()
         self._emit('{"ev":"region_exit","region":' + str(self.region))
         if not self.light:
             self._w.sync()

@@ -1,0 +1,212 @@
+"""Light mode (Recorder(light=True), python -m commdebug.record --light): on
+real jobs, the same noise-0 outputs as the full recorder, every command of
+the analyzer on light traces, torch.compile compiling as without a recorder
+(and its collectives recorded), the same first finding as the full recorder
+on failing jobs.  (The noise-0 comparison with torch's own CommDebugMode on
+the golden programs is tests/golden: regen.py runs them light too.)
+
+Skipped where the installed torch has no light mode (1.13)."""
+
+import json
+import os
+import re
+import subprocess
+import textwrap
+
+from _util import PYTHON, Skip, check, env, eq, events, regions, run_ranks
+
+try:
+    import faulty_jobs
+except Exception:  # pragma: no cover
+    faulty_jobs = None
+
+
+def _need_light():
+    from commdebug import _light
+    why = _light.available()
+    if why is not None:
+        raise Skip(why)
+
+
+def _noise0(ctx, trace):
+    """What the light trace must share with the full one: noise-0 tables,
+    the JSON dump, counts and sharding, every region."""
+    out = []
+    for args in (["analyze", "--noise", "0", "--no-nccl"],
+                 ["analyze", "--noise", "0", "--json", "--no-nccl"],
+                 ["counts", "--json"], ["sharding", "--json"]):
+        out.append(ctx.analyzer.run(*(args + [trace]))[1])
+    return out
+
+
+def test_light_jobs_equal_full(ctx):
+    """The tensor-parallel transformer and the DDP job of workers.py, 2 ranks,
+    recorded light and full: every region's noise-0 outputs are equal; the
+    light trace has no op but collectives, marks itself light, and every
+    command reads it (ranks agree, check passes with expectations written
+    from the light traces on the full ones, buckets prints what it prints
+    for the full traces, export and report write their files); at noise 1
+    the table says it was recorded light."""
+    _need_light()
+    if ctx.analyzer is None:
+        raise Skip("no analyzer")
+    a = ctx.analyzer
+    for what in ("tp", "ddp"):
+        full = os.path.join(ctx.tmp, what + "-full")
+        light = os.path.join(ctx.tmp, what + "-light")
+        run_ranks(what, full, 2, "--steps", "3")
+        run_ranks(what, light, 2, "--steps", "3", "--light")
+        for r in range(2):
+            ft = os.path.join(full, "rank%d.zst" % r)
+            lt = os.path.join(light, "rank%d.zst" % r)
+            evs = events(lt)
+            eq(evs[0].get("light"), True, "%s rank %d: meta light" % (what, r))
+            ops = [e for e in evs if e["ev"] == "op"]
+            check(ops, "%s rank %d: no collective recorded", what, r)
+            bad = [e["name"] for e in ops if "pg" not in e and "bytes" not in e]
+            eq(bad, [], "%s rank %d: ops that are not collectives" % (what, r))
+            eq(sorted(regions(evs)), [1, 2, 3], "%s rank %d: regions" % (what, r))
+            for got, want, n in zip(_noise0(ctx, lt), _noise0(ctx, ft),
+                                    ("table", "json", "counts", "sharding")):
+                eq(got, want, "%s rank %d: noise-0 %s, light vs full" % (what, r, n))
+        traces = [os.path.join(light, "rank%d.zst" % r) for r in range(2)]
+        _, text, _ = a.run("ranks", *traces)
+        check("all ranks agree" in text, "%s: ranks on light traces:\n%s", what, text)
+        exp = os.path.join(ctx.tmp, what + ".yaml")
+        a.run("check", "--write", exp, *traces)
+        a.run("check", exp, *[os.path.join(full, "rank%d.zst" % r) for r in range(2)])
+        _, table1, _ = a.run("analyze", "--noise", "1", "--region", "2", traces[0])
+        check(table1.startswith("# recorded light:"), "%s: noise 1 says nothing:\n%s", what,
+              table1[:300])
+        perfetto = os.path.join(ctx.tmp, what + ".json")
+        a.run("export", "--perfetto", "-o", perfetto, *traces)
+        with open(perfetto) as f:
+            doc = json.load(f)
+        names = {e.get("name") for e in doc["traceEvents"]}
+        check(any(n and n.startswith("c10d.") for n in names),
+              "%s: export has no collective", what)
+        page = os.path.join(ctx.tmp, what + ".html")
+        a.run("report", "-o", page, *traces)
+        check(os.path.getsize(page) > 10000, "%s: report page too small", what)
+        if what == "ddp":
+            got = a.run("buckets", *traces)[1]
+            want = a.run("buckets", *[os.path.join(full, "rank%d.zst" % r) for r in range(2)])[1]
+            # (line numbers and the share of the backward left, a time, differ)
+            def same(text):
+                text = re.sub(r"event at line \d+", "event", text)
+                return re.sub(r"  [\d.]+% of backward left( \(\d+ ops?\))?", "", text)
+            check(" ops)" not in got, "buckets counts ops in a light trace:\n%s", got)
+            eq(same(got), same(want), "buckets, light vs full")
+
+
+COMPILED = textwrap.dedent(r'''
+    import json, os, sys
+    import torch, torch.nn as nn, torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from torch._dynamo.utils import counters
+    from commdebug import Recorder
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    pg = dist.distributed_c10d._get_default_group()
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+            self.b = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.b(torch.relu(funcol.all_reduce(self.a(x), "sum", pg)))
+
+    def run(rec):
+        torch._dynamo.reset()
+        counters.clear()
+        torch.manual_seed(0)
+        m = torch.compile(Net(), backend="aot_eager")
+        x = torch.randn(4, 8, requires_grad=True)
+        for i in range(3):
+            if rec is None:
+                m(x).sum().backward()
+            else:
+                with rec(label="step %d" % i):
+                    m(x).sum().backward()
+        return {k: dict(v) for k, v in counters.items()
+                if k in ("frames", "stats", "graph_break", "aot_autograd", "recompiles")}
+
+    out = sys.argv[1]
+    plain = run(None)
+    light = Recorder(os.path.join(out, "light.zst"), light=True)
+    got = run(light)
+    light.close()
+    full = Recorder(os.path.join(out, "full.zst"))
+    fallback = run(full)
+    full.close()
+    json.dump({"plain": plain, "light": got, "full": fallback}, open(os.path.join(out, "c.json"), "w"))
+''')
+
+
+def test_light_compiled_model(ctx):
+    """A torch.compile'd model (aot_eager) with a functional all-reduce in its
+    graph: dynamo's counters (frames, graphs, graph breaks, AOT compiles) are
+    the same under the light recorder as without one, every step's
+    all-reduce of the compiled graph, forward and backward, is recorded
+    and counted; under the full recorder dynamo falls back to eager, and the
+    recorder says so once on stderr."""
+    _need_light()
+    try:
+        import torch
+        torch.compile  # noqa: B018
+    except Exception:
+        raise Skip("no torch.compile")
+    script = os.path.join(ctx.tmp, "compiled.py")
+    with open(script, "w") as f:
+        f.write(COMPILED)
+    r = subprocess.run([PYTHON, script, ctx.tmp], env=env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    err = r.stderr.decode(errors="replace")
+    eq(r.returncode, 0, "exit status of the compiled job (stderr: %s)" % err[-2000:])
+    with open(os.path.join(ctx.tmp, "c.json")) as f:
+        c = json.load(f)
+    check(c["plain"].get("stats", {}).get("unique_graphs"), "nothing compiled: %r", c)
+    eq(c["light"], c["plain"], "dynamo's counters under light mode")
+    check(c["full"].get("stats", {}).get("unique_graphs") in (None, 0),
+          "compiled under the full recorder: %r", c["full"])
+    notes = [l for l in err.splitlines() if "torch.compile'd function ran" in l]
+    eq(len(notes), 1, "notes of the eager fallback on stderr (%s)" % err[-1000:])
+    check("--light" in notes[0], "the note does not point at light mode: %s", notes[0])
+    per = regions(events(os.path.join(ctx.tmp, "light.zst")))
+    eq(sorted(per), [1, 2, 3], "regions")
+    for k, evs in per.items():
+        colls = [(e["name"], e["bw"]) for e in evs if e["ev"] == "op"]
+        eq(colls, [("_c10d_functional.all_reduce.default", False),
+                   ("_c10d_functional.all_reduce.default", True)],
+           "collectives of region %d" % k)
+    if ctx.analyzer is not None:
+        docs, _, _ = ctx.analyzer.json_docs("counts", "--json",
+                                            os.path.join(ctx.tmp, "light.zst"))
+        eq([d["counts"] for d in docs], [{"c10d_functional.all_reduce": 2}] * 3, "counts")
+
+
+def _first(ctx, traces):
+    doc = json.loads(ctx.analyzer.run("ranks", "--json", traces, check_rc=(4,))[1])
+    f = doc["findings"][0]
+    where = [(m["side"], m.get("module"), m.get("phase"), m.get("label"))
+             for m in f["modules"]]
+    return (f["kind"], f["ranks"], f["pg"], f["seq"], f["step"]["label"], where)
+
+
+def test_light_failing_jobs(ctx):
+    """Real failing 4-rank gloo jobs (faulty_jobs.py) recorded light and
+    full: ranks gives the same first finding (kind, culprit, position, step,
+    modules and phases) on both: a rank that skips an all-reduce, and one
+    killed inside a module."""
+    _need_light()
+    if ctx.analyzer is None or faulty_jobs is None:
+        raise Skip("no analyzer or faulty_jobs.py")
+    for name in ("skip", "kill"):
+        got = {}
+        for light in (False, True):
+            out = os.path.join(ctx.tmp, "%s-%s" % (name, "light" if light else "full"))
+            job = faulty_jobs.run_scenario(out, name, light=light)
+            got[light] = _first(ctx, job.traces)
+        eq(got[True], got[False], "%s: the first finding, light vs full" % name)
+        ctx.note("%s: %s" % (name, got[True][:2]))
