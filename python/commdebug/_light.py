@@ -137,7 +137,9 @@ class LightEvents:
             d.pop(key, None)
         del self._lleaf[:]
 
-    def _light_close(self):
+    def _hooks_close(self):
+        """At close: the hooks kept across regions (both modes keep the
+        modules' fw_done hooks; light mode its global hooks)."""
         for h in self._lhandles:
             h.remove()
         self._lhandles = []

@@ -412,8 +412,7 @@ class TraceLife:
             else:
                 self._rank_src = "default"
                 self._move(self.path_template.replace("{rank}", "0"))
-        if self.light:
-            self._light_close()
+        self._hooks_close()
         if not discard and self._forked_from is None:
             self._emit(_end_line())
         w.close(discard=discard)

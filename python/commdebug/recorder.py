@@ -277,10 +277,6 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         for h in self._handles:
             h.remove()
         self._handles = []
-        if not self.light:
-            for h, _ in self._done_handles.values():
-                h.remove()
-            self._done_handles.clear()
         if self.light:
             self._light_exit()
         else:
@@ -297,10 +293,6 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         dispatch mode (used at optimizer steps by ``commdebug.record``)."""
         if not self._in_region:
             raise RuntimeError("commdebug: next_region() outside a recording region")
-        if not self.light:
-            for h, _ in self._done_handles.values():
-                h.remove()
-            self._done_handles.clear()
         self._emit('{"ev":"region_exit","region":' + str(self.region))
         if not self.light:
             self._w.sync()
@@ -364,18 +356,20 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
 
     # ----------------------------------------------------------- module hooks
     def _fw_pre(self, mod, inputs):
+        if not self._in_region:
+            return
         bw = _is_bw()
-        name = self._mod_name(mod)
-        nj = self._nj(name)
+        e = self._lc.get(id(mod))
+        if e is None or e[0]() is not mod:
+            e = self._lentry(mod)
+        nj = e[1]
         tensors = _flat_tensors_requiring_grad(inputs)
         grad_in = (not bw) and bool(tensors)
         if bw:
-            params = "[]"
+            self._append((e[3][:-4] + '"params":[],"grad_in":false,"t":', _clock()))
         else:
-            params = self._params_json(mod)
-        self._emit('{"ev":"fw_pre","mod":%s,"type":%s,"bw":%s,"params":%s,"grad_in":%s'
-                   % (nj, self._type_of(mod), "true" if bw else "false", params,
-                      "true" if grad_in else "false"))
+            self._append((e[2][:-4] + '"params":%s,"grad_in":%s,"t":'
+                          % (self._params_json(mod), "true" if grad_in else "false"), _clock()))
         if grad_in:
             C.multi_grad_hook(tensors, self._exit_fn(nj))
         if bw:
@@ -409,7 +403,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
                 self._ddp_first_sight(mod)
 
     def _fw_post(self, mod, inputs, output):
-        if C.in_compiled_region():
+        if C.in_compiled_region() or not self._in_region:
             return
         if _DDP is not None and isinstance(mod, _DDP):
             if _NEED_PG_CTX and self._pg_ctx and self._pg_ctx[-1] is mod.process_group:
@@ -418,11 +412,14 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
             if st is not None and not st[0]:
                 self._ddp_check_rebuilt(mod, st)
         bw = _is_bw()
-        nj = self._nj(self._mod_name(mod))
+        e = self._lc.get(id(mod))
+        if e is None or e[0]() is not mod:
+            e = self._lentry(mod)
+        nj = e[1]
         tensors = _flat_tensors_requiring_grad(output)
         grad_out = (not bw) and bool(tensors)
-        self._emit('{"ev":"fw_post","mod":%s,"bw":%s,"grad_out":%s'
-                   % (nj, "true" if bw else "false", "true" if grad_out else "false"))
+        self._append((e[5 if bw else 4][0][:-4] + ('"grad_out":true,"t":' if grad_out
+                                                   else '"grad_out":false,"t":'), _clock()))
         emulate = tensors and _EMULATE_BW_PRE and torch.is_grad_enabled()
         if grad_out:
             if emulate:
@@ -460,8 +457,12 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         return bw_pre_enter
 
     def _done_fn(self, nj):
+        fw = '{"ev":"fw_done","mod":%s,"bw":false,"t":' % nj
+        bw = '{"ev":"fw_done","mod":%s,"bw":true,"t":' % nj
+
         def fw_done(mod, inputs, output):
-            self._emit('{"ev":"fw_done","mod":%s,"bw":%s' % (nj, "true" if _is_bw() else "false"))
+            if self._in_region:
+                self._append((bw if _is_bw() else fw, _clock()))
         return fw_done
 
     def _enter_fn(self, nj):
