@@ -23,6 +23,7 @@ static const char *const ev_names[CD_EV__COUNT] = {
 	[CD_EV_NCCL_LOST] = "nccl_lost",
 	[CD_EV_DDP] = "ddp",
 	[CD_EV_END] = "end",
+	[CD_EV_TRIM] = "trim",
 };
 
 const char *cd_ev_name(enum cd_ev ev)
@@ -383,6 +384,14 @@ enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 		if ((e->have & CD_F_NRANKS) && (e->nranks < 1 || e->nranks > (1 << 24)))
 			return cd_fail(err, CD_ERR_TRACE, "nranks %lld is out of range",
 				       (long long)e->nranks);
+		break;
+	case CD_EV_TRIM:
+		/* regions up to region dropped; with pg, that group's collectives
+		 * up to seq were in them */
+		if ((st = need(e, CD_F_REGION, "region", err)))
+			return st;
+		if ((e->have & CD_F_SEQ) && e->seq < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative seq in trim event");
 		break;
 	case CD_EV_END:
 		/* how the process ended (an unknown "how" is kept: ranks reports it

@@ -45,6 +45,7 @@ enum cd_ev {
 	CD_EV_NCCL_LOST,   /* NCCL calls the recorder could not queue */
 	CD_EV_DDP,         /* a DDP module's buckets (read whole by buckets.c) */
 	CD_EV_END,         /* how the recording process ended (read by ranks.c) */
+	CD_EV_TRIM,        /* regions a bounded trace dropped (read by ranks.c) */
 	CD_EV__COUNT,
 };
 

@@ -996,6 +996,13 @@ static bool find_findings(struct cd_pm *pm)
 			break;
 		mt.pg = pg;
 		mt.next = INT64_MIN;
+		/* bounded traces: compare only what every rank still holds */
+		for (int i = 0; i < n; i++) {
+			const struct cd_rank_summary *s = pm->r[i];
+			for (uint32_t k = 0; k < s->trim_pg.n; k++)
+				if (cd_pm_gid(pm, i, s->trim_pg.v[k]) == pg && s->trim_seq.v[k] >= mt.next)
+					mt.next = s->trim_seq.v[k] + 1;
+		}
 		for (int i = 0; i < n; i++) {
 			const struct cd_rank_summary *s = pm->r[i];
 			uint32_t e = pos[i];

@@ -144,6 +144,11 @@ struct cd_rank_summary {
 	CD_VEC(uint32_t) pg_ranks_off;   /* ... their member lists in pg_ranks */
 	CD_VEC(int64_t) pg_ranks;
 	CD_VEC(uint32_t) pg_ranks_n;
+	/* a bounded trace (trim events): regions up to trim_region were dropped,
+	 * and of group trim_pg[k] the collectives up to trim_seq[k] */
+	int64_t trim_region;             /* 0: none */
+	CD_VEC(uint32_t) trim_pg;
+	CD_VEC(int64_t) trim_seq;
 	bool has_last_op;
 	uint32_t last_op, last_op_module;
 	/* Flight Recorder dumps (source != CD_SRC_TRACE) */

@@ -94,6 +94,8 @@ class OpEvents:
                     pass
             s += ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype),
                                                           _shape_json(ts[0].shape))
+            if self._bounded is not None:
+                self._bounded.note_coll(self.region, pg_name, nbytes)
             return s, ts[0]
         return s + ',"bytes":0', None
 

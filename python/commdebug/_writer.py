@@ -170,6 +170,9 @@ class TraceWriter:
         self._pid = os.getpid()
         self.buf = []
         self.mono0 = 0                    # the origin of the times of tuple items in buf
+        self.index = None                 # [offset, length, lines, marks] per frame (bounded)
+        self.bounded = None               # a _bounded.Bounded, or None
+        self._marks = []
         self.bytes_in = 0
         self.bytes_out = 0
         self.frames = 0
@@ -220,13 +223,18 @@ class TraceWriter:
         """The bytes of the lines in chunk.  An item is a line, or (so that
         the recording thread does no formatting) a tuple (prefix, t) for the
         line prefix + str(t - mono0) + "}\n", or (prefix1, prefix2, t) for
-        two such lines with the same time."""
+        two such lines with the same time, or an int: a mark (the number of
+        the region whose region_enter line comes next), noted in
+        self._marks as (region, index of that line)."""
         m0 = self.mono0
         out = []
         add = out.append
+        marks = self._marks = []
         for x in chunk:
             if x.__class__ is str:
                 add(x)
+            elif x.__class__ is int:
+                marks.append((x, len(out)))
             elif len(x) == 2:
                 add(x[0] + str(x[1] - m0) + "}\n")
             else:
@@ -263,6 +271,10 @@ class TraceWriter:
             data, out = self._encode(chunk)
         if not self._write(out, n):
             return
+        if self.index is not None:
+            # (a tuple item of two times is two lines)
+            lines = data.count(b"\n")
+            self.index.append([self._end, len(out), lines, self._marks])
         if raw:
             if self._tail_at is None:
                 self._tail_at = self._end
@@ -316,6 +328,8 @@ class TraceWriter:
                 return       # (incompressible: the raw frames stay)
             if not self._write(blob, 0, at):
                 return
+            if self.index is not None:
+                self._merge_index(at, end, len(out))
             self.bytes_out -= span - len(out)
             self.frames -= len(parts) - 1
             if self._end == end:
@@ -331,6 +345,21 @@ class TraceWriter:
                 # raw frames the training thread wrote meanwhile: the next tail
                 self._tail = self._tail[len(parts):]
                 self._tail_at = end
+
+    def _merge_index(self, at, end, length):
+        """The frames in [at, end) of the index became one frame of length."""
+        ix = self.index
+        k = len(ix)
+        while k and ix[k - 1][0] >= end:
+            k -= 1
+        j = k
+        while j and ix[j - 1][0] >= at:
+            j -= 1
+        lines, marks = 0, []
+        for off, _, nl, mk in ix[j:k]:
+            marks.extend((r, i + lines) for r, i in mk)
+            lines += nl
+        ix[j:k] = [[at, length, lines, marks]]
 
     def _fail(self, e, n):
         self.error = e
@@ -365,6 +394,8 @@ class TraceWriter:
                     self._drain_locked(raw=True)
             if self._tail_at is not None:
                 self._compact()
+            if self.bounded is not None and self._tail_at is None and not closing:
+                self.bounded.maybe_compact(self)
             self.due = time.monotonic_ns() + _DUE_NS
             if closing:
                 return
@@ -484,6 +515,9 @@ class TraceWriter:
             self.bytes_out += len(head) - self._meta_len
             if self._tail_at is not None:
                 self._tail_at += len(head) - self._meta_len
+            if self.index is not None:
+                for f in self.index:
+                    f[0] += len(head) - self._meta_len
             self._end = len(head) + len(rest)
             self._meta_len = len(head)
             return target

@@ -63,6 +63,7 @@ from ._events import EventText
 from ._ddp import DDPEvents
 from ._mode import OpEvents, _install_python_api, _make_mode, watch_compile
 from ._light import LightEvents
+from ._bounded import Bounded
 from . import _light
 
 __all__ = ["Recorder", "RECORDER_VERSION"]
@@ -121,7 +122,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
     cost stays a few percent of a step (see ``_light``; torch 2.1 or later).
     """
 
-    def __init__(self, path="commdebug-rank{rank}.zst", label=None, light=False):
+    def __init__(self, path="commdebug-rank{rank}.zst", label=None, light=False, keep=None):
         self.path_template = os.fspath(path)
         self.label = label
         self.light = bool(light)
@@ -129,6 +130,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
             why = _light.available()
             if why is not None:
                 raise RuntimeError("commdebug: light mode: " + why)
+        if keep is not None and not self.light:
+            raise ValueError("commdebug: keep= bounds light traces (light=True)")
+        self._bounded = Bounded(keep) if keep is not None else None
         self.path = None
         self.region = 0
         self._next_label = None
@@ -197,6 +201,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         self._mono0 = _clock()
         self._w = TraceWriter(path, self._meta_line())
         self._w.mono0 = self._mono0
+        if self._bounded is not None:
+            self._w.index = []
+            self._w.bounded = self._bounded
         self.path = self._w.path
         self._append = self._w.buf.append
         # The NCCL-side recorder, if loaded, writes next to this trace (told
@@ -222,10 +229,18 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         """Append one event: body is the JSON object text without its closing
         brace; the time field is added here."""
         now = _clock()
-        self._append(body + ',"t":' + str(now - self._mono0) + "}\n")
+        line = body + ',"t":' + str(now - self._mono0) + "}\n"
+        self._append(line)
         w = self._w
         if now > w.due:
             w.poke()
+        return line
+
+    def _emit_state(self, body):
+        """An event later regions need (pg, ddp): kept by a bounded trace."""
+        line = self._emit(body)
+        if self._bounded is not None:
+            self._bounded.note_state(self.region, line)
 
     # --------------------------------------------------------------- regions
     def __call__(self, label=None):
@@ -247,6 +262,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         body = '{"ev":"region_enter","region":' + str(self.region)
         if label is not None:
             body += ',"label":' + _dumps(str(label))
+        if self._bounded is not None:
+            self._bounded.note_region(self.region, label, _clock() - self._mono0, self._seq)
+            self._append(self.region)      # where it starts, for the writer
         self._emit(body)
         if self.light:
             self._light_enter()
@@ -302,6 +320,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         body = '{"ev":"region_enter","region":' + str(self.region)
         if label is not None:
             body += ',"label":' + _dumps(str(label))
+        if self._bounded is not None:
+            self._bounded.note_region(self.region, label, _clock() - self._mono0, self._seq)
+            self._append(self.region)      # where it starts, for the writer
         self._emit(body)
 
     # -------------------------------------------------------- process groups
@@ -315,9 +336,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
                 continue
             self._pg_emitted.add(name)
             name, desc, ranks, backend = K.group_info(pg, name)
-            self._emit('{"ev":"pg","name":%s,"desc":%s,"ranks":[%s],"backend":%s'
-                       % (_dumps(name), _dumps(desc), ",".join(str(r) for r in ranks),
-                          _dumps(backend)))
+            self._emit_state('{"ev":"pg","name":%s,"desc":%s,"ranks":[%s],"backend":%s'
+                             % (_dumps(name), _dumps(desc), ",".join(str(r) for r in ranks),
+                                _dumps(backend)))
 
     def _group_name(self, pg):
         name = self._pg_names.get(id(pg))

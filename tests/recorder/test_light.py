@@ -210,3 +210,34 @@ def test_light_failing_jobs(ctx):
             got[light] = _first(ctx, job.traces)
         eq(got[True], got[False], "%s: the first finding, light vs full" % name)
         ctx.note("%s: %s" % (name, got[True][:2]))
+
+
+def test_light_bounded_job(ctx):
+    """A 4-rank job recorded light and bounded (rank 0 keeps its last 2 to 4
+    regions in full, the others 3 to 6), 12 steps, rank 2 killed inside
+    Net.blocks.1 in step 10: each trace holds at most 2 keep regions, the
+    regions before them as trim events (one per process group), and ranks
+    names rank 2, step 10 first, with no gap finding although the ranks
+    dropped different regions; analyze reads the kept regions."""
+    _need_light()
+    if ctx.analyzer is None or faulty_jobs is None:
+        raise Skip("no analyzer or faulty_jobs.py")
+    out = os.path.join(ctx.tmp, "bounded")
+    keep = {0: 2, 1: 3, 2: 3, 3: 3}
+    job = faulty_jobs.run_job(out, ["kill:2:10"], steps=12, light=True, keep=keep)
+    for r in range(4):
+        evs = events(os.path.join(job.traces, "rank%d.zst" % r), allow_cut=True)
+        kept = sorted(regions(evs))
+        check(kept and len(kept) <= 2 * keep[r] and kept[-1] >= 9, "rank %d kept regions %r",
+              r, kept)
+        trims = [e for e in evs if e["ev"] == "trim"]
+        check(trims, "rank %d: no trim event", r)
+        eq(max(t["region"] for t in trims), kept[0] - 1, "rank %d: last region trimmed" % r)
+        eq({t["pg"] for t in trims}, {"0"}, "rank %d: groups of the trim events" % r)
+    doc = json.loads(ctx.analyzer.run("ranks", "--json", job.traces, check_rc=(4,))[1])
+    kinds = [f["kind"] for f in doc["findings"]]
+    check("gap" not in kinds, "gap findings in a bounded job: %r", kinds)
+    first = doc["findings"][0]
+    eq((first["kind"], first["ranks"], first["step"]["label"]), ("hang", [2], "step 10"),
+       "the first finding")
+    ctx.analyzer.run("analyze", "--noise", "0", os.path.join(job.traces, "rank0.zst"))
