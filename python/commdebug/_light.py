@@ -76,7 +76,11 @@ _hook_keys = itertools.count(-1, -1)
 
 # Entry of the per-module cache (Recorder._lc, keyed by id(module)).
 _REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD, _PKEY, \
-    _PPRE = range(11)
+    _PPRE, _PCHECKED = range(12)
+# Every this many regions a module's parameters are read again whole (dtype,
+# shape, requires_grad, which can change without the parameter object
+# changing); in between, only which objects they are.
+PARAMS_RECHECK = 64
 
 # Callers of an FX GraphModule that make it compiled code's, not the program's.
 _COMPILER_MODULES = ("torch._functorch", "torch._dynamo", "torch._inductor")
@@ -152,12 +156,12 @@ class LightEvents:
         """The cached texts of a module's events (None: not recorded)."""
         if _GraphModule is not None and isinstance(mod, _GraphModule) \
                 and _called_from_compiled_code():
-            e = [weakref.ref(mod), None]
+            e = [self._lref(mod), None]
             self._lc[id(mod)] = e
             return e
         nj = self._nj(self._mod_name(mod))
         tj = self._type_of(mod)
-        e = [weakref.ref(mod), nj,
+        e = [self._lref(mod), nj,
              '{"ev":"fw_pre","mod":%s,"type":%s,"bw":false,"t":' % (nj, tj),
              '{"ev":"fw_pre","mod":%s,"type":%s,"bw":true,"t":' % (nj, tj),
              ('{"ev":"fw_post","mod":%s,"bw":false,"t":' % nj,
@@ -167,13 +171,24 @@ class LightEvents:
              '{"ev":"bw_pre","mod":%s,"t":' % nj,
              -1,
              _DDP is not None and isinstance(mod, _DDP),
-             None, None]
+             None, None, -PARAMS_RECHECK]
         self._lc[id(mod)] = e
         return e
+
+    def _lref(self, mod):
+        """A weak reference that drops the module's entry when it dies, so
+        that an id in _lc is always the live module's (no check per call)."""
+        k = id(mod)
+        lc = self._lc
+
+        def gone(_, k=k, lc=lc):
+            lc.pop(k, None)
+        return weakref.ref(mod, gone)
 
     def _lparams(self, mod, e, key):
         """fw_pre's text up to its time, with the module's parameters."""
         e[_PKEY] = key
+        e[_PCHECKED] = self.region
         e[_PPRE] = e[_PRE][:-4] + '"params":%s,"t":' % self._params_json(mod)
         return e[_PPRE]
 
@@ -235,6 +250,7 @@ def _make_hooks(rec):
     Tensor = _Tensor
     keys = _hook_keys
     queue = C.queue_engine_callback
+    recheck = PARAMS_RECHECK
 
     def bw_end():
         state[1] = False
@@ -257,19 +273,30 @@ def _make_hooks(rec):
                     lines.insert(0, prefix)
                     return
         lines = [prefix]
-        last = [None]
-
-        def bw_pre(grad):
-            task = cur_task()
-            if last[0] != task:
-                last[0] = task
+        if len(tensors) == 1:
+            # one tensor: its node runs once per backward pass, so does this
+            def bw_pre(grad):
                 if not state[1]:
                     state[1] = True
                     queue(bw_end)
                 t = clock()
                 for p in lines:
                     append((p, t))
-            return None
+                return None
+        else:
+            last = [None]
+
+            def bw_pre(grad):
+                task = cur_task()
+                if last[0] != task:
+                    last[0] = task
+                    if not state[1]:
+                        state[1] = True
+                        queue(bw_end)
+                    t = clock()
+                    for p in lines:
+                        append((p, t))
+                return None
         bw_pre._cd_lines = lines
 
         for t in tensors:
@@ -318,7 +345,7 @@ def _make_hooks(rec):
         if compiling() or not state[2]:
             return
         e = lc.get(id(mod))
-        if e is None or e[0]() is not mod:
+        if e is None:
             e = entry(mod)
         if e[1] is None:
             return
@@ -328,13 +355,14 @@ def _make_hooks(rec):
             return
         if e[7] != state[0]:
             # its parameters, once per region; their text is remade when a
-            # parameter is replaced or changes its dtype, shape or requires_grad
+            # parameter is replaced (and read again whole every
+            # PARAMS_RECHECK regions: a dtype, shape or requires_grad can
+            # change in place)
             e[7] = state[0]
             ps = mod._parameters
-            key = [(id(p), p.dtype, p.shape, p.requires_grad) for p in ps.values()
-                   if p is not None] if ps else None
+            key = tuple(map(id, ps.values())) if ps else ()
             ppre = e[10]
-            if ppre is None or key != e[9]:
+            if ppre is None or key != e[9] or state[0] - e[11] >= recheck:
                 ppre = params(mod, e, key)
             append((ppre, now))
         else:
@@ -350,7 +378,7 @@ def _make_hooks(rec):
         if compiling() or not state[2]:
             return
         e = lc.get(id(mod))
-        if e is None or e[0]() is not mod:
+        if e is None:
             e = entry(mod)
         if e[1] is None:
             return

@@ -137,7 +137,8 @@ class OpEvents:
         (DistributedDataParallel's reducer), followed by its coll event.
         Returns the group's name (None when unknown)."""
         nj, pg_idx, pg_kind, in_idx, out_idx, allreduce = coll
-        origin = _issuer()
+        # (who issued it matters only for a backward all-reduce, and on 1.13)
+        origin = _issuer() if (allreduce and bw) or C.TORCH < (2,) else ()
         from_engine = allreduce and bw and (origin is None or origin in _ENGINE_ENTRIES)
         held = None
         if C.TORCH < (2,) and (origin is None or not origin[0].startswith(_PY_COLLECTIVES)) \

@@ -55,6 +55,7 @@ from . import _collectives as K
 from . import _nccl
 from ._version import __version__ as RECORDER_VERSION
 from ._writer import TraceWriter
+from . import _writer
 from ._process import (_ACTIVE, _ENV_MARK, _LIVE, TraceLife, _install_end_hooks,
                        _launcher_rank_world, _note, _pg_rank_world,
                        _wrap_init_process_group)
@@ -201,6 +202,8 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
         self._mono0 = _clock()
         self._w = TraceWriter(path, self._meta_line())
         self._w.mono0 = self._mono0
+        if self.light:
+            self._w.tick = _writer.LIGHT_TICK_S
         if self._bounded is not None:
             self._w.index = []
             self._w.bounded = self._bounded
@@ -381,7 +384,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
             return
         bw = _is_bw()
         e = self._lc.get(id(mod))
-        if e is None or e[0]() is not mod:
+        if e is None:
             e = self._lentry(mod)
         nj = e[1]
         tensors = _flat_tensors_requiring_grad(inputs)
@@ -434,7 +437,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, LightEvents):
                 self._ddp_check_rebuilt(mod, st)
         bw = _is_bw()
         e = self._lc.get(id(mod))
-        if e is None or e[0]() is not mod:
+        if e is None:
             e = self._lentry(mod)
         nj = e[1]
         tensors = _flat_tensors_requiring_grad(output)
