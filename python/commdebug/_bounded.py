@@ -35,7 +35,7 @@ import json
 import os
 import threading
 
-from . import _zstd
+
 
 __all__ = ["Bounded"]
 
@@ -230,5 +230,5 @@ _warned = set()
 def _warn_once(w, msg):
     if msg not in _warned:
         _warned.add(msg)
-        from ._writer import _warn
+        from ._claim import _warn
         _warn(msg)

@@ -213,7 +213,8 @@ class OpEvents:
 # are found from the mode's class (_dispatch_wrappers), not by their names.
 _SKIP_MODULES = ("commdebug._mode", "commdebug.recorder", "commdebug._events", "commdebug._ddp",
                  "commdebug._process", "commdebug._compat", "commdebug._light",
-                 "commdebug._collkernels", "torch.utils._python_dispatch")
+                 "commdebug._collkernels", "commdebug._tracker", "commdebug._bounded",
+                 "torch.utils._python_dispatch")
 # The Python functions that hand a backward pass to the C++ autograd engine
 # (Variable._execution_engine.run_backward): torch.autograd.backward and
 # grad on 1.13; torch.autograd.graph._engine_run_backward, which both call,

@@ -33,14 +33,15 @@ writes into its parent's file.
 
 import atexit
 import errno
-import fcntl
 import os
-import stat
 import sys
 import threading
 import time
 
 from . import _zstd
+from ._claim import Busy, _claim_free_name, _warn, alt_path, claim  # noqa: F401
+from ._relocate import Relocation
+from ._tail import RawTail
 
 __all__ = ["TraceWriter", "claim", "alt_path", "EXIT_TIMEOUT_S", "MAX_AGE_MS"]
 
@@ -69,14 +70,6 @@ _open_writers = []
 _warned_plain = []
 
 
-def _warn(msg):
-    try:
-        sys.stderr.write("commdebug: %s\n" % msg)
-        sys.stderr.flush()
-    except Exception:
-        pass
-
-
 def _close_all():
     for w in list(_open_writers):
         try:
@@ -96,63 +89,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Busy(Exception):
-    """Another live process (or another recorder of this one) holds the file."""
-
-
-def alt_path(path, n=1):
-    """rank0.zst -> rank0.<pid>.zst (n == 1) or rank0.<pid>-<n>.zst."""
-    d, base = os.path.split(path)
-    stem, dot, ext = base.partition(".")
-    tag = str(os.getpid()) if n == 1 else "%d-%d" % (os.getpid(), n)
-    return os.path.join(d, stem + "." + tag + (dot + ext if dot else ""))
-
-
-def claim(path):
-    """Open path for writing without truncating it, take an exclusive flock
-    (regular files), then truncate.  Returns (fd, regular).  Raises Busy
-    when another open file holds the lock; OSError otherwise.  A FIFO with
-    no reader raises OSError(ENXIO) instead of blocking."""
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK
-    fd = os.open(path, flags, 0o644)
-    try:
-        st = os.fstat(fd)
-        regular = stat.S_ISREG(st.st_mode)
-        if regular:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise Busy(path)
-            os.ftruncate(fd, 0)
-        fl = fcntl.fcntl(fd, fcntl.F_GETFL)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fl & ~os.O_NONBLOCK)
-        return fd, regular
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _claim_free_name(path):
-    """claim(path), or the first free alt_path(path, n).  Returns
-    (fd, regular, path actually used)."""
-    try:
-        fd, reg = claim(path)
-        return fd, reg, path
-    except Busy:
-        pass
-    for n in range(1, 100):
-        p = alt_path(path, n)
-        try:
-            fd, reg = claim(p)
-        except Busy:
-            continue
-        _warn("%s is being written by another live recorder; this one (pid %d) writes %s"
-              % (path, os.getpid(), p))
-        return fd, reg, p
-    raise Busy(path)
-
-
-class TraceWriter:
+class TraceWriter(RawTail, Relocation):
     """Owns the file descriptor, the line buffer and the writer thread.
 
     ``buf``: the list the recorder appends lines to.  ``due``: monotonic ns
@@ -307,66 +244,6 @@ class TraceWriter:
             self._writing = 0
         return True
 
-    def _compact(self):
-        """Replace the raw frames at the end of the file by one compressed
-        frame of the same lines (writer thread; the compression runs outside
-        _io, so the training thread never waits for it).  The compressed
-        frame is written over the raw ones in one write, followed by a
-        skippable frame's header over the bytes left, and the file is then
-        cut after it: a process killed at any point leaves a readable
-        trace with every line."""
-        with self._io:
-            if self._tail_at is None or self._dead or self._fd < 0:
-                return
-            at, parts, end = self._tail_at, list(self._tail), self._end
-        data = b"".join(parts)
-        with self._zlock:
-            out = self._comp.frame(data)
-        with self._io:
-            if self._tail_at != at or self._dead or self._fd < 0:
-                return
-            span = end - at
-            if len(out) == span:
-                blob = out
-            elif len(out) + 8 <= span:
-                blob = out + _zstd.skippable_header(span - len(out) - 8)
-            else:
-                return       # (incompressible: the raw frames stay)
-            if not self._write(blob, 0, at):
-                return
-            if self.index is not None:
-                self._merge_index(at, end, len(out))
-            self.bytes_out -= span - len(out)
-            self.frames -= len(parts) - 1
-            if self._end == end:
-                try:
-                    os.ftruncate(self._fd, at + len(out))
-                    os.lseek(self._fd, at + len(out), os.SEEK_SET)
-                    self._end = at + len(out)
-                except OSError:
-                    pass     # the skippable frame stays
-                self._tail_at = None
-                self._tail = []
-            else:
-                # raw frames the training thread wrote meanwhile: the next tail
-                self._tail = self._tail[len(parts):]
-                self._tail_at = end
-
-    def _merge_index(self, at, end, length):
-        """The frames in [at, end) of the index became one frame of length."""
-        ix = self.index
-        k = len(ix)
-        while k and ix[k - 1][0] >= end:
-            k -= 1
-        j = k
-        while j and ix[j - 1][0] >= at:
-            j -= 1
-        lines, marks = 0, []
-        for off, _, nl, mk in ix[j:k]:
-            marks.extend((r, i + lines) for r, i in mk)
-            lines += nl
-        ix[j:k] = [[at, length, lines, marks]]
-
     def _fail(self, e, n):
         self.error = e
         self._dead = True
@@ -455,101 +332,7 @@ class TraceWriter:
         self._compact()
         return True
 
-    # ------------------------------------------------------ renaming, closing
-    def relocate(self, newpath, first_line):
-        """Move the trace to newpath (claimed as in claim(); a busy name gets
-        an alt_path) with first_line as its new first frame, keeping every
-        frame written after the old first one.  Returns the path used, or
-        None when the trace stays where it is (not a regular file, a stuck
-        write, an error)."""
-        if not self.regular or self._fd < 0 or self._dead:
-            return None
-        if not self._io.acquire(timeout=1.0):
-            return None
-        try:
-            self._drain_locked()
-            if self._dead:
-                return None
-            old, oldfd = self.path, self._fd
-            with open(old, "rb") as f:
-                f.seek(self._meta_len)
-                rest = f.read()
-            data, head = self._encode([first_line])
-            d, base = os.path.split(newpath)
-            if d:
-                os.makedirs(d, exist_ok=True)
-            tmp = os.path.join(d, ".%s.tmp%d" % (base, os.getpid()))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
-                         0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                for part in (head, rest):
-                    view = memoryview(part)
-                    while view:
-                        view = view[os.write(fd, view):]
-                target = newpath
-                n = 0
-                while True:
-                    holder = self._hold(target) if target != old else None
-                    if holder != "busy":
-                        break
-                    n += 1
-                    if n >= 100:
-                        raise Busy(newpath)
-                    target = alt_path(newpath, n)
-                if target != newpath:
-                    _warn("%s is being written by another live recorder; this one (pid %d) "
-                          "writes %s" % (newpath, os.getpid(), target))
-                os.rename(tmp, target)
-                if holder is not None:
-                    os.close(holder)
-            except BaseException:
-                os.close(fd)
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-            if target != old:
-                try:
-                    os.unlink(old)
-                except OSError:
-                    pass
-            os.close(oldfd)
-            self._fd = fd
-            self.path = target
-            self.bytes_out += len(head) - self._meta_len
-            if self._tail_at is not None:
-                self._tail_at += len(head) - self._meta_len
-            if self.index is not None:
-                for f in self.index:
-                    f[0] += len(head) - self._meta_len
-            self._end = len(head) + len(rest)
-            self._meta_len = len(head)
-            return target
-        except OSError as e:
-            _warn("could not move %s to %s (%s); the trace stays where it is"
-                  % (self.path, newpath, e.strerror or e))
-            return None
-        finally:
-            self._io.release()
-
-    @staticmethod
-    def _hold(path):
-        """Lock path if it exists and no one holds it: the fd (keep it until
-        the rename is done), None when it does not exist, "busy" when a live
-        writer holds it."""
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return "busy"
-        return fd
-
+    # -------------------------------------------------------------- closing
     def close(self, discard=False):
         """Write what is left (the writer thread does it; this waits at most
         EXIT_TIMEOUT_S) and close.  discard: remove the file instead."""
