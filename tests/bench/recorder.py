@@ -40,9 +40,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-VARIANTS = ["plain", "light", "full", "nothing", "cdm"]
+VARIANTS = ["plain", "light", "full", "nothing", "hooks", "cdm"]
 LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
-          "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode"}
+          "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
+          "hooks": "do-nothing mode + CDM hooks"}
 
 
 def quartiles(v):
@@ -52,8 +53,10 @@ def quartiles(v):
     return q[0], q[2]
 
 
-def make_variants(step, tmp, rank):
-    """{name: run(k) -> (wall s, cpu s) per step} for the five variants."""
+def make_variants(step, tmp, rank, hooks=False):
+    """{name: run(k) -> (wall s, cpu s) per step} for the variants (with
+    hooks: also the do-nothing mode with CommDebugMode's module hooks, doing
+    nothing, as tests/golden/programs/oplog.py installs them)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from commdebug import Recorder
@@ -88,6 +91,22 @@ def make_variants(step, tmp, rank):
     }
     if CommDebugMode is not None:
         runs["cdm"] = lambda k: timed(k, CommDebugMode)
+    if hooks:
+        sys.path.insert(0, os.path.join(REPO, "tests", "golden", "programs"))
+        from oplog import install_hooks
+
+        class Hooked(NothingMode):
+            def __enter__(self):
+                self._h = install_hooks()
+                return super().__enter__()
+
+            def __exit__(self, *exc):
+                try:
+                    return super().__exit__(*exc)
+                finally:
+                    for h in self._h:
+                        h.remove()
+        runs["hooks"] = lambda k: timed(k, Hooked)
     return runs, (light, full)
 
 
@@ -205,7 +224,7 @@ def blocks(args):
         step()
     ops = Count.n
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
-    runs, recs = make_variants(step, tmp, 0)
+    runs, recs = make_variants(step, tmp, 0, hooks=True)
     res = rounds(runs, args.rounds, args.steps)
     for r in recs:
         r.close()
@@ -230,6 +249,58 @@ def blocks(args):
     q = quartiles([a / b for a, b in zip(added["full"][1], added["nothing"][1])])
     print("full recorder / do-nothing mode, CPU per op added: spread %.2f-%.2f over rounds"
           % q)
+    r = [a / b for a, b in zip(added["full"][1], added["hooks"][1])]
+    print("full recorder / do-nothing mode with CommDebugMode's module hooks (which the full "
+          "recorder registers too), CPU per op added: %.2f (spread %.2f-%.2f)"
+          % ((statistics.median(r),) + quartiles(r)))
+    print()
+    ops_only(args)
+
+
+def ops_only(args):
+    """The per-op path alone: 2000 in-place adds in one region, no module."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from commdebug import Recorder
+    y = torch.zeros(4)
+    n = 2000
+
+    def ops():
+        for _ in range(n):
+            y.add_(1)
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    rec = Recorder(os.path.join(tempfile.mkdtemp(prefix="commdebug-bench-"), "ops.zst"))
+
+    def nothing():
+        with NothingMode():
+            ops()
+
+    def full():
+        with rec:
+            ops()
+    fns = {"plain": ops, "nothing": nothing, "full": full}
+    for f in fns.values():
+        f()
+    res = {k: [] for k in fns}
+    for _ in range(args.rounds * 3):
+        for k, f in fns.items():
+            c0 = time.process_time()
+            f()
+            res[k].append(time.process_time() - c0)
+    rec.close()
+    base = res["plain"]
+    add = {k: [(a - b) / n * 1e6 for a, b in zip(v, base)] for k, v in res.items()}
+    ratio = [a / b for a, b in zip(add["full"], add["nothing"])]
+    print("ops: %d x Tensor.add_, one region, no module (the per-op path alone); %d rounds"
+          % (n, args.rounds * 3))
+    print("  do-nothing mode adds %.2f us/op CPU, the full recorder %.2f (writer thread "
+          "included): ratio %.2f (spread %.2f-%.2f)"
+          % ((statistics.median(add["nothing"]), statistics.median(add["full"]),
+              statistics.median(ratio)) + quartiles(ratio)))
     print()
 
 
