@@ -53,6 +53,7 @@ class Bounded:
         self.regions = {}    # region -> [label, t, {pg: seq at its start}, {pg: [n, bytes]}]
         self.dropped = 0     # the last region dropped
         self.compactions = 0
+        self._busy = threading.Lock()   # one rewrite at a time (writer thread, flush)
 
     # --------------------------------------------------- recording thread
     def note_state(self, region, line):
@@ -76,6 +77,10 @@ class Bounded:
     # ------------------------------------------------------ writer thread
     def maybe_compact(self, w):
         """Rewrite w's file without its oldest regions when it holds 2N."""
+        with self._busy:
+            self._maybe_compact(w)
+
+    def _maybe_compact(self, w):
         marks = [(r, fi, li) for fi, f in enumerate(w.index) for r, li in f[3]]
         if not marks:
             return

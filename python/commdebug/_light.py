@@ -76,7 +76,7 @@ _hook_keys = itertools.count(-1, -1)
 
 # Entry of the per-module cache (Recorder._lc, keyed by id(module)).
 _REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD, _PKEY, \
-    _PPRE, _PCHECKED = range(12)
+    _PPRE, _PCHECKED, _BWHOOK = range(13)
 # Every this many regions a module's parameters are read again whole (dtype,
 # shape, requires_grad, which can change without the parameter object
 # changing); in between, only which objects they are.
@@ -171,7 +171,7 @@ class LightEvents:
              '{"ev":"bw_pre","mod":%s,"t":' % nj,
              -1,
              _DDP is not None and isinstance(mod, _DDP),
-             None, None, -PARAMS_RECHECK]
+             None, None, -PARAMS_RECHECK, None]
         self._lc[id(mod)] = e
         return e
 
@@ -256,16 +256,37 @@ def _make_hooks(rec):
         state[1] = False
         append('{"ev":"bw_end","t":%d}\n' % (clock() - mono0))
 
-    def attach(tensors, prefix, mark):
+    def own(prefix):
+        """A module's bw_pre hook for a tensor of its own (made once: a
+        tensor's node runs once per backward pass, so does the hook)."""
+        def bw_pre(grad):
+            if not state[1]:
+                state[1] = True
+                queue(bw_end)
+            append((prefix, clock()))
+            return None
+        return bw_pre
+
+    def attach(tensors, e, mark):
         """bw_pre when the first of tensors gets its gradient, once per
         backward pass: a gradient hook put first on each (see the module's
         doc for the order).  A module whose only output already carries the
         bw_pre hook of a module inside it, with nothing registered since,
         joins that hook (its line goes first): one call in backward for
         nested modules that return the same tensor."""
+        prefix = e[6]
         if len(tensors) == 1:
             t = tensors[0]
             d = t._backward_hooks
+            if d is None and type(t) is Tensor and t.grad_fn is not None:
+                # the common case: the module's own hook, made once
+                fn = e[12]
+                if fn is None:
+                    fn = e[12] = own(e[6])
+                d = t._backward_hooks = OrderedDict()
+                t.grad_fn._register_hook_dict(t)
+                d[next(keys)] = fn
+                return
             if d:
                 first = next(iter(d.values()))
                 lines = getattr(first, "_cd_lines", None)
@@ -393,11 +414,11 @@ def _make_hooks(rec):
             append((post, done, t))
             if type(output) is Tensor:
                 if output.requires_grad and grad_enabled():
-                    attach((output,), e[6], None)
+                    attach((output,), e, None)
             else:
                 ts = outputs(output)
                 if ts is not None:
-                    attach(ts, e[6], None)
+                    attach(ts, e, None)
         if e[8] and not bw:
             rec._lddp_post(mod)
 
@@ -409,8 +430,8 @@ def _make_hooks(rec):
             ts = outputs(output)
             mark = lmark.pop(id(mod), None)
             if ts is not None:
-                attach(ts, e[6], RemovableHandle.next_id if mark is None else mark)
+                attach(ts, e, RemovableHandle.next_id if mark is None else mark)
         return fw_done
 
-    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end])
+    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end, own])
     return fw_pre, fw_post, done_hook

@@ -173,16 +173,20 @@ class TraceWriter(RawTail, Relocation):
         out = []
         add = out.append
         marks = self._marks = []
+        pairs = 0         # items of two lines so far (for the marks' line numbers)
         for x in chunk:
-            if x.__class__ is str:
+            c = x.__class__
+            if c is tuple:
+                if len(x) == 2:
+                    add(x[0] + str(x[1] - m0) + "}\n")
+                else:
+                    t = str(x[2] - m0) + "}\n"
+                    add(x[0] + t + x[1] + t)
+                    pairs += 1
+            elif c is str:
                 add(x)
-            elif x.__class__ is int:
-                marks.append((x, len(out)))
-            elif len(x) == 2:
-                add(x[0] + str(x[1] - m0) + "}\n")
             else:
-                t = str(x[2] - m0) + "}\n"
-                add(x[0] + t + x[1] + t)
+                marks.append((x, len(out) + pairs))
         return "".join(out).encode("utf-8", "surrogatepass")
 
     def _encode(self, chunk):
@@ -277,7 +281,7 @@ class TraceWriter(RawTail, Relocation):
                     self._drain_locked(raw=True)
             if self._tail_at is not None:
                 self._compact()
-            if self.bounded is not None and self._tail_at is None and not closing:
+            if self.bounded is not None and self._tail_at is None:
                 self.bounded.maybe_compact(self)
             self.due = time.monotonic_ns() + _DUE_NS
             if closing:
@@ -330,6 +334,8 @@ class TraceWriter(RawTail, Relocation):
         finally:
             self._io.release()
         self._compact()
+        if self.bounded is not None and self._tail_at is None:
+            self.bounded.maybe_compact(self)
         return True
 
     # -------------------------------------------------------------- closing
