@@ -278,13 +278,14 @@ def _make_hooks(rec):
         if len(tensors) == 1:
             t = tensors[0]
             d = t._backward_hooks
-            if d is None and type(t) is Tensor and t.grad_fn is not None:
+            g = t.grad_fn
+            if d is None and g is not None and type(t) is Tensor:
                 # the common case: the module's own hook, made once
                 fn = e[12]
                 if fn is None:
                     fn = e[12] = own(e[6])
                 d = t._backward_hooks = OrderedDict()
-                t.grad_fn._register_hook_dict(t)
+                g._register_hook_dict(t)
                 d[next(keys)] = fn
                 return
             if d:

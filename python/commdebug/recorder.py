@@ -143,6 +143,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         # group is kept: a group that outlives destroy_process_group until
         # interpreter shutdown can abort the process there (gloo, torch 1.13).
         self._pg_names = {}
+        self._pg_scanned = None
         self._seq = {}
         self._pg_ctx = []
         self._ddp_groups = set()     # names of the process groups of DDP modules seen
@@ -318,6 +319,10 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         if self._rank_src != "pg":
             self._learn_rank()
         live = K.group_names()
+        key = [(id(pg), name) for pg, name in live.items()]
+        if key == self._pg_scanned:
+            return          # the same groups as at the last scan (every region)
+        self._pg_scanned = key
         self._pg_names = {id(pg): name for pg, name in live.items()}
         for pg, name in live.items():
             if name in self._pg_emitted:
