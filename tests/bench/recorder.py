@@ -326,8 +326,6 @@ def colls(args):
             return func(*args, **(kwargs or {}))
 
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
-    light = Recorder(os.path.join(tmp, "colls.zst"), light=True)
-    _collkernels.install()
     orig = dist.all_reduce
 
     def wrapped(*a, **k):
@@ -351,39 +349,46 @@ def colls(args):
         with NothingMode():
             loop()
 
+    def best(variants):
+        out = {name: float("inf") for name, _ in variants}
+        for _ in range(args.rounds):
+            for name, fn in variants:
+                c0 = time.process_time()
+                fn()
+                out[name] = min(out[name], (time.process_time() - c0) / n)
+        return out
+
+    # before any kernel is installed
+    first = [("plain", loop), ("Python wrapper of dist.all_reduce", with_wrapper),
+             ("do-nothing dispatch mode", with_mode)]
+    if hasattr(pg, "register_pre_hook"):
+        first.append(("ProcessGroup pre-hook (register_pre_hook)", with_prehook))
+    b1 = best(first)
+    light = Recorder(os.path.join(tmp, "colls.zst"), light=True)
+    _collkernels.install()
+
     def with_light():
         with light:
             loop()
-
-    def fr_dump():
-        torch._C._distributed_c10d._dump_fr_trace_json(True, False, False)
-
-    can_hook = hasattr(pg, "register_pre_hook")
-    variants = [("plain (kernels installed, outside a light region)", loop),
-                ("Python wrapper of dist.all_reduce", with_wrapper),
-                ("do-nothing dispatch mode", with_mode),
-                ("light recorder (kernel, event, frame written first)", with_light)]
-    if can_hook:
-        variants.insert(2, ("ProcessGroup pre-hook (register_pre_hook)", with_prehook))
-    best = {name: float("inf") for name, _ in variants}
-    for _ in range(args.rounds):
-        for name, fn in variants:
-            c0 = time.process_time()
-            fn()
-            best[name] = min(best[name], (time.process_time() - c0) / n)
+    second = [("plain", loop), ("BackendSelect kernels, outside a light region", loop),
+              ("light recorder (kernel, event, frame written first)", with_light)]
+    b2 = best(second)
     light.close()
-    base = best[variants[0][0]]
     print("colls: gloo all_reduce of 4 floats, one process, %d per round, best of %d rounds "
-          "(CPU us per collective)" % (n, args.rounds))
-    for name, _ in variants:
-        print("  %-56s %8.2f  (+%.2f)" % (name, best[name] * 1e6, (best[name] - base) * 1e6))
+          "(CPU us per collective, added over plain in the same run)" % (n, args.rounds))
+    for name, _ in first[1:]:
+        print("  %-56s %+8.2f" % (name, (b1[name] - b1["plain"]) * 1e6))
+    print("  %-56s %+8.2f" % ("BackendSelect kernels, outside a light region",
+                              (b2["plain"] - b1["plain"]) * 1e6))
+    print("  %-56s %+8.2f" % (second[2][0], (b2[second[2][0]] - b1["plain"]) * 1e6))
     # Reading the Flight Recorder: its whole buffer each time.
-    c0 = time.process_time()
     k = 20
+    c0 = time.process_time()
     for _ in range(k):
-        fr_dump()
+        torch._C._distributed_c10d._dump_fr_trace_json(includeCollectives=True,
+                                                        onlyActive=False)
     d = (time.process_time() - c0) / k
-    print("  %-56s %8.0f  (per read, %s entries held)"
+    print("  %-56s %8.0f  (per read of a buffer of %s entries)"
           % ("_dump_fr_trace_json() of the Flight Recorder", d * 1e6,
              os.environ.get("TORCH_FR_BUFFER_SIZE")))
     dist.destroy_process_group()
