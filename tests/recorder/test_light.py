@@ -293,3 +293,37 @@ def test_light_bounded_trace(ctx):
     if ctx.analyzer is not None:
         out = ctx.analyzer.run("buckets", path)[1]
         check("rebuilt buckets" in out, "buckets on a bounded trace:\n%s", out)
+
+
+def test_record_cli_light(ctx):
+    """python -m commdebug.record --every-step --light --keep 2 on an
+    unmodified script (one process, a gloo group of one, an all-reduce and 8
+    optimizer steps): a light trace (meta light, no op but collectives), one
+    region per step, bounded to the last 2 to 4 steps with trim events."""
+    _need_light()
+    script = os.path.join(ctx.tmp, "train.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(r'''
+            import torch, torch.distributed as dist
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+            m = torch.nn.Linear(4, 2)
+            opt = torch.optim.SGD(m.parameters(), lr=0.1)
+            for i in range(8):
+                opt.zero_grad()
+                m(torch.randn(3, 4)).sum().backward()
+                dist.all_reduce(m.weight.grad)
+                opt.step()
+            dist.destroy_process_group()
+        '''))
+    out = os.path.join(ctx.tmp, "traces")
+    r = subprocess.run([PYTHON, "-m", "commdebug.record", "--out", out, "--every-step",
+                        "--light", "--keep", "2", "--", script], env=env(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    eq(r.returncode, 0, "exit status (stderr: %s)" % r.stderr.decode()[-2000:])
+    evs = events(os.path.join(out, "rank0.zst"))
+    eq(evs[0].get("light"), True, "meta light")
+    labels = [e.get("label") for e in evs if e["ev"] == "region_enter"]
+    check(2 <= len(labels) <= 4 and labels[-1] == "step 9", "regions kept: %r", labels)
+    check([e for e in evs if e["ev"] == "trim"], "no trim event")
+    ops = {e["name"] for e in evs if e["ev"] == "op"}
+    eq(ops, {"c10d.allreduce_.default"}, "op events")
