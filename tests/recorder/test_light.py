@@ -327,3 +327,49 @@ def test_record_cli_light(ctx):
     check([e for e in evs if e["ev"] == "trim"], "no trim event")
     ops = {e["name"] for e in evs if e["ev"] == "op"}
     eq(ops, {"c10d.allreduce_.default"}, "op events")
+
+
+def test_light_mode_does_not_change_the_ops(ctx):
+    """A logging dispatch mode sees the same ops with and without the light
+    recorder (which has no dispatch mode and none of CommDebugMode's module
+    hooks: its baseline is the bare program), and the input gradients are
+    the same: leaf inputs that require grad, a two-input module, activation
+    checkpointing reentrant and not, three steps."""
+    _need_light()
+    import torch
+    from commdebug import Recorder
+    import test_observer as O
+
+    def run(reentrant, rec):
+        torch.manual_seed(0)
+        net = O.Net(reentrant)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        log = O.OpLog()
+        grads = []
+        for step in range(3):
+            x = torch.randn(4, 8, requires_grad=True)
+            y = torch.randn(4, 8, requires_grad=True)
+            with log:
+                if rec is not None:
+                    with rec(label="step %d" % step):
+                        net(x, y).sum().backward()
+                else:
+                    net(x, y).sum().backward()
+            grads += [x.grad.clone(), y.grad.clone()]
+            opt.step()
+            opt.zero_grad()
+        return log.ops, grads
+
+    for reentrant in (False, True):
+        want, gwant = run(reentrant, None)
+        rec = Recorder(os.path.join(ctx.tmp, "l%d.zst" % reentrant), light=True)
+        got, ggot = run(reentrant, rec)
+        rec.close()
+        if got != want:
+            raise AssertionError("use_reentrant=%s: light mode changed the ops %s"
+                                 % (reentrant, O.first_difference(got, want)))
+        for a, b in zip(ggot, gwant):
+            eq(torch.equal(a, b), True, "input gradients")
+        evs = events(os.path.join(ctx.tmp, "l%d.zst" % reentrant))
+        check(any(e["ev"] == "fw_pre" and e["bw"] for e in evs),
+              "use_reentrant=%s: no recompute recorded" % reentrant)
