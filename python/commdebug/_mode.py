@@ -26,6 +26,7 @@ from ._process import _active
 
 _dumps = json.dumps
 _is_bw = C.is_bw
+_shapes = {}             # torch.Size -> its JSON text (collectives repeat their shapes)
 _clock = time.monotonic_ns
 
 
@@ -79,7 +80,7 @@ class OpEvents:
         self._last_seq = None
         if pg_name is not None:
             seq = self._last_seq = self._next_seq(pg_name)
-            s = ',"pg":' + _dumps(pg_name) + ',"seq":' + str(seq)
+            s = ',"pg":' + self._nj(pg_name) + ',"seq":' + str(seq)
         ts = []
         if in_idx is not None and in_idx < len(args):
             K.tensors_of(args[in_idx], ts)
@@ -92,8 +93,13 @@ class OpEvents:
                     nbytes += int(t.numel()) * t.element_size()
                 except Exception:
                     pass
-            s += ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype),
-                                                          _shape_json(ts[0].shape))
+            shape = ts[0].shape
+            sj = _shapes.get(shape)
+            if sj is None:
+                sj = _shapes[shape] = _shape_json(shape)
+                if len(_shapes) > 4096:
+                    _shapes.clear()
+            s += ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype), sj)
             if self._bounded is not None:
                 self._bounded.note_coll(self.region, pg_name, nbytes)
             return s, ts[0]
