@@ -7,6 +7,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 struct scan {
 	const char *p, *start, *end;
@@ -53,16 +56,11 @@ static enum cd_status dup_key(struct scan *s, const char *p, uint32_t n, uint32_
 		       p, where);
 }
 
-/* A known key (bit < 64) or another one (bit < 0), starting at `at`. */
-static enum cd_status key_seen(struct scan *s, struct keys *k, int bit, struct cd_str key,
-			       const char *at)
+/* A key that is not known, starting at `at`: kept to be checked for
+ * repeats when the object ends. */
+static enum cd_status other_key_seen(struct scan *s, struct keys *k, struct cd_str key,
+				     const char *at)
 {
-	if (bit >= 0) {
-		if (k->known & (1ull << bit))
-			return dup_key(s, key.p, key.n, (uint32_t)(at - s->start), k->where);
-		k->known |= 1ull << bit;
-		return CD_OK;
-	}
 	if (k->n == k->cap) {
 		uint32_t cap = k->cap ? 2 * k->cap : 8;
 		struct kpos *nv = cd_arena_alloc(&s->ps->arena, cap * sizeof *nv);
@@ -74,6 +72,18 @@ static enum cd_status key_seen(struct scan *s, struct keys *k, int bit, struct c
 		k->cap = cap;
 	}
 	k->v[k->n++] = (struct kpos){key.p, key.n, (uint32_t)(at - s->start)};
+	return CD_OK;
+}
+
+/* A known key (bit < 64) or another one (bit < 0), starting at `at`. */
+static inline enum cd_status key_seen(struct scan *s, struct keys *k, int bit, struct cd_str key,
+				      const char *at)
+{
+	if (bit < 0)
+		return other_key_seen(s, k, key, at);
+	if (k->known & (1ull << bit))
+		return dup_key(s, key.p, key.n, (uint32_t)(at - s->start), k->where);
+	k->known |= 1ull << bit;
 	return CD_OK;
 }
 
@@ -280,17 +290,40 @@ static enum cd_status string_escaped(struct scan *s, struct cd_str *out)
 	return bad(s, "unterminated string");
 }
 
+/* The first byte from q on that ends a plain string ('"', '\\', a control
+ * character or a non-ASCII byte), or end. */
+static inline const char *plain_run(const char *q, const char *end)
+{
+#if defined(__SSE2__)
+	/* 16 bytes at a time: a signed compare below 0x20 also catches 0x80-0xFF */
+	const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+		      space = _mm_set1_epi8(0x20);
+	while (end - q >= 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)q);
+		__m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote),
+						      _mm_cmpeq_epi8(x, bslash)),
+					 _mm_cmplt_epi8(x, space));
+		unsigned bits = (unsigned)_mm_movemask_epi8(m);
+		if (bits)
+			return q + __builtin_ctz(bits);
+		q += 16;
+	}
+#else
+	while (end - q >= 4 && !(str_stop[(unsigned char)q[0]] | str_stop[(unsigned char)q[1]] |
+				 str_stop[(unsigned char)q[2]] | str_stop[(unsigned char)q[3]]))
+		q += 4;
+#endif
+	while (q < end && !str_stop[(unsigned char)*q])
+		q++;
+	return q;
+}
+
 /* s->p at '"'. */
 static inline enum cd_status string(struct scan *s, struct cd_str *out)
 {
-	const char *q = ++s->p;
+	const char *q = plain_run(++s->p, s->end);
 
 	/* fast path: plain ASCII, no escapes */
-	while (q + 4 <= s->end && !(str_stop[(unsigned char)q[0]] | str_stop[(unsigned char)q[1]] |
-				    str_stop[(unsigned char)q[2]] | str_stop[(unsigned char)q[3]]))
-		q += 4;
-	while (q < s->end && !str_stop[(unsigned char)*q])
-		q++;
 	if (q < s->end && *q == '"') {
 		out->p = s->p;
 		out->n = (uint32_t)(q - s->p);
@@ -301,61 +334,56 @@ static inline enum cd_status string(struct scan *s, struct cd_str *out)
 }
 
 /* Validate a JSON number at s->p; on success *is_int says whether it had
- * neither fraction nor exponent and *v holds its value if it fits. */
-static enum cd_status number(struct scan *s, bool *is_int, int64_t *v, bool *fits)
+ * neither fraction nor exponent and, when *fits (its magnitude is at most
+ * CD_T0_MAX; each field checks its own range), *v holds its value. */
+static inline enum cd_status number(struct scan *s, bool *is_int, int64_t *v, bool *fits)
 {
 	const char *q = s->p;
 	bool neg = false;
 	uint64_t acc = 0;
-	bool ovf = false;
 
 	if (q < s->end && *q == '-') {
 		neg = true;
 		q++;
 	}
-	if (q >= s->end || *q < '0' || *q > '9') {
+	if (q >= s->end || (unsigned)(*q - '0') > 9) {
 		s->p = q;
 		return bad(s, "bad number");
 	}
-	if (*q == '0') {
+	const char *digits = q;
+	if (*q == '0')
 		q++;
-	} else {
-		while (q < s->end && *q >= '0' && *q <= '9') {
-			uint64_t d = (uint64_t)(*q - '0');
-			/* past CD_T0_MAX is out of range: stop before acc * 10 wraps */
-			if (ovf || acc > ((uint64_t)CD_T0_MAX - d) / 10)
-				ovf = true;
-			else
-				acc = acc * 10 + d;
-			q++;
-		}
-	}
+	else
+		/* 19 digits cannot wrap a uint64_t; more are out of range anyway */
+		for (; q < s->end && (unsigned)(*q - '0') <= 9; q++)
+			acc = acc * 10 + (unsigned)(*q - '0');
 	*is_int = true;
-	if (q < s->end && *q == '.') {
-		q++;
-		if (q >= s->end || *q < '0' || *q > '9') {
-			s->p = q;
-			return bad(s, "bad number");
-		}
-		while (q < s->end && *q >= '0' && *q <= '9')
+	if (q < s->end && (*q == '.' || *q == 'e' || *q == 'E')) {
+		if (*q == '.') {
 			q++;
+			if (q >= s->end || (unsigned)(*q - '0') > 9) {
+				s->p = q;
+				return bad(s, "bad number");
+			}
+			while (q < s->end && (unsigned)(*q - '0') <= 9)
+				q++;
+		}
+		if (q < s->end && (*q == 'e' || *q == 'E')) {
+			q++;
+			if (q < s->end && (*q == '+' || *q == '-'))
+				q++;
+			if (q >= s->end || (unsigned)(*q - '0') > 9) {
+				s->p = q;
+				return bad(s, "bad number");
+			}
+			while (q < s->end && (unsigned)(*q - '0') <= 9)
+				q++;
+		}
 		*is_int = false;
 	}
-	if (q < s->end && (*q == 'e' || *q == 'E')) {
-		q++;
-		if (q < s->end && (*q == '+' || *q == '-'))
-			q++;
-		if (q >= s->end || *q < '0' || *q > '9') {
-			s->p = q;
-			return bad(s, "bad number");
-		}
-		while (q < s->end && *q >= '0' && *q <= '9')
-			q++;
-		*is_int = false;
-	}
+	*fits = q - digits <= 19 && acc <= (uint64_t)CD_T0_MAX;
+	*v = !*fits ? 0 : neg ? -(int64_t)acc : (int64_t)acc;
 	s->p = q;
-	*fits = !ovf && acc <= (uint64_t)CD_T0_MAX; /* each field checks its own range */
-	*v = neg ? -(int64_t)acc : (int64_t)acc;
 	return CD_OK;
 }
 
@@ -409,7 +437,7 @@ static enum cd_status skip_value(struct scan *s)
 			if (!lit(s, "null", 4))
 				return bad(s, "bad literal");
 		} else {
-			bool is_int, fits;
+			bool is_int = false, fits = false;
 			int64_t v;
 			if ((st = number(s, &is_int, &v, &fits)))
 				return st;
@@ -450,7 +478,7 @@ after_value:
 
 static enum cd_status int_value(struct scan *s, const char *key, int64_t *v)
 {
-	bool is_int, fits;
+	bool is_int = false, fits = false;
 	enum cd_status st;
 
 	if (s->p >= s->end || !(*s->p == '-' || (*s->p >= '0' && *s->p <= '9')))
@@ -535,9 +563,9 @@ static enum cd_status bool_value(struct scan *s, const char *key, bool *out)
 	return CD_OK;
 }
 
-static bool is_null(struct scan *s)
+static inline bool is_null(struct scan *s)
 {
-	return lit(s, "null", 4);
+	return s->p < s->end && *s->p == 'n' && lit(s, "null", 4);
 }
 
 /* One object of an args or params list.  kind: 'a' or 'p'. */
@@ -737,15 +765,208 @@ static enum cd_status field_value(struct scan *s, struct cd_event *e, const stru
 	return CD_OK;
 }
 
-enum cd_status cd_parse_fast(struct cd_parser *ps, const char *line, size_t n,
-			     struct cd_event *e, struct cd_err *err)
+/* A key at s->p written as the recorder writes it, quotes and colon
+ * included ("bw":), for the keys of the frequent events: its field, with
+ * s->p after the colon; NULL (s->p unchanged) for any other key, or one
+ * written otherwise, which the general path reads. */
+static inline const struct cd_field *hot_key(struct scan *s)
+{
+	const char *p = s->p;
+	size_t left = (size_t)(s->end - p);
+#define HOT(text, id)                                                                     \
+	do {                                                                               \
+		if (left > sizeof text - 1 && memcmp(p, text, sizeof text - 1) == 0) {     \
+			s->p += sizeof text - 1;                                           \
+			return cd_field_at(id);                                            \
+		}                                                                          \
+	} while (0)
+
+	if (left < 4)
+		return NULL;
+	switch (p[1]) {
+	case 't':
+		HOT("\"t\":", CD_FI_T);
+		HOT("\"type\":", CD_FI_TYPE);
+		break;
+	case 'b':
+		HOT("\"bw\":", CD_FI_BW);
+		HOT("\"bytes\":", CD_FI_BYTES);
+		break;
+	case 'd':
+		HOT("\"dt\":", CD_FI_DT);
+		HOT("\"dtype\":", CD_FI_DTYPE);
+		break;
+	case 'a':
+		HOT("\"args\":", CD_FI_ARGS);
+		break;
+	case 'f':
+		HOT("\"fake\":", CD_FI_FAKE);
+		break;
+	case 'm':
+		HOT("\"mod\":", CD_FI_MOD);
+		break;
+	case 'p':
+		HOT("\"params\":", CD_FI_PARAMS);
+		HOT("\"pg\":", CD_FI_PG);
+		break;
+	case 's':
+		HOT("\"seq\":", CD_FI_SEQ);
+		HOT("\"shape\":", CD_FI_SHAPE);
+		break;
+	case 'g':
+		HOT("\"grad_out\":", CD_FI_GRAD_OUT);
+		HOT("\"grad_in\":", CD_FI_GRAD_IN);
+		break;
+	case 'e':
+		HOT("\"ev\":", CD_FI_EV);
+		break;
+	case 'n':
+		HOT("\"name\":", CD_FI_NAME);
+		break;
+	default:
+		break;
+	}
+	return NULL;
+#undef HOT
+}
+
+/* The members of the event object from s->p, which is just after its '{'
+ * or a ',' (after_value false) or just after a member's value (true), to
+ * the closing '}'. */
+static enum cd_status members(struct scan *s, struct cd_event *e, struct keys *seen,
+			      bool after_value)
+{
+	enum cd_status st;
+
+	for (;;) {
+		if (!after_value) {
+			struct cd_str k;
+			ws(s);
+			if (s->p >= s->end || *s->p != '"')
+				return bad(s, "object key expected");
+			const char *kat = s->p;
+			const struct cd_field *f = hot_key(s);
+			bool colon = f != NULL;   /* hot_key took it */
+			if (f) {
+				k.p = kat + 1;
+				k.n = f->len;
+			} else {
+				if ((st = string(s, &k)))
+					return st;
+				f = cd_field_lookup(k.p, k.n);
+			}
+			if ((st = key_seen(s, seen, f ? (int)f->id : -1, k, kat)))
+				return st;
+			if (!colon) {
+				ws(s);
+				if (s->p >= s->end || *s->p != ':')
+					return bad(s, "':' expected");
+				s->p++;
+			}
+			ws(s);
+			if ((st = f ? field_value(s, e, f) : skip_value(s)))
+				return st;
+		}
+		after_value = false;
+		ws(s);
+		if (s->p < s->end && *s->p == ',') {
+			s->p++;
+			continue;
+		}
+		if (s->p < s->end && *s->p == '}') {
+			s->p++;
+			return CD_OK;
+		}
+		return bad(s, "',' or '}' expected");
+	}
+}
+
+/* "true" or "false" at p: 1 or 0, -1 for anything else. */
+static inline int lit_bool(const char *p, const char *end)
+{
+	if (end - p >= 4 && memcmp(p, "true", 4) == 0)
+		return 1;
+	if (end - p >= 5 && memcmp(p, "false", 5) == 0)
+		return 0;
+	return -1;
+}
+
+/* A boolean member `,"key":true` at *p as the recorder writes it: stored,
+ * *p moved past it.  false, *p unchanged, for anything else. */
+static inline bool op_bool(const char **p, const char *end, const char *text, size_t n,
+			   bool *v, struct keys *seen, enum cd_fid id)
+{
+	int b;
+	if ((size_t)(end - *p) <= n || memcmp(*p, text, n) != 0 || (b = lit_bool(*p + n, end)) < 0)
+		return false;
+	*v = b;
+	seen->known |= 1ull << id;
+	*p += n + (b ? 4 : 5);
+	return true;
+}
+
+/* The rest of an op line, from just after its name, as the recorder
+ * writes it: "bw", "dt", "args" (an empty list, or any list when it is
+ * skipped), "fake" and "t" (at most 15 digits: always in range), in this
+ * order, without spaces.  Stops at the first thing written otherwise, with
+ * s->p just after the last value taken: the general loop (members) reads
+ * the rest.  *done: the line ended there with its '}'. */
+static enum cd_status op_tail(struct scan *s, struct cd_event *e, struct keys *seen, bool *done)
+{
+	const char *p = s->p, *end = s->end;
+	enum cd_status st;
+
+	*done = false;
+	if (!op_bool(&p, end, ",\"bw\":", 6, &e->bw, seen, CD_FI_BW) ||
+	    !op_bool(&p, end, ",\"dt\":", 6, &e->dt, seen, CD_FI_DT))
+		goto out;
+	if (end - p > 8 && memcmp(p, ",\"args\":", 8) == 0) {
+		if (end - p > 10 && p[8] == '[' && p[9] == ']' && s->ps->skip_detail) {
+			p += 10;
+		} else if (p[8] == '[' && s->ps->skip_detail) {
+			s->p = p + 8;
+			if ((st = skip_value(s)))
+				return st;
+			p = s->p;
+		} else {
+			goto out;
+		}
+		seen->known |= 1ull << CD_FI_ARGS;
+	}
+	op_bool(&p, end, ",\"fake\":", 8, &e->fake, seen, CD_FI_FAKE);
+	if (end - p >= 6 && memcmp(p, ",\"t\":", 5) == 0 && (unsigned)(p[5] - '0') <= 9) {
+		const char *q = p + 5, *digits = q;
+		int64_t v = 0;
+		if (*q == '0')
+			q++;
+		else
+			for (; q < end && q - digits < 16 && (unsigned)(*q - '0') <= 9; q++)
+				v = v * 10 + (*q - '0');
+		if (q - digits > 15 || q == end || (*q != ',' && *q != '}'))
+			goto out;
+		e->t = v;
+		e->have |= CD_F_T;
+		seen->known |= 1ull << CD_FI_T;
+		p = q;
+	}
+	if (end - p == 1 && *p == '}') {
+		p++;
+		*done = true;
+	}
+out:
+	s->p = p;
+	return CD_OK;
+}
+
+/* One line into e, which the caller cleared; seen: the fields set (also
+ * on error). */
+static enum cd_status scan_line(struct cd_parser *ps, const char *line, size_t n,
+				struct cd_event *e, struct keys *seen, struct cd_err *err)
 {
 	struct scan s = {line, line, line + n, ps, err};
-	struct keys seen = {.where = "the event"};
 	enum cd_status st;
 
 	cd_arena_reset(&ps->arena);
-	cd_event_clear(e);
 	if (err)
 		err->column = 0;
 	ws(&s);
@@ -759,70 +980,60 @@ enum cd_status cd_parse_fast(struct cd_parser *ps, const char *line, size_t n,
 	    s.p[sizeof op_head - 1] == '"') {
 		struct cd_str name;
 		s.p += sizeof op_head - 1;
+		seen->known = 1ull << CD_FI_EV | 1ull << CD_FI_NAME;
 		if ((st = string(&s, &name)))
 			return st;
 		e->ev = CD_EV_OP;
 		e->name = name;
 		e->have |= CD_F_EV | CD_F_NAME;
-		seen.known = 1ull << CD_FI_EV | 1ull << CD_FI_NAME;
-		ws(&s);
-		if (s.p < s.end && *s.p == ',') {
-			s.p++;
-			goto members;
-		}
-		if (s.p < s.end && *s.p == '}') {
-			s.p++;
-			goto done;
-		}
-		return bad(&s, "',' or '}' expected");
-	}
-	s.p++;
-	ws(&s);
-	if (s.p < s.end && *s.p == '}') {
-		s.p++;
+		bool done;
+		if ((st = op_tail(&s, e, seen, &done)))
+			return st;
+		if (done)
+			return cd_event_validate(e, err);
+		st = members(&s, e, seen, true);
 	} else {
-members:
-		for (;;) {
-			struct cd_str k;
-			ws(&s);
-			if (s.p >= s.end || *s.p != '"')
-				return bad(&s, "object key expected");
-			const char *kat = s.p;
-			if ((st = string(&s, &k)))
-				return st;
-			const struct cd_field *f = cd_field_lookup(k.p, k.n);
-			if ((st = key_seen(&s, &seen, f ? (int)f->id : -1, k, kat)))
-				return st;
-			ws(&s);
-			if (s.p >= s.end || *s.p != ':')
-				return bad(&s, "':' expected");
-			s.p++;
-			ws(&s);
-			if (f)
-				st = field_value(&s, e, f);
-			else
-				st = skip_value(&s);
-			if (st)
-				return st;
-			ws(&s);
-			if (s.p < s.end && *s.p == ',') {
-				s.p++;
-				continue;
-			}
-			if (s.p < s.end && *s.p == '}') {
-				s.p++;
-				break;
-			}
-			return bad(&s, "',' or '}' expected");
-		}
+		s.p++;
+		ws(&s);
+		if (s.p < s.end && *s.p == '}')
+			s.p++, st = CD_OK;
+		else
+			st = members(&s, e, seen, false);
 	}
-done:
+	if (st)
+		return st;
 	ws(&s);
 	if (s.p != s.end)
 		return bad(&s, "text after the end of the object");
-	if ((st = keys_done(&s, &seen)))
+	if ((st = keys_done(&s, seen)))
 		return st;
 	return cd_event_validate(e, err);
+}
+
+enum cd_status cd_parse_fast(struct cd_parser *ps, const char *line, size_t n,
+			     struct cd_event *e, struct cd_err *err)
+{
+	struct keys seen = {.where = "the event"};
+	cd_event_clear(e);
+	return scan_line(ps, line, n, e, &seen, err);
+}
+
+enum cd_status cd_parse_line(struct cd_parser *ps, const char *line, size_t n,
+			     const struct cd_event **e, struct cd_err *err)
+{
+	enum cd_status st;
+
+	*e = &ps->ev;
+	if (ps->general) {
+		st = cd_parse_general(ps, line, n, &ps->ev, err);
+		ps->dirty = ~0ull;
+		return st;
+	}
+	struct keys seen = {.where = "the event"};
+	cd_event_clear_fields(&ps->ev, ps->dirty);
+	st = scan_line(ps, line, n, &ps->ev, &seen, err);
+	ps->dirty = seen.known;
+	return st;
 }
 
 void cd_parser_free(struct cd_parser *ps)
