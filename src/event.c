@@ -182,8 +182,20 @@ void cd_event_clear(struct cd_event *e)
 
 void cd_event_clear_fields(struct cd_event *e, uint64_t fids)
 {
+	/* what the recorder writes for most ops, in a few stores */
+	const uint64_t op_fields = 1ull << CD_FI_EV | 1ull << CD_FI_NAME | 1ull << CD_FI_BW |
+				   1ull << CD_FI_DT | 1ull << CD_FI_ARGS | 1ull << CD_FI_FAKE |
+				   1ull << CD_FI_T;
 	e->ev = CD_EV_UNKNOWN;
 	e->have = 0;
+	if (!(fids & ~op_fields)) {
+		e->name = (struct cd_str){NULL, 0};
+		e->bw = e->dt = e->fake = false;
+		e->args = NULL;
+		e->nargs = 0;
+		e->t = 0;
+		return;
+	}
 	while (fids) {
 		int id = __builtin_ctzll(fids);
 		fids &= fids - 1;

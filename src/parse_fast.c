@@ -881,6 +881,33 @@ static enum cd_status members(struct scan *s, struct cd_event *e, struct keys *s
 	}
 }
 
+/* The value of the 8 decimal digits at p, or -1 when they are not all
+ * digits: a few word operations instead of a loop. */
+static inline int64_t eight_digits(const char *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t w;
+	memcpy(&w, p, 8);
+	/* every byte in '0'..'9': its high nibble is 3 and adding 6 keeps it so */
+	if ((w & 0xF0F0F0F0F0F0F0F0ull) != 0x3030303030303030ull ||
+	    ((w + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) != 0x3030303030303030ull)
+		return -1;
+	w -= 0x3030303030303030ull;
+	/* the first digit is the lowest byte: pairs, then fours, then eight */
+	w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFull;
+	w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFull;
+	return (int64_t)((w & 0xFFFFFFFFull) * 10000 + (w >> 32));
+#else
+	int64_t v = 0;
+	for (int i = 0; i < 8; i++) {
+		if ((unsigned)(p[i] - '0') > 9)
+			return -1;
+		v = v * 10 + (p[i] - '0');
+	}
+	return v;
+#endif
+}
+
 /* "true" or "false" at p: 1 or 0, -1 for anything else. */
 static inline int lit_bool(const char *p, const char *end)
 {
@@ -936,12 +963,18 @@ static enum cd_status op_tail(struct scan *s, struct cd_event *e, struct keys *s
 	op_bool(&p, end, ",\"fake\":", 8, &e->fake, seen, CD_FI_FAKE);
 	if (end - p >= 6 && memcmp(p, ",\"t\":", 5) == 0 && (unsigned)(p[5] - '0') <= 9) {
 		const char *q = p + 5, *digits = q;
-		int64_t v = 0;
-		if (*q == '0')
+		const char *lim = end - q > 16 ? q + 16 : end;
+		int64_t v = 0, eight;
+		if (*q == '0') {
 			q++;
-		else
-			for (; q < end && q - digits < 16 && (unsigned)(*q - '0') <= 9; q++)
+		} else {
+			if (lim - q >= 8 && (eight = eight_digits(q)) >= 0) {
+				v = eight;
+				q += 8;
+			}
+			for (; q < lim && (unsigned)(*q - '0') <= 9; q++)
 				v = v * 10 + (*q - '0');
+		}
 		if (q - digits > 15 || q == end || (*q != ',' && *q != '}'))
 			goto out;
 		e->t = v;

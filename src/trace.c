@@ -8,6 +8,9 @@
 #include "parse.h"
 #include "sniff.h"
 
+/* after_kinds holds one bit per kind */
+_Static_assert(CD_EV__COUNT <= 32, "too many event kinds for after_kinds");
+
 static _Atomic uint64_t mem_limit;
 
 void cd_trace_set_mem_limit(uint64_t bytes)
@@ -136,7 +139,8 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 				err->column = 0;
 				goto out;
 			}
-			if (run->after_event) {
+			if (run->after_event && (!run->after_kinds ||
+						  (run->after_kinds >> ev->ev & 1))) {
 				run->text = p;
 				run->text_n = (size_t)(le - p);
 				run->after_event(run->ud, ev, rp);

@@ -319,6 +319,11 @@ static void test_op_shapes(void)
 		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
 		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"t\":7}",
 		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":123456789012345}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":12345678}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":98765432}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":100000009}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":1234567}",
+
 		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":1234567890123456}",
 		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5 }",
 		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5,\"x\":1}",
@@ -337,6 +342,8 @@ static void test_op_shapes(void)
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":99999999999999999}",
 		 "out of range"},
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5}x", "after the end"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":1234567:}", "expected"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":12345678/}", "expected"},
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5", "expected"},
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"bw\":false,\"t\":5}", "duplicate"},
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5,\"t\":5}", "duplicate"},
