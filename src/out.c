@@ -222,6 +222,38 @@ void cd_pj_raw(struct cd_out *o, const char *s, size_t n)
 	cd_out_write(o, s, n);
 }
 
+void cd_pj_raw_n(struct cd_out *o, const char *s, size_t n, uint64_t count)
+{
+	if (!count)
+		return;
+	cd_pj_raw(o, s, n);
+	if (--count == 0 || !o->depth)
+		return;
+	/* the rest: ",\n", the indent, the text, as item() and cd_pj_raw write
+	 * them (the container holds an item now) */
+	size_t indent = 4 * (size_t)o->depth, one = 2 + indent + n;
+	while (count && !o->failed) {
+		uint64_t k = count;
+		if (k > (FLUSH_AT + one - 1) / one)
+			k = (FLUSH_AT + one - 1) / one;   /* a buffer's worth at a time */
+		if (o->cap - o->len < k * one)
+			cd_out_grow_(o, k * one);
+		if (o->cap - o->len < k * one)
+			return;   /* out of memory: failed is set */
+		char *d = o->buf + o->len;
+		for (uint64_t i = 0; i < k; i++) {
+			d[0] = ',';
+			d[1] = '\n';
+			memset(d + 2, ' ', indent);
+			memcpy(d + 2 + indent, s, n);
+			d += one;
+		}
+		o->len += k * one;
+		o->stack[o->depth - 1].count += (uint32_t)k;
+		count -= k;
+	}
+}
+
 static void u_escape(struct cd_out *o, unsigned v)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -256,6 +288,22 @@ void cd_pj_escape(struct cd_out *o, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + n;
 
+	/* most strings need no escape: the quotes and the bytes in one go */
+	size_t plain = 0;
+	while (plain < n && p[plain] >= 0x20 && p[plain] < 0x7F && p[plain] != '"' &&
+	       p[plain] != '\\')
+		plain++;
+	if (plain == n) {
+		if (o->cap - o->len < n + 2)
+			cd_out_grow_(o, n + 2);
+		if (o->cap - o->len < n + 2)
+			return;
+		o->buf[o->len] = '"';
+		memcpy(o->buf + o->len + 1, s, n);
+		o->buf[o->len + 1 + n] = '"';
+		o->len += n + 2;
+		return;
+	}
 	cd_out_write(o, "\"", 1);
 	while (p < end) {
 		const unsigned char *run = p;

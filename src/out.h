@@ -84,6 +84,9 @@ static inline uint32_t cd_pj_depth(const struct cd_out *o)
 }
 /* A value written by the caller as raw JSON text (already escaped). */
 void cd_pj_raw(struct cd_out *o, const char *s, size_t n);
+/* count values, each the raw JSON text s: what count calls of cd_pj_raw
+ * write, with one reservation and one copy each. */
+void cd_pj_raw_n(struct cd_out *o, const char *s, size_t n, uint64_t count);
 /* Escape s as a JSON string the way Python's json module does. */
 void cd_pj_escape(struct cd_out *o, const char *s, size_t n);
 

@@ -14,6 +14,8 @@
 
 #include "event.h"
 
+struct cd_args_cache;
+
 struct cd_parser {
 	struct cd_arena arena;
 	void *tree;   /* general path: the cJSON tree of the last line */
@@ -28,6 +30,8 @@ struct cd_parser {
 	 * A zeroed parser is ready. */
 	struct cd_event ev;
 	uint64_t dirty;
+	/* the fast path: args lists met before (parse_fast.c) */
+	struct cd_args_cache *acache;
 };
 
 /* line need not be NUL-terminated and excludes the newline.  On error

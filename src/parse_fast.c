@@ -718,6 +718,171 @@ static enum cd_status obj_list(struct scan *s, const char *key, char kind, void 
 	return CD_OK;
 }
 
+/* ---- the args lists met before ----
+ * A DTensor op's args list repeats (the same ops on the same shapes, step
+ * after step).  Each list read whole is kept, by its text (and, when it is
+ * decoded, its entries), up to AC_MAX lists of at most AC_TEXT bytes and
+ * AC_BYTES in all; a list whose text is byte for byte a kept one is that
+ * list, already checked and decoded: a JSON array ends at its own closing
+ * bracket, so no other value can begin with all of its bytes. */
+#define AC_BUCKETS 1024
+#define AC_MAX 4096
+#define AC_TEXT 4096
+#define AC_BYTES (8u << 20)
+#define AC_PREFIX 96
+
+struct ac_entry {
+	struct ac_entry *next;
+	const char *text;
+	uint32_t len;
+	uint32_t nargs;
+	const struct cd_arg *args;
+};
+
+struct cd_args_cache {
+	struct ac_entry *bucket[2][AC_BUCKETS];   /* [skip_detail]: checked only / decoded */
+	uint32_t count;
+	size_t bytes;
+};
+
+/* The empty list (every op of a run without DTensors). */
+static const struct cd_arg no_args[1];
+
+static uint32_t ac_hash(const char *p, const char *end)
+{
+	size_t n = (size_t)(end - p) < AC_PREFIX ? (size_t)(end - p) : AC_PREFIX;
+	uint64_t h = 0x9E3779B97F4A7C15ull;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+	}
+	for (; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 0x100000001B3ull;
+	return (uint32_t)(h >> 40) & (AC_BUCKETS - 1);
+}
+
+/* The kept list whose text the bytes at p begin with, or NULL. */
+static const struct ac_entry *ac_find(const struct cd_args_cache *c, bool skip, const char *p,
+				      const char *end, uint32_t h)
+{
+	for (const struct ac_entry *x = c->bucket[skip][h]; x; x = x->next)
+		if (x->len <= (size_t)(end - p) && memcmp(x->text, p, x->len) == 0)
+			return x;
+	return NULL;
+}
+
+/* Keep the list text[0..len) (decoded as args[0..n) unless skip), with a
+ * copy of everything it points to; quietly not when full or out of
+ * memory (the cache only saves work). */
+static void ac_add(struct cd_parser *ps, bool skip, uint32_t h, const char *text, size_t len,
+		   const struct cd_arg *args, uint32_t n)
+{
+	struct cd_args_cache *c = ps->acache;
+	size_t size = sizeof(struct ac_entry) + len;
+	if (!c || c->count >= AC_MAX || len > AC_TEXT)
+		return;
+	if (!skip) {
+		size += n * sizeof *args;
+		for (uint32_t i = 0; i < n; i++)
+			size += args[i].ndim * sizeof *args[i].shape + args[i].placements.n +
+				args[i].mesh.n;
+	}
+	if (c->bytes + size > AC_BYTES)
+		return;
+	struct ac_entry *x = malloc(size);
+	if (!x)
+		return;
+	/* the entry, its args, their shapes, then the bytes: text and strings */
+	struct cd_arg *v = (struct cd_arg *)(x + 1);
+	int64_t *dims = (int64_t *)(v + (skip ? 0 : n));
+	if (!skip)
+		for (uint32_t i = 0; i < n; i++)
+			dims += args[i].ndim;
+	char *bytes = (char *)dims;
+	dims = (int64_t *)(v + (skip ? 0 : n));
+	memcpy(bytes, text, len);
+	x->text = bytes;
+	x->len = (uint32_t)len;
+	x->nargs = skip ? 0 : n;
+	x->args = v;
+	bytes += len;
+	for (uint32_t i = 0; !skip && i < n; i++) {
+		v[i] = args[i];
+		if (args[i].ndim)
+			memcpy(dims, args[i].shape, args[i].ndim * sizeof *dims);
+		v[i].shape = dims;
+		dims += args[i].ndim;
+		struct cd_str *str[2] = {&v[i].placements, &v[i].mesh};
+		for (int k = 0; k < 2; k++) {
+			if (!str[k]->p)
+				continue;   /* absent stays absent */
+			if (str[k]->n)
+				memcpy(bytes, str[k]->p, str[k]->n);
+			str[k]->p = bytes;
+			bytes += str[k]->n;
+		}
+	}
+	x->next = c->bucket[skip][h];
+	c->bucket[skip][h] = x;
+	c->count++;
+	c->bytes += size;
+}
+
+/* The value of "args", at s->p: from the kept lists when it is one. */
+static enum cd_status args_value(struct scan *s, struct cd_event *e, const char *key)
+{
+	struct cd_parser *ps = s->ps;
+	bool skip = ps->skip_detail;
+	enum cd_status st;
+
+	if (!skip)
+		e->have |= CD_F_ARGS;
+	if (s->p >= s->end || *s->p != '[') {
+		/* not a list: read (and refused, unless skipped) the usual way */
+		return skip ? skip_value(s) : obj_list(s, key, 'a', (void **)&e->args, &e->nargs);
+	}
+	if (s->end - s->p >= 2 && s->p[1] == ']') {
+		s->p += 2;
+		if (!skip) {
+			e->args = no_args;
+			e->nargs = 0;
+		}
+		return CD_OK;
+	}
+	if (!ps->acache)
+		ps->acache = calloc(1, sizeof *ps->acache);
+	uint32_t h = ac_hash(s->p, s->end);
+	const struct ac_entry *x = ps->acache ? ac_find(ps->acache, skip, s->p, s->end, h) : NULL;
+	if (x) {
+		s->p += x->len;
+		if (!skip) {
+			e->args = x->args;
+			e->nargs = x->nargs;
+		}
+		return CD_OK;
+	}
+	const char *start = s->p;
+	st = skip ? skip_value(s) : obj_list(s, key, 'a', (void **)&e->args, &e->nargs);
+	if (!st)
+		ac_add(ps, skip, h, start, (size_t)(s->p - start), e->args, e->nargs);
+	return st;
+}
+
+static void ac_free(struct cd_args_cache *c)
+{
+	if (!c)
+		return;
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < AC_BUCKETS; i++)
+			for (struct ac_entry *x = c->bucket[k][i], *next; x; x = next) {
+				next = x->next;
+				free(x);
+			}
+	free(c);
+}
+
 static enum cd_status field_value(struct scan *s, struct cd_event *e, const struct cd_field *f)
 {
 	enum cd_status st;
@@ -752,10 +917,7 @@ static enum cd_status field_value(struct scan *s, struct cd_event *e, const stru
 		e->have |= CD_F_RANKS;
 		return int_list(s, f->key, &e->ranks, &e->nranks_list);
 	case CD_FT_ARGS:
-		if (s->ps->skip_detail)
-			return skip_value(s);
-		e->have |= CD_F_ARGS;
-		return obj_list(s, f->key, 'a', (void **)&e->args, &e->nargs);
+		return args_value(s, e, f->key);
 	case CD_FT_PARAMS:
 		if (s->ps->skip_detail)
 			return skip_value(s);
@@ -947,18 +1109,21 @@ static enum cd_status op_tail(struct scan *s, struct cd_event *e, struct keys *s
 	if (!op_bool(&p, end, ",\"bw\":", 6, &e->bw, seen, CD_FI_BW) ||
 	    !op_bool(&p, end, ",\"dt\":", 6, &e->dt, seen, CD_FI_DT))
 		goto out;
-	if (end - p > 8 && memcmp(p, ",\"args\":", 8) == 0) {
-		if (end - p > 10 && p[8] == '[' && p[9] == ']' && s->ps->skip_detail) {
+	if (end - p > 9 && memcmp(p, ",\"args\":[", 9) == 0) {
+		seen->known |= 1ull << CD_FI_ARGS;
+		if (p[9] == ']') {
 			p += 10;
-		} else if (p[8] == '[' && s->ps->skip_detail) {
+			if (!s->ps->skip_detail) {
+				e->have |= CD_F_ARGS;
+				e->args = no_args;
+				e->nargs = 0;
+			}
+		} else {
 			s->p = p + 8;
-			if ((st = skip_value(s)))
+			if ((st = args_value(s, e, "args")))
 				return st;
 			p = s->p;
-		} else {
-			goto out;
 		}
-		seen->known |= 1ull << CD_FI_ARGS;
 	}
 	op_bool(&p, end, ",\"fake\":", 8, &e->fake, seen, CD_FI_FAKE);
 	if (end - p >= 6 && memcmp(p, ",\"t\":", 5) == 0 && (unsigned)(p[5] - '0') <= 9) {
@@ -1074,4 +1239,6 @@ void cd_parser_free(struct cd_parser *ps)
 	extern void cd_parse_general_release(struct cd_parser *ps);
 	cd_parse_general_release(ps);
 	cd_arena_free(&ps->arena);
+	ac_free(ps->acache);
+	ps->acache = NULL;
 }

@@ -164,6 +164,36 @@ static bool grow(struct slot *s, size_t need)
 static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t target)
 {
 	while (s->len < target) {
+		if (!r->zstd) {
+			/* plain text: straight into the slot, the peeked bytes first */
+			if (r->peek_len) {
+				if (!grow(s, r->peek_len))
+					goto nomem;
+				memcpy(s->buf + s->len, r->peek, r->peek_len);
+				s->len += r->peek_len;
+				r->peek_len = 0;
+				continue;
+			}
+			if (r->in_eof)
+				return CD_END;
+			if (!grow(s, CHUNK / 4))
+				goto nomem;
+			size_t room = s->cap - s->len;
+			if (room > target - s->len)
+				room = target - s->len;
+			size_t got = fread(s->buf + s->len, 1, room, r->f);
+			s->len += got;
+			atomic_fetch_add(&r->file_bytes, got);
+			if (got < room) {
+				if (ferror(r->f)) {
+					snprintf(r->msg, sizeof r->msg, "read error after %llu bytes: %s",
+						 (unsigned long long)r->file_bytes, strerror(errno));
+					return CD_ERR_IO;
+				}
+				r->in_eof = feof(r->f);
+			}
+			continue;
+		}
 		if (r->in_pos == r->in_len) {
 			if (r->in_eof)
 				return CD_END;
@@ -174,15 +204,6 @@ static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t 
 			}
 			if (r->in_len == 0 && r->in_eof)
 				return CD_END;
-		}
-		if (!r->zstd) {
-			size_t n = r->in_len - r->in_pos;
-			if (!grow(s, n))
-				goto nomem;
-			memcpy(s->buf + s->len, r->in + r->in_pos, n);
-			s->len += n;
-			r->in_pos = r->in_len;
-			continue;
 		}
 		if (!grow(s, CHUNK / 4))
 			goto nomem;

@@ -335,6 +335,21 @@ static void test_op_shapes(void)
 		"{\"ev\":\"op\",\"name\":\"c10d.allreduce_.default\",\"bw\":false,\"dt\":false,"
 		"\"pg\":\"0\",\"seq\":1,\"bytes\":4,\"dtype\":\"f\",\"shape\":[1],\"t\":5}",
 		"{\"ev\":\"op\",\"name\":\"a.b\"}",
+		/* args lists kept by their text: the same, one longer, one with an
+		 * escape, one with a null mesh, one with a shape that differs at the end */
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"},{\"shape\":[],\"placements\":\"P\"}],\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"fake\":false,\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\\u00e9\",\"mesh\":\"M\\n\"}],\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":null}],\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,4],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}] ,\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"dt\":true,\"args\":[ ]}",
 	};
 	static const char *const bad[][2] = {
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":-5}", "negative"},
@@ -350,6 +365,13 @@ static void test_op_shapes(void)
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":fals,\"dt\":false,\"t\":5}", "true or false"},
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"args\":[{]}", "key expected"},
 		{"{\"ev\":\"op\",\"name\":\"\",\"bw\":false,\"dt\":false,\"t\":5}", "empty"},
+		/* a kept list's text followed by more of a list is not that list */
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		 "\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],{}],\"t\":8}", "key expected"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,-3],"
+		 "\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"t\":8}", "negative"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		 "\"placements\":5}],\"t\":8}", "must be a string"},
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
 		CHECK(agree(ok[i]));
