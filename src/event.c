@@ -33,11 +33,14 @@ const char *cd_ev_name(enum cd_ev ev)
 
 enum cd_ev cd_ev_from_str(const char *p, uint32_t n)
 {
-	/* "op" is by far the most frequent: test it first */
+	/* "op" is by far the most frequent, then the module hooks */
 	if (n == 2 && p[0] == 'o' && p[1] == 'p')
 		return CD_EV_OP;
+	if (n < 2 || n > 12)
+		return CD_EV_UNKNOWN;
 	for (int i = 1; i < CD_EV__COUNT; i++)
-		if (strlen(ev_names[i]) == n && memcmp(ev_names[i], p, n) == 0)
+		if (ev_names[i][0] == p[0] && strlen(ev_names[i]) == n &&
+		    memcmp(ev_names[i], p, n) == 0)
 			return (enum cd_ev)i;
 	return CD_EV_UNKNOWN;
 }
@@ -360,6 +363,17 @@ static enum cd_status check_params(const struct cd_event *e, struct cd_err *err)
 enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 {
 	enum cd_status st = CD_OK;
+
+	/* an op with a name, maybe a time and DTensor args, nothing else: the
+	 * checks below that can fail for it, in short */
+	if (e->ev == CD_EV_OP && e->name.n &&
+	    !(e->have & ~(uint32_t)(CD_F_EV | CD_F_NAME | CD_F_T | CD_F_ARGS)) && e->t >= 0) {
+		for (uint32_t i = 0; i < e->nargs; i++)
+			if ((st = check_dims(e->args[i].shape, e->args[i].ndim, "an op argument shape",
+					     err)))
+				return st;
+		return CD_OK;
+	}
 
 	if (!(e->have & CD_F_EV))
 		return cd_fail(err, CD_ERR_TRACE, "missing field \"ev\"");

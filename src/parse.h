@@ -14,7 +14,7 @@
 
 #include "event.h"
 
-struct cd_args_cache;
+struct cd_list_cache;
 
 struct cd_parser {
 	struct cd_arena arena;
@@ -30,8 +30,8 @@ struct cd_parser {
 	 * A zeroed parser is ready. */
 	struct cd_event ev;
 	uint64_t dirty;
-	/* the fast path: args lists met before (parse_fast.c) */
-	struct cd_args_cache *acache;
+	/* the fast path: args and params lists met before (parse_fast.c) */
+	struct cd_list_cache *lcache;
 };
 
 /* line need not be NUL-terminated and excludes the newline.  On error

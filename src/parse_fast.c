@@ -718,29 +718,34 @@ static enum cd_status obj_list(struct scan *s, const char *key, char kind, void 
 	return CD_OK;
 }
 
-/* ---- the args lists met before ----
+/* ---- the lists met before ----
  * A DTensor op's args list repeats (the same ops on the same shapes, step
- * after step).  Each list read whole is kept, by its text (and, when it is
- * decoded, its entries), up to AC_MAX lists of at most AC_TEXT bytes and
- * AC_BYTES in all; a list whose text is byte for byte a kept one is that
+ * after step), and so does a module's params list.  Each such list read
+ * whole is kept by its text (and, when it was decoded, its entries), up to
+ * LC_MAX lists of at most LC_TEXT bytes and LC_BYTES in all: flat in the
+ * trace's length.  A list whose text is byte for byte a kept one's is that
  * list, already checked and decoded: a JSON array ends at its own closing
  * bracket, so no other value can begin with all of its bytes. */
-#define AC_BUCKETS 1024
-#define AC_MAX 4096
-#define AC_TEXT 4096
-#define AC_BYTES (8u << 20)
-#define AC_PREFIX 96
+#define LC_BUCKETS 1024
+#define LC_MAX 4096
+#define LC_TEXT 4096
+#define LC_BYTES (8u << 20)
+#define LC_PREFIX 96
 
-struct ac_entry {
-	struct ac_entry *next;
+/* What a kept list is: only checked (skip_detail), or decoded as args or
+ * as params. */
+enum { LC_CHECKED, LC_ARGS, LC_PARAMS, LC_KINDS };
+
+struct lc_entry {
+	struct lc_entry *next;
 	const char *text;
 	uint32_t len;
-	uint32_t nargs;
-	const struct cd_arg *args;
+	uint32_t n;          /* entries (decoded kinds) */
+	const void *v;       /* struct cd_arg or struct cd_param [n] */
 };
 
-struct cd_args_cache {
-	struct ac_entry *bucket[2][AC_BUCKETS];   /* [skip_detail]: checked only / decoded */
+struct cd_list_cache {
+	struct lc_entry *bucket[LC_KINDS][LC_BUCKETS];
 	uint32_t count;
 	size_t bytes;
 };
@@ -748,9 +753,9 @@ struct cd_args_cache {
 /* The empty list (every op of a run without DTensors). */
 static const struct cd_arg no_args[1];
 
-static uint32_t ac_hash(const char *p, const char *end)
+static uint32_t lc_hash(const char *p, const char *end)
 {
-	size_t n = (size_t)(end - p) < AC_PREFIX ? (size_t)(end - p) : AC_PREFIX;
+	size_t n = (size_t)(end - p) < LC_PREFIX ? (size_t)(end - p) : LC_PREFIX;
 	uint64_t h = 0x9E3779B97F4A7C15ull;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -760,123 +765,198 @@ static uint32_t ac_hash(const char *p, const char *end)
 	}
 	for (; i < n; i++)
 		h = (h ^ (unsigned char)p[i]) * 0x100000001B3ull;
-	return (uint32_t)(h >> 40) & (AC_BUCKETS - 1);
+	return (uint32_t)(h >> 40) & (LC_BUCKETS - 1);
 }
 
-/* The kept list whose text the bytes at p begin with, or NULL. */
-static const struct ac_entry *ac_find(const struct cd_args_cache *c, bool skip, const char *p,
+/* The kept list of that kind whose text the bytes at p begin with, or NULL. */
+static const struct lc_entry *lc_find(const struct cd_list_cache *c, int kind, const char *p,
 				      const char *end, uint32_t h)
 {
-	for (const struct ac_entry *x = c->bucket[skip][h]; x; x = x->next)
+	for (const struct lc_entry *x = c->bucket[kind][h]; x; x = x->next)
 		if (x->len <= (size_t)(end - p) && memcmp(x->text, p, x->len) == 0)
 			return x;
 	return NULL;
 }
 
-/* Keep the list text[0..len) (decoded as args[0..n) unless skip), with a
- * copy of everything it points to; quietly not when full or out of
- * memory (the cache only saves work). */
-static void ac_add(struct cd_parser *ps, bool skip, uint32_t h, const char *text, size_t len,
-		   const struct cd_arg *args, uint32_t n)
+/* Bytes the strings of a decoded list need, and their copy (an absent
+ * string, p NULL, stays absent). */
+static size_t str_bytes(const struct cd_str *const *str, int k)
 {
-	struct cd_args_cache *c = ps->acache;
-	size_t size = sizeof(struct ac_entry) + len;
-	if (!c || c->count >= AC_MAX || len > AC_TEXT)
-		return;
-	if (!skip) {
-		size += n * sizeof *args;
-		for (uint32_t i = 0; i < n; i++)
-			size += args[i].ndim * sizeof *args[i].shape + args[i].placements.n +
-				args[i].mesh.n;
+	size_t n = 0;
+	for (int i = 0; i < k; i++)
+		n += str[i]->n;
+	return n;
+}
+
+static char *str_copy(struct cd_str *const *str, int k, char *bytes)
+{
+	for (int i = 0; i < k; i++) {
+		if (!str[i]->p)
+			continue;
+		if (str[i]->n)
+			memcpy(bytes, str[i]->p, str[i]->n);
+		str[i]->p = bytes;
+		bytes += str[i]->n;
 	}
-	if (c->bytes + size > AC_BYTES)
+	return bytes;
+}
+
+/* The size of a kept copy of n entries at v of that kind (text apart). */
+static size_t lc_size(int kind, const void *v, uint32_t n)
+{
+	size_t size = 0;
+	for (uint32_t i = 0; kind == LC_ARGS && i < n; i++) {
+		const struct cd_arg *a = (const struct cd_arg *)v + i;
+		const struct cd_str *str[] = {&a->placements, &a->mesh};
+		size += sizeof *a + a->ndim * sizeof *a->shape + str_bytes(str, 2);
+	}
+	for (uint32_t i = 0; kind == LC_PARAMS && i < n; i++) {
+		const struct cd_param *p = (const struct cd_param *)v + i;
+		const struct cd_str *str[] = {&p->name, &p->dtype, &p->placements, &p->mesh};
+		size += sizeof *p + p->ndim * sizeof *p->shape + str_bytes(str, 4);
+	}
+	return size;
+}
+
+/* Keep the list text[0..len) (of that kind: its n decoded entries at v),
+ * with a copy of everything it points to; quietly not when full or out of
+ * memory (the cache only saves work). */
+static void lc_add(struct cd_list_cache *c, int kind, uint32_t h, const char *text, size_t len,
+		   const void *v, uint32_t n)
+{
+	if (!c || c->count >= LC_MAX || len > LC_TEXT)
 		return;
-	struct ac_entry *x = malloc(size);
+	size_t size = sizeof(struct lc_entry) + len + lc_size(kind, v, n);
+	if (c->bytes + size > LC_BYTES)
+		return;
+	struct lc_entry *x = malloc(size);
 	if (!x)
 		return;
-	/* the entry, its args, their shapes, then the bytes: text and strings */
-	struct cd_arg *v = (struct cd_arg *)(x + 1);
-	int64_t *dims = (int64_t *)(v + (skip ? 0 : n));
-	if (!skip)
-		for (uint32_t i = 0; i < n; i++)
-			dims += args[i].ndim;
+	/* the entry, its entries, their shapes, then the bytes: text and strings */
+	size_t elem = kind == LC_ARGS ? sizeof(struct cd_arg) : sizeof(struct cd_param);
+	char *ents = (char *)(x + 1);
+	int64_t *dims = (int64_t *)(void *)(ents + (kind == LC_CHECKED ? 0 : n * elem));
+	for (uint32_t i = 0; kind != LC_CHECKED && i < n; i++)
+		dims += kind == LC_ARGS ? ((const struct cd_arg *)v)[i].ndim
+					: ((const struct cd_param *)v)[i].ndim;
 	char *bytes = (char *)dims;
-	dims = (int64_t *)(v + (skip ? 0 : n));
+	dims = (int64_t *)(void *)(ents + (kind == LC_CHECKED ? 0 : n * elem));
 	memcpy(bytes, text, len);
 	x->text = bytes;
 	x->len = (uint32_t)len;
-	x->nargs = skip ? 0 : n;
-	x->args = v;
+	x->n = kind == LC_CHECKED ? 0 : n;
+	x->v = ents;
 	bytes += len;
-	for (uint32_t i = 0; !skip && i < n; i++) {
-		v[i] = args[i];
-		if (args[i].ndim)
-			memcpy(dims, args[i].shape, args[i].ndim * sizeof *dims);
-		v[i].shape = dims;
-		dims += args[i].ndim;
-		struct cd_str *str[2] = {&v[i].placements, &v[i].mesh};
-		for (int k = 0; k < 2; k++) {
-			if (!str[k]->p)
-				continue;   /* absent stays absent */
-			if (str[k]->n)
-				memcpy(bytes, str[k]->p, str[k]->n);
-			str[k]->p = bytes;
-			bytes += str[k]->n;
-		}
+	for (uint32_t i = 0; kind == LC_ARGS && i < n; i++) {
+		struct cd_arg *a = (struct cd_arg *)(void *)ents + i;
+		*a = ((const struct cd_arg *)v)[i];
+		if (a->ndim)
+			memcpy(dims, a->shape, a->ndim * sizeof *dims);
+		a->shape = dims;
+		dims += a->ndim;
+		struct cd_str *str[] = {&a->placements, &a->mesh};
+		bytes = str_copy(str, 2, bytes);
 	}
-	x->next = c->bucket[skip][h];
-	c->bucket[skip][h] = x;
+	for (uint32_t i = 0; kind == LC_PARAMS && i < n; i++) {
+		struct cd_param *p = (struct cd_param *)(void *)ents + i;
+		*p = ((const struct cd_param *)v)[i];
+		if (p->ndim)
+			memcpy(dims, p->shape, p->ndim * sizeof *dims);
+		p->shape = dims;
+		dims += p->ndim;
+		struct cd_str *str[] = {&p->name, &p->dtype, &p->placements, &p->mesh};
+		bytes = str_copy(str, 4, bytes);
+	}
+	x->next = c->bucket[kind][h];
+	c->bucket[kind][h] = x;
 	c->count++;
 	c->bytes += size;
 }
 
-/* The value of "args", at s->p: from the kept lists when it is one. */
-static enum cd_status args_value(struct scan *s, struct cd_event *e, const char *key)
+/* The value of "args" (kind 'a') or "params" ('p') at s->p: from the kept
+ * lists when it is one. */
+static enum cd_status list_value(struct scan *s, const char *key, char kind, const void **v,
+				 uint32_t *n)
 {
 	struct cd_parser *ps = s->ps;
 	bool skip = ps->skip_detail;
+	int lk = skip ? LC_CHECKED : kind == 'a' ? LC_ARGS : LC_PARAMS;
 	enum cd_status st;
 
-	if (!skip)
-		e->have |= CD_F_ARGS;
 	if (s->p >= s->end || *s->p != '[') {
 		/* not a list: read (and refused, unless skipped) the usual way */
-		return skip ? skip_value(s) : obj_list(s, key, 'a', (void **)&e->args, &e->nargs);
+		if (skip)
+			return skip_value(s);
+		void *got = NULL;
+		st = obj_list(s, key, kind, &got, n);
+		*v = got;
+		return st;
 	}
-	if (s->end - s->p >= 2 && s->p[1] == ']') {
+	if (!skip && s->end - s->p >= 2 && s->p[1] == ']') {
 		s->p += 2;
-		if (!skip) {
-			e->args = no_args;
-			e->nargs = 0;
-		}
+		*v = no_args;
+		*n = 0;
 		return CD_OK;
 	}
-	if (!ps->acache)
-		ps->acache = calloc(1, sizeof *ps->acache);
-	uint32_t h = ac_hash(s->p, s->end);
-	const struct ac_entry *x = ps->acache ? ac_find(ps->acache, skip, s->p, s->end, h) : NULL;
+	if (!ps->lcache)
+		ps->lcache = calloc(1, sizeof *ps->lcache);
+	uint32_t h = lc_hash(s->p, s->end);
+	const struct lc_entry *x = ps->lcache ? lc_find(ps->lcache, lk, s->p, s->end, h) : NULL;
 	if (x) {
 		s->p += x->len;
 		if (!skip) {
-			e->args = x->args;
-			e->nargs = x->nargs;
+			*v = x->v;
+			*n = x->n;
 		}
 		return CD_OK;
 	}
 	const char *start = s->p;
-	st = skip ? skip_value(s) : obj_list(s, key, 'a', (void **)&e->args, &e->nargs);
+	void *got = NULL;
+	uint32_t cnt = 0;
+	st = skip ? skip_value(s) : obj_list(s, key, kind, &got, &cnt);
+	if (!skip) {
+		*v = got;
+		*n = cnt;
+	}
 	if (!st)
-		ac_add(ps, skip, h, start, (size_t)(s->p - start), e->args, e->nargs);
+		lc_add(ps->lcache, lk, h, start, (size_t)(s->p - start), got, cnt);
 	return st;
 }
 
-static void ac_free(struct cd_args_cache *c)
+/* "args" and "params" into the event (unless skipped). */
+static enum cd_status args_value(struct scan *s, struct cd_event *e, const char *key)
+{
+	const void *v = NULL;
+	uint32_t n = 0;
+	enum cd_status st = list_value(s, key, 'a', &v, &n);
+	if (!s->ps->skip_detail) {
+		e->have |= CD_F_ARGS;
+		e->args = v;
+		e->nargs = n;
+	}
+	return st;
+}
+
+static enum cd_status params_value(struct scan *s, struct cd_event *e, const char *key)
+{
+	const void *v = NULL;
+	uint32_t n = 0;
+	enum cd_status st = list_value(s, key, 'p', &v, &n);
+	if (!s->ps->skip_detail) {
+		e->have |= CD_F_PARAMS;
+		e->params = v;
+		e->nparams = n;
+	}
+	return st;
+}
+
+static void lc_free(struct cd_list_cache *c)
 {
 	if (!c)
 		return;
-	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < AC_BUCKETS; i++)
-			for (struct ac_entry *x = c->bucket[k][i], *next; x; x = next) {
+	for (int k = 0; k < LC_KINDS; k++)
+		for (int i = 0; i < LC_BUCKETS; i++)
+			for (struct lc_entry *x = c->bucket[k][i], *next; x; x = next) {
 				next = x->next;
 				free(x);
 			}
@@ -919,10 +999,7 @@ static enum cd_status field_value(struct scan *s, struct cd_event *e, const stru
 	case CD_FT_ARGS:
 		return args_value(s, e, f->key);
 	case CD_FT_PARAMS:
-		if (s->ps->skip_detail)
-			return skip_value(s);
-		e->have |= CD_F_PARAMS;
-		return obj_list(s, f->key, 'p', (void **)&e->params, &e->nparams);
+		return params_value(s, e, f->key);
 	}
 	return CD_OK;
 }
@@ -1164,7 +1241,8 @@ static enum cd_status scan_line(struct cd_parser *ps, const char *line, size_t n
 	struct scan s = {line, line, line + n, ps, err};
 	enum cd_status st;
 
-	cd_arena_reset(&ps->arena);
+	if (ps->arena.used_in_head)   /* else nothing was taken since the last reset */
+		cd_arena_reset(&ps->arena);
 	if (err)
 		err->column = 0;
 	ws(&s);
@@ -1239,6 +1317,6 @@ void cd_parser_free(struct cd_parser *ps)
 	extern void cd_parse_general_release(struct cd_parser *ps);
 	cd_parse_general_release(ps);
 	cd_arena_free(&ps->arena);
-	ac_free(ps->acache);
-	ps->acache = NULL;
+	lc_free(ps->lcache);
+	ps->lcache = NULL;
 }

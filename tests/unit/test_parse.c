@@ -350,6 +350,16 @@ static void test_op_shapes(void)
 		"{\"ev\":\"op\",\"name\":\"a.b\",\"dt\":true,\"args\":[{\"shape\":[2,3],"
 		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}] ,\"t\":8}",
 		"{\"ev\":\"op\",\"name\":\"a.b\",\"dt\":true,\"args\":[ ]}",
+		/* params lists, kept the same way */
+		"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"bw\":false,\"params\":[{\"name\":\"w\","
+		"\"shape\":[4,2],\"dtype\":\"torch.float32\",\"nbytes\":32,\"requires_grad\":true,"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"},{\"name\":\"b\"}],\"grad_in\":false,\"t\":9}",
+		"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"bw\":false,\"params\":[{\"name\":\"w\","
+		"\"shape\":[4,2],\"dtype\":\"torch.float32\",\"nbytes\":32,\"requires_grad\":true,"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"},{\"name\":\"b\"}],\"grad_in\":true,\"t\":10}",
+		"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"params\":[{\"name\":\"w\\u00e9\","
+		"\"shape\":[4,2],\"dtype\":null,\"nbytes\":32}],\"t\":10}",
+		"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"params\":[],\"t\":10}",
 	};
 	static const char *const bad[][2] = {
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":-5}", "negative"},
@@ -372,6 +382,10 @@ static void test_op_shapes(void)
 		 "\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"t\":8}", "negative"},
 		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
 		 "\"placements\":5}],\"t\":8}", "must be a string"},
+		{"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"params\":[{\"name\":\"w\","
+		 "\"nbytes\":-32}],\"t\":10}", "negative nbytes"},
+		{"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"params\":[{\"shape\":[1]}],\"t\":10}",
+		 "has no \"name\""},
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
 		CHECK(agree(ok[i]));
