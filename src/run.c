@@ -3,6 +3,7 @@
 #include "run.h"
 
 #include "frdump.h"
+#include "reader.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -41,6 +42,7 @@ struct pool {
 	const void *ctx;
 	char *res;
 	atomic_int next;
+	bool inline_read;   /* readers without a thread of their own (reader.h) */
 };
 
 static double now(void)
@@ -64,6 +66,9 @@ static void read_one(struct pool *p, int i)
 static void *worker(void *arg)
 {
 	struct pool *p = arg;
+	/* more inputs than threads: the threads keep the cores busy, and a
+	 * reader thread per input would only hand chunks over */
+	cd_reader_set_inline(p->inline_read);
 	for (;;) {
 		int i = atomic_fetch_add(&p->next, 1);
 		if (i >= p->n)
@@ -90,6 +95,7 @@ enum cd_status cd_run(char *const *paths, int n, const struct cd_run_reader *rd,
 		jobs = CD_RUN_MAX_JOBS;
 	double t0 = now();
 	atomic_init(&p.next, 0);
+	p.inline_read = n > jobs;
 	for (int i = 1; i < jobs; i++)
 		if (pthread_create(&th[started], NULL, worker, &p) == 0)
 			started++;
@@ -99,6 +105,7 @@ enum cd_status cd_run(char *const *paths, int n, const struct cd_run_reader *rd,
 		if (is_stdin(paths[i]))
 			read_one(&p, i);
 	worker(&p);
+	cd_reader_set_inline(false);
 	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	o->threads = started + 1;
