@@ -10,7 +10,7 @@
 #include <zstd_errors.h>
 
 #define NSLOTS 3
-#define CHUNK (1u << 20)
+#define CHUNK (1u << 18)
 
 enum slot_state { SLOT_FREE, SLOT_READY };
 
