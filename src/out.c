@@ -14,6 +14,8 @@ void cd_out_init(struct cd_out *o, FILE *f)
 
 void cd_out_free(struct cd_out *o)
 {
+	if (o->spill)
+		fclose(o->spill);
 	free(o->buf);
 	free(o->stack);
 	memset(o, 0, sizeof *o);
@@ -28,10 +30,29 @@ static void drain(struct cd_out *o)
 	o->len = 0;
 }
 
+/* Held bytes past spill_at: into the temporary file. */
+static void spill(struct cd_out *o)
+{
+	if (!o->spill && !(o->spill = tmpfile())) {
+		o->spill_at = 0;   /* no file to be had: hold on in memory */
+		return;
+	}
+	if (o->len && !o->failed && fwrite(o->buf, 1, o->len, o->spill) != o->len) {
+		o->failed = true;
+		o->err_no = errno;
+	}
+	o->len = 0;
+}
+
 void cd_out_grow_(struct cd_out *o, size_t n)
 {
 	if (!o->hold && o->len >= FLUSH_AT / 2) {
 		drain(o);
+		if (o->cap - o->len >= n)
+			return;
+	}
+	if (o->hold && o->spill_at && o->len >= o->spill_at) {
+		spill(o);
 		if (o->cap - o->len >= n)
 			return;
 	}
@@ -63,6 +84,41 @@ enum cd_status cd_out_flush(struct cd_out *o, struct cd_err *err)
 void cd_out_discard(struct cd_out *o)
 {
 	o->len = 0;
+}
+
+void cd_out_spill_at(struct cd_out *o, size_t at)
+{
+	o->spill_at = at;
+}
+
+void cd_out_append(struct cd_out *dst, struct cd_out *src, size_t skip)
+{
+	if (src->failed && !dst->failed) {
+		dst->failed = true;
+		dst->err_no = src->err_no;
+	}
+	if (src->spill) {
+		char buf[1 << 16];
+		size_t got;
+		if (fflush(src->spill) != 0 || fseek(src->spill, 0, SEEK_SET) != 0) {
+			dst->failed = true;
+			dst->err_no = errno;
+		}
+		while (!dst->failed && (got = fread(buf, 1, sizeof buf, src->spill)) > 0) {
+			size_t k = skip < got ? skip : got;
+			skip -= k;
+			cd_out_write(dst, buf + k, got - k);
+		}
+		if (ferror(src->spill)) {
+			dst->failed = true;
+			dst->err_no = EIO;
+		}
+		fclose(src->spill);
+		src->spill = NULL;
+	}
+	if (skip < src->len)
+		cd_out_write(dst, src->buf + skip, src->len - skip);
+	src->len = 0;
 }
 
 void cd_out_printf(struct cd_out *o, const char *fmt, ...)
