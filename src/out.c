@@ -340,12 +340,31 @@ static unsigned utf8_next(const unsigned char **pp, const unsigned char *end)
 	return cp;
 }
 
+/* Are the 8 bytes at s all printable ASCII other than '"' and '\\' (none
+ * to escape)?  Word operations: a byte below 0x20 borrows into its high
+ * bit, '"', '\\' and 0x7F are zero bytes after an xor, and bytes from 0x80
+ * have it set already (they also spoil the borrow tests, but the answer is
+ * no then anyway). */
+static inline bool plain8(const char *s)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t w, q, b, d;
+	memcpy(&w, s, 8);
+	q = w ^ (ones * '"');
+	b = w ^ (ones * '\\');
+	d = w ^ (ones * 0x7F);
+	return !((((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) |
+		  ((d - ones) & ~d) | w) & high);
+}
+
 void cd_pj_escape(struct cd_out *o, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + n;
 
 	/* most strings need no escape: the quotes and the bytes in one go */
 	size_t plain = 0;
+	while (plain + 8 <= n && plain8(s + plain))
+		plain += 8;
 	while (plain < n && p[plain] >= 0x20 && p[plain] < 0x7F && p[plain] != '"' &&
 	       p[plain] != '\\')
 		plain++;
