@@ -1157,79 +1157,143 @@ static inline int lit_bool(const char *p, const char *end)
 	return -1;
 }
 
-/* A boolean member `,"key":true` at *p as the recorder writes it: stored,
- * *p moved past it.  false, *p unchanged, for anything else. */
-static inline bool op_bool(const char **p, const char *end, const char *text, size_t n,
-			   bool *v, struct keys *seen, enum cd_fid id)
+/* A "t" of at most 15 digits (always in range) at *p, stored; false, *p
+ * unchanged, for anything else (the general path reads it). */
+static inline bool tail_time(const char **p, const char *end, struct cd_event *e)
 {
-	int b;
-	if ((size_t)(end - *p) <= n || memcmp(*p, text, n) != 0 || (b = lit_bool(*p + n, end)) < 0)
+	const char *q = *p, *digits = q;
+	const char *lim = end - q > 16 ? q + 16 : end;
+	int64_t v = 0, eight;
+	if (q >= end || (unsigned)(*q - '0') > 9)
 		return false;
-	*v = b;
-	seen->known |= 1ull << id;
-	*p += n + (b ? 4 : 5);
+	if (*q == '0') {
+		q++;
+	} else {
+		if (lim - q >= 8 && (eight = eight_digits(q)) >= 0) {
+			v = eight;
+			q += 8;
+		}
+		for (; q < lim && (unsigned)(*q - '0') <= 9; q++)
+			v = v * 10 + (*q - '0');
+	}
+	if (q - digits > 15 || q == end || (*q != ',' && *q != '}'))
+		return false;
+	e->t = v;
+	e->have |= CD_F_T;
+	*p = q;
 	return true;
 }
 
-/* The rest of an op line, from just after its name, as the recorder
- * writes it: "bw", "dt", "args" (an empty list, or any list when it is
- * skipped), "fake" and "t" (at most 15 digits: always in range), in this
- * order, without spaces.  Stops at the first thing written otherwise, with
- * s->p just after the last value taken: the general loop (members) reads
- * the rest.  *done: the line ended there with its '}'. */
-static enum cd_status op_tail(struct scan *s, struct cd_event *e, struct keys *seen, bool *done)
+/* The value of tail key k at s->p (just after its colon), as the general
+ * path would read it, stored; *taken false (s->p unchanged) when it is
+ * written otherwise (null, another type, a long number): the general path
+ * reads it then. */
+/* (always inlined: each call site's id is a constant, its switch goes away) */
+static inline __attribute__((always_inline)) enum cd_status
+tail_value(struct scan *s, struct cd_event *e, enum cd_fid id, bool *taken)
 {
-	const char *p = s->p, *end = s->end;
-	enum cd_status st;
+	const char *end = s->end;
+	int b;
+	bool *flag;
 
-	*done = false;
-	if (!op_bool(&p, end, ",\"bw\":", 6, &e->bw, seen, CD_FI_BW) ||
-	    !op_bool(&p, end, ",\"dt\":", 6, &e->dt, seen, CD_FI_DT))
-		goto out;
-	if (end - p > 9 && memcmp(p, ",\"args\":[", 9) == 0) {
-		seen->known |= 1ull << CD_FI_ARGS;
-		if (p[9] == ']') {
-			p += 10;
+	*taken = true;
+	switch (id) {
+	case CD_FI_MOD:
+	case CD_FI_TYPE:
+		if (s->p >= end || *s->p != '"')
+			break;
+		e->have |= id == CD_FI_MOD ? CD_F_MOD : CD_F_TYPE;
+		return string(s, id == CD_FI_MOD ? &e->mod : &e->type);
+	case CD_FI_ARGS:
+	case CD_FI_PARAMS:
+		if (s->p >= end || *s->p != '[')
+			break;
+		if (s->p + 1 < end && s->p[1] == ']' && id == CD_FI_ARGS) {
+			s->p += 2;   /* the empty list: no lookup */
 			if (!s->ps->skip_detail) {
 				e->have |= CD_F_ARGS;
 				e->args = no_args;
 				e->nargs = 0;
 			}
-		} else {
-			s->p = p + 8;
-			if ((st = args_value(s, e, "args")))
-				return st;
-			p = s->p;
+			return CD_OK;
 		}
+		return id == CD_FI_ARGS ? args_value(s, e, "args") : params_value(s, e, "params");
+	case CD_FI_T:
+		if (tail_time(&s->p, end, e))
+			return CD_OK;
+		break;
+	default:   /* the booleans */
+		flag = id == CD_FI_BW ? &e->bw : id == CD_FI_DT ? &e->dt : id == CD_FI_FAKE ? &e->fake
+		     : id == CD_FI_GRAD_IN ? &e->grad_in : &e->grad_out;
+		if ((b = lit_bool(s->p, end)) < 0)
+			break;
+		*flag = b;
+		s->p += b ? 4 : 5;
+		return CD_OK;
 	}
-	op_bool(&p, end, ",\"fake\":", 8, &e->fake, seen, CD_FI_FAKE);
-	if (end - p >= 6 && memcmp(p, ",\"t\":", 5) == 0 && (unsigned)(p[5] - '0') <= 9) {
-		const char *q = p + 5, *digits = q;
-		const char *lim = end - q > 16 ? q + 16 : end;
-		int64_t v = 0, eight;
-		if (*q == '0') {
-			q++;
-		} else {
-			if (lim - q >= 8 && (eight = eight_digits(q)) >= 0) {
-				v = eight;
-				q += 8;
-			}
-			for (; q < lim && (unsigned)(*q - '0') <= 9; q++)
-				v = v * 10 + (*q - '0');
-		}
-		if (q - digits > 15 || q == end || (*q != ',' && *q != '}'))
-			goto out;
-		e->t = v;
-		e->have |= CD_F_T;
-		seen->known |= 1ull << CD_FI_T;
-		p = q;
+	*taken = false;
+	return CD_OK;
+}
+
+/* Tail key id at s->p, its comma, quotes and colon n bytes of text: its
+ * value taken (*stop false), or s->p left at its comma (*stop true) when
+ * the value is written otherwise. */
+static inline __attribute__((always_inline)) enum cd_status
+tail_take(struct scan *s, struct cd_event *e, struct keys *seen, size_t n, enum cd_fid id,
+	  bool *stop)
+{
+	const char *at = s->p;
+	bool taken;
+	enum cd_status st;
+
+	s->p += n;
+	seen->known |= 1ull << id;
+	if ((st = tail_value(s, e, id, &taken)))
+		return st;
+	if (!taken) {
+		/* back to its comma: the general loop reads it */
+		seen->known &= ~(1ull << id);
+		s->p = at;
+		*stop = true;
 	}
-	if (end - p == 1 && *p == '}') {
-		p++;
+	return CD_OK;
+}
+
+/* The rest of a line from s->p, just after its first value(s), as the
+ * recorder writes it: these members, each optional, none before one
+ * above it, with commas, quotes and colons and no spaces.  Stops at the
+ * first thing written otherwise, with s->p just after the last value
+ * taken: the general loop (members) reads the rest.  *done: the line ended
+ * there with its '}'. */
+static enum cd_status tail(struct scan *s, struct cd_event *e, struct keys *seen, bool *done)
+{
+	enum cd_status st;
+	bool stop = false;
+
+	*done = false;
+#define TAIL(text, id)                                                                     \
+	if ((size_t)(s->end - s->p) > sizeof text - 1 &&                                    \
+	    memcmp(s->p, text, sizeof text - 1) == 0) {                                    \
+		if ((st = tail_take(s, e, seen, sizeof text - 1, id, &stop)))              \
+			return st;                                                         \
+		if (stop)                                                                  \
+			return CD_OK;                                                      \
+	}
+	TAIL(",\"mod\":", CD_FI_MOD)
+	TAIL(",\"type\":", CD_FI_TYPE)
+	TAIL(",\"bw\":", CD_FI_BW)
+	TAIL(",\"dt\":", CD_FI_DT)
+	TAIL(",\"args\":", CD_FI_ARGS)
+	TAIL(",\"params\":", CD_FI_PARAMS)
+	TAIL(",\"fake\":", CD_FI_FAKE)
+	TAIL(",\"grad_in\":", CD_FI_GRAD_IN)
+	TAIL(",\"grad_out\":", CD_FI_GRAD_OUT)
+	TAIL(",\"t\":", CD_FI_T)
+#undef TAIL
+	if (s->end - s->p == 1 && *s->p == '}') {
+		s->p++;
 		*done = true;
 	}
-out:
-	s->p = p;
 	return CD_OK;
 }
 
@@ -1248,26 +1312,30 @@ static enum cd_status scan_line(struct cd_parser *ps, const char *line, size_t n
 	ws(&s);
 	if (s.p >= s.end || *s.p != '{')
 		return bad(&s, "a line must hold one JSON object");
-	/* The hot shape: an op event as the recorder writes it starts with
-	 * {"ev":"op","name":" -- take those two fields without key lookups;
-	 * the general loop below then handles the rest of the line. */
+	/* The hot shapes: an event as the recorder writes it starts with
+	 * {"ev":"op","name":"...", or {"ev":"...", then its members in the
+	 * order of tail_keys -- taken without key lookups; at the first thing
+	 * written otherwise the general loop reads on from there. */
 	static const char op_head[] = "{\"ev\":\"op\",\"name\":";
+	static const char ev_head[] = "{\"ev\":";
+	bool done;
 	if ((size_t)(s.end - s.p) > sizeof op_head && memcmp(s.p, op_head, sizeof op_head - 1) == 0 &&
 	    s.p[sizeof op_head - 1] == '"') {
-		struct cd_str name;
 		s.p += sizeof op_head - 1;
 		seen->known = 1ull << CD_FI_EV | 1ull << CD_FI_NAME;
-		if ((st = string(&s, &name)))
-			return st;
 		e->ev = CD_EV_OP;
-		e->name = name;
 		e->have |= CD_F_EV | CD_F_NAME;
-		bool done;
-		if ((st = op_tail(&s, e, seen, &done)))
+		if ((st = string(&s, &e->name)))
 			return st;
-		if (done)
-			return cd_event_validate(e, err);
-		st = members(&s, e, seen, true);
+	} else if ((size_t)(s.end - s.p) > sizeof ev_head &&
+		   memcmp(s.p, ev_head, sizeof ev_head - 1) == 0 && s.p[sizeof ev_head - 1] == '"') {
+		struct cd_str ev;
+		s.p += sizeof ev_head - 1;
+		seen->known = 1ull << CD_FI_EV;
+		if ((st = string(&s, &ev)))
+			return st;
+		e->ev = cd_ev_from_str(ev.p, ev.n);
+		e->have |= CD_F_EV;
 	} else {
 		s.p++;
 		ws(&s);
@@ -1275,7 +1343,14 @@ static enum cd_status scan_line(struct cd_parser *ps, const char *line, size_t n
 			s.p++, st = CD_OK;
 		else
 			st = members(&s, e, seen, false);
+		goto after;
 	}
+	if ((st = tail(&s, e, seen, &done)))
+		return st;
+	if (done)
+		return cd_event_validate(e, err);
+	st = members(&s, e, seen, true);
+after:
 	if (st)
 		return st;
 	ws(&s);
