@@ -185,17 +185,20 @@ void cd_event_clear(struct cd_event *e)
 
 void cd_event_clear_fields(struct cd_event *e, uint64_t fids)
 {
-	/* what the recorder writes for most ops, in a few stores */
-	const uint64_t op_fields = 1ull << CD_FI_EV | 1ull << CD_FI_NAME | 1ull << CD_FI_BW |
-				   1ull << CD_FI_DT | 1ull << CD_FI_ARGS | 1ull << CD_FI_FAKE |
-				   1ull << CD_FI_T;
+	/* what the recorder writes for ops and module hooks, in a few stores */
+	const uint64_t hot = 1ull << CD_FI_EV | 1ull << CD_FI_NAME | 1ull << CD_FI_MOD |
+			     1ull << CD_FI_TYPE | 1ull << CD_FI_BW | 1ull << CD_FI_DT |
+			     1ull << CD_FI_ARGS | 1ull << CD_FI_PARAMS | 1ull << CD_FI_FAKE |
+			     1ull << CD_FI_GRAD_IN | 1ull << CD_FI_GRAD_OUT | 1ull << CD_FI_T;
 	e->ev = CD_EV_UNKNOWN;
 	e->have = 0;
-	if (!(fids & ~op_fields)) {
-		e->name = (struct cd_str){NULL, 0};
-		e->bw = e->dt = e->fake = false;
+	if (!(fids & ~hot)) {
+		e->name = e->mod = e->type = (struct cd_str){NULL, 0};
+		e->bw = e->dt = e->fake = e->grad_in = e->grad_out = false;
 		e->args = NULL;
 		e->nargs = 0;
+		e->params = NULL;
+		e->nparams = 0;
 		e->t = 0;
 		return;
 	}
