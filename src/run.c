@@ -66,8 +66,8 @@ static void read_one(struct pool *p, int i)
 static void *worker(void *arg)
 {
 	struct pool *p = arg;
-	/* more inputs than threads: the threads keep the cores busy, and a
-	 * reader thread per input would only hand chunks over */
+	/* more inputs than threads, a thread per core: the threads keep the
+	 * cores busy, and a reader thread per input would only hand chunks over */
 	cd_reader_set_inline(p->inline_read);
 	for (;;) {
 		int i = atomic_fetch_add(&p->next, 1);
@@ -95,7 +95,9 @@ enum cd_status cd_run(char *const *paths, int n, const struct cd_run_reader *rd,
 		jobs = CD_RUN_MAX_JOBS;
 	double t0 = now();
 	atomic_init(&p.next, 0);
-	p.inline_read = n > jobs;
+	/* readers without their own thread when the threads already keep every
+	 * core busy: more inputs than threads, and a thread per core */
+	p.inline_read = n > jobs && jobs >= cores;
 	for (int i = 1; i < jobs; i++)
 		if (pthread_create(&th[started], NULL, worker, &p) == 0)
 			started++;
@@ -195,7 +197,7 @@ enum cd_status cd_run_ordered(int n, size_t size, int jobs, int window,
 		}
 		goto out;
 	}
-	q.inline_read = n > jobs;
+	q.inline_read = n > jobs && jobs >= cores;
 	pthread_mutex_init(&q.mu, NULL);
 	pthread_cond_init(&q.cv, NULL);
 	for (int i = 0; i < jobs; i++)

@@ -82,7 +82,7 @@ void cd_run_results_free(const struct cd_run_reader *rd, void *res, int n);
  * handed to done.
  * With one thread or one item, everything runs on the calling thread, in
  * order.  Each worker reads with inline readers when there are more items
- * than threads (reader.h).  Returns CD_OK, or CD_ERR_NOMEM (nothing ran). */
+ * than threads and a thread per core (reader.h).  Returns CD_OK, or CD_ERR_NOMEM (nothing ran). */
 enum cd_status cd_run_ordered(int n, size_t size, int jobs, int window,
 			      void (*work)(void *ctx, int i, void *res),
 			      bool (*done)(void *ctx, int i, void *res),
