@@ -933,17 +933,19 @@ static bool group_members(struct cd_pm *pm)
 			uint32_t g = cd_pm_gid(pm, i, s->pg_names.v[k]);
 			if (g == CD_NOID || pm->pg_n.v[g] != UINT32_MAX)
 				continue;
-			uint32_t off = pm->pg_members.n, cnt = s->pg_ranks_n.v[k];
-			if (!cd_vec_reserve(&pm->pg_members, off + cnt))
+			uint64_t cnt = cd_rank_pg_size(s, k);
+			uint32_t off = pm->pg_members.n;
+			if (cnt > UINT32_MAX - off || !cd_vec_reserve(&pm->pg_members, off + (uint32_t)cnt))
 				return false;
-			if (cnt) {
-				memcpy(pm->pg_members.v + off, s->pg_ranks.v + s->pg_ranks_off.v[k],
-				       cnt * sizeof *pm->pg_members.v);
-				qsort(pm->pg_members.v + off, cnt, sizeof *pm->pg_members.v, cmp_i64);
+			for (uint32_t q = 0; q < s->pg_runs_n.v[k]; q++) {
+				const struct cd_rrun *run = &s->pg_runs.v[s->pg_runs_off.v[k] + q];
+				for (uint32_t j = 0; j < run->n; j++)
+					pm->pg_members.v[pm->pg_members.n++] = run->first + (int64_t)j * run->step;
 			}
-			pm->pg_members.n = off + cnt;
+			if (cnt)
+				qsort(pm->pg_members.v + off, cnt, sizeof *pm->pg_members.v, cmp_i64);
 			pm->pg_off.v[g] = off;
-			pm->pg_n.v[g] = cnt;
+			pm->pg_n.v[g] = (uint32_t)cnt;
 		}
 	}
 	return true;

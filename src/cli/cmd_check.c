@@ -132,22 +132,22 @@ static int ranks_agree(const struct cd_cli *o, bool *agree, char *finding, size_
 	struct cd_rank_summary *sums = NULL, **ptrs = NULL;
 	struct cd_out out;
 	double read_s = 0;
-	int threads = 0;
-	int rc = cd_cli_summaries(o, &sums, &read_s, &threads);
+	int threads = 0, nsums = 0;
+	int rc = cd_cli_summaries(o, &sums, &nsums, &read_s, &threads);
 
 	if (rc != CD_EXIT_OK)
 		return rc;
-	if (!(ptrs = cd_run_ptrs(sums, o->ntraces))) {
-		cd_run_free(sums, o->ntraces);
+	if (!(ptrs = cd_run_ptrs(sums, nsums))) {
+		cd_run_free(sums, nsums);
 		fprintf(stderr, "commdebug: out of memory\n");
 		return CD_EXIT_DATA;
 	}
 	if (o->stats)
-		cd_cli_print_run_stats(sums, o->ntraces, threads, read_s);
+		cd_cli_print_run_stats(sums, nsums, threads, read_s);
 	cd_out_init(&out, NULL);
 	out.hold = true;
 	struct cd_ranks_opts ro = {.json = false};
-	int prc = cd_ranks_report(&out, ptrs, o->ntraces, &ro);
+	int prc = cd_ranks_report(&out, ptrs, nsums, &ro);
 	/* a cut trace is reported by its own replay (exit 3) */
 	*agree = prc == CD_RANKS_AGREE || prc == CD_RANKS_CUT;
 	if (prc == CD_RANKS_BAD)
@@ -173,7 +173,7 @@ static int ranks_agree(const struct cd_cli *o, bool *agree, char *finding, size_
 			snprintf(finding, n, "the ranks disagree (see commdebug ranks)");
 	}
 	cd_out_free(&out);
-	cd_run_free(sums, o->ntraces);
+	cd_run_free(sums, nsums);
 	free(ptrs);
 	return rc;
 }

@@ -22,6 +22,7 @@ static const struct {
 	{"report", cmd_report},
 	{"buckets", cmd_buckets},
 	{"export", cmd_export},
+	{"summarize", cmd_summarize},
 };
 
 int main(int argc, char **argv)

@@ -18,20 +18,21 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, double *read_s,
-		     int *threads)
+int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, int *n,
+		     double *read_s, int *threads)
 {
 	struct cd_run_opts ro = {.jobs = cli->jobs, .general_parser = cli->general_parser};
 	struct cd_err err = {0};
 
-	if (cd_run_summaries(cli->traces, cli->ntraces, &ro, sums, &err)) {
+	if (cd_run_summaries(cli->traces, cli->ntraces, &ro, sums, n, &err)) {
 		fprintf(stderr, "commdebug: %s\n", err.msg);
 		return CD_EXIT_DATA;
 	}
-	if (!cd_fr_join(*sums, cli->ntraces)) {
+	if (!cd_fr_join(*sums, *n)) {
 		fprintf(stderr, "commdebug: out of memory\n");
-		cd_run_free(*sums, cli->ntraces);
+		cd_run_free(*sums, *n);
 		*sums = NULL;
+		*n = 0;
 		return CD_EXIT_DATA;
 	}
 	if (read_s)
@@ -80,10 +81,17 @@ static int colls_rc(const struct cd_rank_summary *sums, int n)
 	return rc;
 }
 
-int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums,
+int cd_cli_read_rc(const struct cd_rank_summary *sums, int n, bool warn)
+{
+	for (int i = 0; warn && i < n; i++)
+		warn_trace(&sums[i]);
+	return colls_rc(sums, n);
+}
+
+int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums, int n,
 			struct cd_out *out, uint64_t *visits)
 {
-	int n = cli->ntraces, rc;
+	int rc;
 	struct cd_rank_summary **ptrs = cd_run_ptrs(sums, n);
 	struct cd_ranks_opts ro = {.json = cli->json, .late_ns = cli->late_ns};
 
@@ -115,12 +123,12 @@ int cd_cli_run_ranks(const struct cd_cli *cli, struct cd_out *out)
 	struct cd_rank_summary *sums = NULL;
 	uint64_t visits = 0;
 	double read_s = 0;
-	int threads = 0, n = cli->ntraces, rc;
+	int threads = 0, n = 0, rc;
 
-	if ((rc = cd_cli_summaries(cli, &sums, &read_s, &threads)) != CD_EXIT_OK)
+	if ((rc = cd_cli_summaries(cli, &sums, &n, &read_s, &threads)) != CD_EXIT_OK)
 		return rc;
 	double t_merge = now();
-	rc = cd_cli_ranks_report(cli, sums, out, &visits);
+	rc = cd_cli_ranks_report(cli, sums, n, out, &visits);
 	double t_end = now();
 	if (cli->stats) {
 		uint64_t bytes = 0;
