@@ -915,11 +915,19 @@ static bool cd_pm_member(const struct cd_pm *pm, uint32_t pg, int64_t rank)
 {
 	if (pg >= pm->pg_n.n || pm->pg_n.v[pg] == UINT32_MAX)
 		return false;
-	const int64_t *v = pm->pg_members.v + pm->pg_off.v[pg];
-	return bsearch(&rank, v, pm->pg_n.v[pg], sizeof *v, cmp_i64) != NULL;
+	const struct cd_rrun *r = pm->pg_runs.v + pm->pg_off.v[pg];
+	for (uint32_t k = 0; k < pm->pg_n.v[pg]; k++, r++) {
+		if (rank == r->first)
+			return true;
+		if (r->step > 0 && rank > r->first && (rank - r->first) % r->step == 0 &&
+		    (rank - r->first) / r->step < r->n)
+			return true;
+	}
+	return false;
 }
 
-/* The members of every group, from the first trace that declares it. */
+/* The members of every group, from the first trace that declares it, as
+ * its runs (never expanded: a run stands for up to CD_RANKS_MAX ranks). */
 static bool group_members(struct cd_pm *pm)
 {
 	if (!cd_vec_reserve(&pm->pg_n, pm->g.count) || !cd_vec_reserve(&pm->pg_off, pm->g.count))
@@ -933,19 +941,15 @@ static bool group_members(struct cd_pm *pm)
 			uint32_t g = cd_pm_gid(pm, i, s->pg_names.v[k]);
 			if (g == CD_NOID || pm->pg_n.v[g] != UINT32_MAX)
 				continue;
-			uint64_t cnt = cd_rank_pg_size(s, k);
-			uint32_t off = pm->pg_members.n;
-			if (cnt > UINT32_MAX - off || !cd_vec_reserve(&pm->pg_members, off + (uint32_t)cnt))
+			uint32_t off = pm->pg_runs.n, cnt = s->pg_runs_n.v[k];
+			if (cnt > UINT32_MAX - off || !cd_vec_reserve(&pm->pg_runs, off + cnt))
 				return false;
-			for (uint32_t q = 0; q < s->pg_runs_n.v[k]; q++) {
-				const struct cd_rrun *run = &s->pg_runs.v[s->pg_runs_off.v[k] + q];
-				for (uint32_t j = 0; j < run->n; j++)
-					pm->pg_members.v[pm->pg_members.n++] = run->first + (int64_t)j * run->step;
-			}
 			if (cnt)
-				qsort(pm->pg_members.v + off, cnt, sizeof *pm->pg_members.v, cmp_i64);
+				memcpy(pm->pg_runs.v + off, s->pg_runs.v + s->pg_runs_off.v[k],
+				       cnt * sizeof *pm->pg_runs.v);
+			pm->pg_runs.n = off + cnt;
 			pm->pg_off.v[g] = off;
-			pm->pg_n.v[g] = (uint32_t)cnt;
+			pm->pg_n.v[g] = cnt;
 		}
 	}
 	return true;
@@ -1408,7 +1412,7 @@ void cd_pm_free(struct cd_pm *pm)
 	cd_vec_free(&pm->missing);
 	cd_vec_free(&pm->pg_n);
 	cd_vec_free(&pm->pg_off);
-	cd_vec_free(&pm->pg_members);
+	cd_vec_free(&pm->pg_runs);
 	free(pm->all);
 	free(pm->r);
 	memset(pm, 0, sizeof *pm);

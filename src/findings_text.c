@@ -13,7 +13,40 @@ static int cmp_int(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* "rank 3" or "ranks 0-2,4-7" from indexes into pm->r (sorted by rank). */
+static int64_t gcd64(int64_t a, int64_t b)
+{
+	while (b) {
+		int64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Four or more ranks evenly spaced by a step above 1 but for a few holes
+ * (a data-parallel group of a 2-D mesh, one rank of it odd):
+ * "2-8186 by 8 except 1234".  Returns false when v[0..n) is not so. */
+static bool text_strided(struct cd_out *o, const struct cd_pm *pm, const int *v, uint32_t n)
+{
+	int64_t first = pm->r[v[0]]->rank, last = pm->r[v[n - 1]]->rank, g = 0;
+	if (n < 4)
+		return false;
+	for (uint32_t i = 1; i < n; i++)
+		g = gcd64(pm->r[v[i]]->rank - pm->r[v[i - 1]]->rank, g);
+	if (g <= 1)
+		return false;
+	int64_t holes = (last - first) / g + 1 - (int64_t)n;
+	if (holes > 8 || holes * 4 > (int64_t)n)
+		return false;
+	cd_out_printf(o, "%" PRId64 "-%" PRId64 " by %" PRId64, first, last, g);
+	for (uint32_t i = 1, k = 0; i < n; i++)
+		for (int64_t r = pm->r[v[i - 1]]->rank + g; r < pm->r[v[i]]->rank; r += g)
+			cd_out_printf(o, "%s%" PRId64, k++ ? "," : " except ", r);
+	return true;
+}
+
+/* "rank 3" or "ranks 0-2,4-7" from indexes into pm->r (sorted by rank):
+ * consecutive ranks as a range; evenly spaced ones as text_strided says. */
 void cd_text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n)
 {
 	int *v = malloc((n ? n : 1) * sizeof *v);
@@ -24,7 +57,8 @@ void cd_text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uin
 		qsort(v, n, sizeof *v, cmp_int);
 	}
 	cd_out_str(o, n == 1 ? "rank " : "ranks ");
-	for (uint32_t a = 0, b; a < n; a = b + 1) {
+	bool strided = text_strided(o, pm, v, n);
+	for (uint32_t a = 0, b; !strided && a < n; a = b + 1) {
 		for (b = a; b + 1 < n && pm->r[v[b + 1]]->rank == pm->r[v[b]]->rank + 1; b++)
 			;
 		cd_out_printf(o, "%s%" PRId64, a ? "," : "", pm->r[v[a]]->rank);

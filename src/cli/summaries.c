@@ -28,6 +28,13 @@ int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, in
 		fprintf(stderr, "commdebug: %s\n", err.msg);
 		return CD_EXIT_DATA;
 	}
+	if (*n == 0) {
+		fprintf(stderr, "commdebug: no rank to read: the summary files given hold none "
+				"(each was written by a shard that had no trace)\n");
+		cd_run_free(*sums, 0);
+		*sums = NULL;
+		return CD_EXIT_DATA;
+	}
 	if (!cd_fr_join(*sums, *n)) {
 		fprintf(stderr, "commdebug: out of memory\n");
 		cd_run_free(*sums, *n);
