@@ -7,7 +7,7 @@ const char *const cd_fkind_names[] = {"empty_trace", "type_mismatch", "dtype_mis
 				      "size_mismatch", "desync", "skip", "extra", "hang",
 				      "straggler", "gap", "died"};
 const char *const cd_basis_names[] = {"position", "own_steps_history", "own_steps", "sibling_group",
-				      "lowest_rank"};
+				      "lowest_rank", "own_pattern"};
 
 #define REALIGN_WINDOW 8
 #define REALIGN_MAX_SHIFT 4
@@ -724,21 +724,69 @@ static void move_lane(struct lane *l, enum realign ra, int64_t pos, int64_t by)
 	}
 }
 
+/* How far back (records) and up to which period a rank's own repeating
+ * pattern is looked for. */
+#define PATTERN_SPAN 1024
+#define PATTERN_MAX 256
+
+/* Rank i's own pattern before lane index x, for records without regions
+ * (Flight Recorder dumps: no steps to take as the template): the period p
+ * under which its latest records of this group repeat over the longest
+ * stretch, at least twice (2p records), ties to the shorter period; *len:
+ * that stretch (lane indexes x - *len .. x - 1).  0 when none. */
+static int64_t own_period(const struct matcher *mt, int i, int64_t x, int64_t *len)
+{
+	int64_t span = x < PATTERN_SPAN ? x : PATTERN_SPAN, best = 0;
+	*len = 0;
+	for (int64_t p = 1; p <= PATTERN_MAX && 2 * p <= span; p++) {
+		int64_t m = 0;   /* records that equal the one p before them */
+		while (m < span - p &&
+		       same_sig(mt, i, rec_of(mt, i, (uint32_t)(x - 1 - m)), i,
+				rec_of(mt, i, (uint32_t)(x - 1 - m - p))))
+			m++;
+		if (m >= p && m + p > *len) {
+			best = p;
+			*len = m + p;
+			if (*len == span)
+				break;   /* all it looked at repeats: no longer period does better */
+		}
+	}
+	return best;
+}
+
+/* The template of a history skip: where rank i issued before what it was
+ * expected to issue at lane index x (own_template's region, or the period
+ * of its own pattern). */
+struct tmpl {
+	int64_t at;       /* lane index of the record at this place in the template */
+	int64_t region;   /* its region (steps), -1 */
+	int64_t period;   /* its period (pattern), 0 */
+	int64_t len;      /* pattern: records that repeat, ending at x - 1 */
+};
+
 /* Every rank stopped at pos (nothing after it to realign against): did
- * rank i skip?  Its own template of this step (own_template) must hold,
- * at this place, what the others issued at pos, and k places on what rank
- * i issued at pos, and its later records then too.  *k: how many;
- * *region: the template's region. */
+ * rank i skip?  Its own template of this step (own_template; for records
+ * without regions, its own repeating pattern: own_period) must hold, at
+ * this place, what the others issued at pos, and k places on what rank i
+ * issued at pos, and its later records then too.  *k: how many; *tp: the
+ * template. */
 static bool history_skip(const struct matcher *mt, int i, int ref, int64_t pos, int64_t *k,
-			 int64_t *region)
+			 struct tmpl *tp)
 {
 	int64_t x = lane_index(mt, i, pos), off;
 	const struct cd_crec *rc = rec_at(mt, ref, pos);
+	*tp = (struct tmpl){.at = -1, .region = -1};
 	if (x < 0 || !rc || rec_at(mt, ref, pos + 1))
 		return false;
-	int64_t hs = own_template(mt, i, x, &off, region);
+	int64_t hs = own_template(mt, i, x, &off, &tp->region);
+	if (hs < 0 && rec_of(mt, i, (uint32_t)x)->region < 0 &&
+	    (tp->period = own_period(mt, i, x, &tp->len)) > 0) {
+		hs = x - tp->period;   /* one period back */
+		off = 0;
+	}
 	if (hs < 0 || !same_sig(mt, i, rec_of(mt, i, (uint32_t)(hs + off)), ref, rc))
 		return false;
+	tp->at = hs + off;
 	for (*k = 1; *k <= REALIGN_MAX_SHIFT; (*k)++) {
 		bool ok = true;
 		int compared = 0;
@@ -766,8 +814,8 @@ static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fki
 	int64_t by = 0;
 	enum realign ra = l->realigned < REALIGN_MAX_TIMES
 				  ? realign(mt, i, ref, pos, &by) : RA_NONE;
-	int64_t hregion = -1;
-	bool hist = ra == RA_NONE && history_skip(mt, i, ref, pos, &by, &hregion);
+	struct tmpl tp;
+	bool hist = ra == RA_NONE && history_skip(mt, i, ref, pos, &by, &tp);
 	if (hist)
 		ra = RA_SKIP;
 	if (ra == RA_SKIP)
@@ -794,9 +842,16 @@ static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fki
 		f->basis_votes[0] = mt->basis_votes[0];
 		f->basis_votes[1] = mt->basis_votes[1];
 		if (hist) {
-			f->basis = CD_BY_HISTORY;
+			f->basis = tp.period ? CD_BY_PATTERN : CD_BY_HISTORY;
 			f->basis_rank = i;
-			f->basis_region = hregion;
+			f->basis_region = tp.region;
+		}
+		if (hist && tp.period) {
+			int64_t x = lane_index(mt, i, pos);
+			f->basis_period = tp.period;
+			f->basis_from = rec_of(mt, i, (uint32_t)(x - tp.len))->seq;
+			f->basis_to = rec_of(mt, i, (uint32_t)(x - 1))->seq;
+			f->basis_at = rec_of(mt, i, (uint32_t)tp.at)->seq;
 		}
 		f->count = ra == RA_NONE ? 0 : by;
 		if (ra == RA_AGAIN)

@@ -16,6 +16,10 @@
  * the rest of that group: everything after its fault is a consequence.
  * A rank whose trace lacks seq N but holds a later one has a `gap`; a rank
  * whose trace ends before a position the others reached `hang`s there.
+ * Where every rank stopped at a position (nothing to realign against), a
+ * rank's own earlier collectives tell a skip: its previous step
+ * (CD_BY_HISTORY) or, for records without regions (Flight Recorder dumps),
+ * the period its collectives of the group repeat with (CD_BY_PATTERN).
  *
  * Time.  Event times are t0 (the host's wall clock at the recorder's start,
  * unix ns) + t, so hosts are aligned by their clocks: a skew below late_ns
@@ -70,6 +74,11 @@ struct cd_finding {
 	int64_t basis_region;         /* history: the region of that rank's that showed it */
 	uint32_t basis_pg;            /* sibling: the group that showed it (id in pm->g) */
 	uint32_t basis_votes[2];      /* tie: the evidence for each side (sides' ranks' history) */
+	int64_t basis_period;         /* pattern: basis_rank's collectives of the group repeat
+				       * every this many ... */
+	int64_t basis_from, basis_to; /* ... over its seqs [from, to] ... */
+	int64_t basis_at;             /* ... and one period before seq it issued, at basis_at,
+				       * what the others issued at seq */
 };
 
 /* What decided a finding (cd_finding.basis). */
@@ -80,8 +89,13 @@ enum cd_basis {
 	CD_BY_OWN_STEPS,    /* tie: the ranks' own earlier steps at the same place in the step */
 	CD_BY_SIBLING,      /* tie: another group running the same modules at that position */
 	CD_BY_LOWEST,       /* tie with no evidence: the lowest rank's side is the reference */
+	CD_BY_PATTERN,      /* skip, records without regions (Flight Recorder dumps): the
+			     * odd rank's own collectives of the group repeat with a period
+			     * that held what was skipped, then what it issued instead
+			     * (every rank stopped there) */
 };
 extern const char *const cd_basis_names[];
+
 
 /* A row of the per-module count table: a (module, direction, collective)
  * whose count differs between ranks over the regions every rank finished. */

@@ -225,6 +225,13 @@ static void text_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd
 		cd_out_str(o, "; a tie that no earlier step or sibling group decides: the side of the "
 			      "lowest rank is taken as the reference");
 		break;
+	case CD_BY_PATTERN:
+		cd_out_printf(o, " (every rank stopped there; rank %" PRId64 "'s own collectives of pg "
+			      "%s repeat every %" PRId64 " over seq %" PRId64 "-%" PRId64 ", and at seq %"
+			      PRId64 " it issued that collective and, %" PRId64 " later, what it issued "
+			      "here)", bs->rank, cd_pm_str(pm, f->pg), f->basis_period, f->basis_from,
+			      f->basis_to, f->basis_at, f->count);
+		break;
 	default:
 		break;
 	}

@@ -545,6 +545,17 @@ static void json_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd
 		cd_pj_int(o, f->basis_votes[1]);
 		cd_pj_end(o);
 	}
+	if (f->basis == CD_BY_PATTERN) {
+		cd_pj_key(o, "period");
+		cd_pj_int(o, f->basis_period);
+		cd_pj_key(o, "seqs");
+		cd_pj_begin_arr(o);
+		cd_pj_int(o, f->basis_from);
+		cd_pj_int(o, f->basis_to);
+		cd_pj_end(o);
+		cd_pj_key(o, "seq_before");
+		cd_pj_int(o, f->basis_at);
+	}
 	cd_pj_end(o);
 }
 

@@ -530,6 +530,114 @@ static void test_tie_lowest(void)
 	done(&pm);
 }
 
+/* ---- Flight Recorder dumps: records without regions, their states ---- */
+
+#define FRMOD "(no module: Flight Recorder)"
+
+/* A rank's Flight Recorder dump as cd_fr_summarize makes one: states
+ * tracked (NCCL) or not (gloo); world: the pg whose entries' desc is
+ * "default_pg" (NULL: none). */
+static struct cd_rank_summary *dump(int64_t r, int64_t world, bool states, const char *world_pg)
+{
+	struct cd_rank_summary *s = rank(r, world);
+	s->source = CD_SRC_FR_PICKLE;
+	s->fr_states = states;
+	if (world_pg) {
+		s->fr_has_world_pg = true;
+		s->fr_world_pg = str(s, world_pg);
+	}
+	return s;
+}
+
+/* One collective of a dump (no region), with what the dump says of it:
+ * retired (1, 0, -1: not in the dump) and state (0 scheduled, 1 started,
+ * 2 completed). */
+static void frcoll(struct cd_rank_summary *s, const char *pg, int64_t seq, const char *name,
+		   int64_t bytes, int64_t t, int retired, int state)
+{
+	coll(s, pg, seq, name, bytes, FRMOD, -1, t);
+	struct cd_fr_crec fc = {.record_id = s->colls.n - 1, .op_id = -1, .t_started = -1,
+				.t_completed = -1, .out_bytes = bytes, .user_frame = UINT32_MAX,
+				.state = (uint8_t)state, .retired = (int8_t)retired};
+	cd_vec_push(&s->fr, fc);
+}
+
+/* The real skip job's shape (testdata/fr/skip): per step a world
+ * all_reduce of 64 bytes and a broadcast of 32; rank `odd` issues `last`
+ * at seq 5 where the others all_reduce, and every rank stops there. */
+static void gloo_job(int odd, const char *last, int nranks)
+{
+	for (int r = 0; r < nranks; r++) {
+		struct cd_rank_summary *s = dump(r, nranks, false, "0");
+		for (int64_t q = 1; q <= 4; q++)
+			frcoll(s, "0", q, q % 2 ? "all_reduce" : "broadcast", q % 2 ? 64 : 32, q, 1, 0);
+		if (r == odd)
+			frcoll(s, "0", 5, last, strcmp(last, "broadcast") == 0 ? 32 : 64, 5, 0, 0);
+		else
+			frcoll(s, "0", 5, "all_reduce", 64, 5, 0, 0);
+	}
+}
+
+static void test_pattern_skip(void)
+{
+	/* rank 1 broadcasts at seq 5 where ranks 0,2,3 all_reduce, and every
+	 * rank stops there (nothing to realign against).  A dump has no
+	 * regions, so no earlier step to take as the template; rank 1's own
+	 * collectives of pg 0 (seq 1-4: all_reduce broadcast all_reduce
+	 * broadcast) repeat every 2, and one period back (seq 3) it issued the
+	 * all_reduce the others issued here, then (1 later) the broadcast it
+	 * issued here: a skip of 1, told by its pattern */
+	struct cd_pm pm;
+	gloo_job(1, "broadcast", 4);
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		const struct cd_finding *f = &pm.f.v[0];
+		CHECK(f->kind == CD_FK_SKIP && f->count == 1);
+		CHECK(f->seq == 5 && f->seq_end == 5);
+		CHECK(f->odd.n == 1 && pm.r[f->odd.v[0]]->rank == 1);
+		CHECK(f->others.n == 3);
+		CHECK(f->basis == CD_BY_PATTERN && pm.r[f->basis_rank]->rank == 1);
+		CHECK(f->basis_period == 2 && f->basis_from == 1 && f->basis_to == 4);
+		CHECK(f->basis_at == 3);
+		CHECK(f->ref_rec && strcmp(cd_rank_str(pm.r[f->ref], f->ref_rec->coll), "all_reduce") == 0);
+	}
+	done(&pm);
+}
+
+static void test_pattern_other_coll(void)
+{
+	/* rank 1 all_gathers at seq 5 instead: its pattern held the all_reduce
+	 * one period back, but not the all_gather 1 later (a broadcast): no
+	 * skip, a type_mismatch decided at the position */
+	struct cd_pm pm;
+	gloo_job(1, "all_gather", 4);
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		CHECK(pm.f.v[0].kind == CD_FK_TYPE && pm.f.v[0].basis == CD_BY_POS);
+		CHECK(pm.f.v[0].odd.n == 1 && pm.r[pm.f.v[0].odd.v[0]]->rank == 1);
+	}
+	done(&pm);
+}
+
+static void test_pattern_needs_two_periods(void)
+{
+	/* seq 1 all_reduce, seq 2 broadcast, then rank 1 broadcasts at seq 3
+	 * where ranks 0 and 2 all_reduce: a period of 2 seen once is no
+	 * pattern (it must repeat: 2 periods), so a type_mismatch */
+	struct cd_pm pm;
+	for (int r = 0; r < 3; r++) {
+		struct cd_rank_summary *s = dump(r, 3, false, "0");
+		frcoll(s, "0", 1, "all_reduce", 64, 1, 1, 0);
+		frcoll(s, "0", 2, "broadcast", 32, 2, 1, 0);
+		frcoll(s, "0", 3, r == 1 ? "broadcast" : "all_reduce", r == 1 ? 32 : 64, 3, 0, 0);
+	}
+	build(&pm, 0);
+	CHECK(pm.f.n == 1 && pm.f.v[0].kind == CD_FK_TYPE);
+	done(&pm);
+}
+
 int main(void)
 {
 	TEST(test_agree);
@@ -546,5 +654,8 @@ int main(void)
 	TEST(test_tie_own_steps);
 	TEST(test_tie_sibling);
 	TEST(test_tie_lowest);
+	TEST(test_pattern_skip);
+	TEST(test_pattern_other_coll);
+	TEST(test_pattern_needs_two_periods);
 	return check_done();
 }
