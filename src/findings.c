@@ -8,6 +8,7 @@ const char *const cd_fkind_names[] = {"empty_trace", "type_mismatch", "dtype_mis
 				      "straggler", "gap", "died"};
 const char *const cd_basis_names[] = {"position", "own_steps_history", "own_steps", "sibling_group",
 				      "lowest_rank", "own_pattern"};
+const char *const cd_flight_by_names[] = {"none", "state", "retired", "pg_status"};
 
 #define REALIGN_WINDOW 8
 #define REALIGN_MAX_SHIFT 4
@@ -151,6 +152,9 @@ struct lane {
 
 struct matcher {
 	struct cd_pm *pm;
+	int64_t *absent;   /* members of this group without any trace or dump ... */
+	int nabsent;
+	bool absent_told;  /* ... already in a hang finding */
 	uint8_t *uneven;   /* per id in g: sizes may differ */
 	struct lane *ln;
 	uint32_t pg;
@@ -901,39 +905,138 @@ static int classify_pos(struct matcher *mt, const struct cd_crec *const *at, con
 	return nodd;
 }
 
+static bool cd_pm_member(const struct cd_pm *pm, uint32_t pg, int64_t rank);
+
+bool cd_pm_world_pg(const struct cd_pm *pm, uint32_t pg)
+{
+	for (int i = 0; pg != CD_NOID && i < pm->n; i++)
+		if (pm->r[i]->fr_has_world_pg && cd_pm_gid(pm, i, pm->r[i]->fr_world_pg) == pg)
+			return true;
+	return false;
+}
+
+/* The missing ranks (pm->missing) that are members of group pg: by its
+ * member list, or all of them in the world group a dump names. */
+static int absent_members(const struct cd_pm *pm, uint32_t pg, int64_t *out)
+{
+	int n = 0;
+	bool world = pm->missing.n && cd_pm_world_pg(pm, pg);
+	for (uint32_t k = 0; k < pm->missing.n; k++)
+		if (world || cd_pm_member(pm, pg, pm->missing.v[k]))
+			out[n++] = pm->missing.v[k];
+	return n;
+}
+
+enum cd_flight cd_fr_flight(const struct cd_rank_summary *s, const struct cd_crec *c,
+			    uint8_t *by)
+{
+	const struct cd_fr_crec *fc = cd_rank_fr(s, c);
+	*by = CD_FLBY_NONE;
+	if (!fc || fc->record_id < 0)
+		return CD_FL_UNKNOWN;
+	if (s->fr_states) {
+		*by = CD_FLBY_STATE;
+		if (fc->state == 2 /* CD_FR_COMPLETED */ || fc->t_completed >= 0)
+			return CD_FL_ENDED;
+		if (fc->retired > 0) {
+			*by = CD_FLBY_RETIRED;   /* ended without completing: an error */
+			return CD_FL_ENDED;
+		}
+		return CD_FL_IN_FLIGHT;
+	}
+	if (fc->retired >= 0) {
+		*by = CD_FLBY_RETIRED;
+		return fc->retired ? CD_FL_ENDED : CD_FL_IN_FLIGHT;
+	}
+	/* pg_status counts what op_id counts where the dump has it */
+	int64_t op = fc->op_id > 0 ? fc->op_id : c->seq;
+	const char *pg = cd_rank_str(s, c->pg);
+	for (uint32_t k = 0; k < s->pg_status.n; k++) {
+		const struct cd_pgstat *p = &s->pg_status.v[k];
+		if (strcmp(cd_rank_str(s, p->pg), pg) != 0)
+			continue;
+		*by = CD_FLBY_PG_STATUS;
+		if (p->completed >= op)
+			return CD_FL_ENDED;
+		if (p->enqueued >= op)
+			return CD_FL_IN_FLIGHT;
+		break;
+	}
+	*by = CD_FLBY_NONE;
+	return CD_FL_UNKNOWN;
+}
+
+/* Were the ranks at pos still in their collective there, by their dumps?
+ * What told it when every rank whose dump can tell says in flight (one at
+ * least); CD_FLBY_NONE when none can tell or one says it ended. */
+static uint8_t waiting_by(const struct matcher *mt, const struct cd_crec *const *at,
+			  const int *has, int nhas)
+{
+	uint8_t by = CD_FLBY_NONE, b;
+	for (int h = 0; h < nhas; h++) {
+		enum cd_flight fl = cd_fr_flight(mt->pm->r[has[h]], at[has[h]], &b);
+		if (fl == CD_FL_ENDED)
+			return CD_FLBY_NONE;
+		if (fl == CD_FL_IN_FLIGHT && by == CD_FLBY_NONE)
+			by = b;
+	}
+	return by;
+}
+
+/* A hang finding at pos: the ranks at pos wait (others; the longest wait
+ * of those read from traces is its delay: a dump does not say when it was
+ * taken). */
+static struct cd_finding *new_hang(struct matcher *mt, const struct cd_crec *const *at,
+				   const int *has, int nhas, int64_t pos, int ref)
+{
+	struct cd_pm *pm = mt->pm;
+	struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
+	if (!f)
+		return NULL;
+	f->ref = ref;
+	f->ref_rec = at[ref];
+	for (int h = 0; h < nhas; h++) {
+		int i = has[h];
+		cd_vec_push(&f->others, i);
+		int64_t w = pm->r[i]->last_time - at[i]->time;
+		if (pm->r[i]->source == CD_SRC_TRACE && at[i]->time >= 0 &&
+		    pm->r[i]->last_time >= 0 && w > f->delay)
+			f->delay = w;
+	}
+	arrivals(mt, has, nhas, at, f);
+	f->flight_by = waiting_by(mt, at, has, nhas);
+	return f;
+}
+
 /* The ranks whose traces end before pos (list[0..nend)) leave the group.
  * They hang there (a finding, with the longest wait of the ranks at pos as
  * its delay) unless only ranks that already departed from the others
- * reached pos (they ran on alone). */
+ * reached pos (they ran on alone).  Members without any trace or dump
+ * hang at the first position where no rank was odd (nodd) and the dumps of
+ * the ranks there show it still in flight (findings.h). */
 static void record_hang(struct matcher *mt, const struct cd_crec *const *at, const int *has,
-			int nhas, const int *list, int nend, int64_t pos, int ref)
+			int nhas, const int *list, int nend, int64_t pos, int ref, int nodd)
 {
-	struct cd_pm *pm = mt->pm;
 	bool clean = false;
+	struct cd_finding *f = NULL;
 	for (int h = 0; h < nhas && !clean; h++)
 		clean = !mt->ln[has[h]].tainted;
-	for (int e = 0; nend && !clean && e < nend; e++)
-		mt->ln[list[e]].dead = true;
-	if (nend && clean) {
-		struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
-		if (f) {
-			f->ref = ref;
-			f->ref_rec = at[ref];
-			for (int e = 0; e < nend; e++) {
-				cd_vec_push(&f->odd, list[e]);
-				cd_vec_push(&f->odd_rec, NULL);
-				mt->ln[list[e]].dead = true;
-			}
-			for (int h = 0; h < nhas; h++) {
-				int i = has[h];
-				cd_vec_push(&f->others, i);
-				int64_t w = pm->r[i]->last_time - at[i]->time;
-				if (at[i]->time >= 0 && pm->r[i]->last_time >= 0 && w > f->delay)
-					f->delay = w;
-			}
-			arrivals(mt, has, nhas, at, f);
+	if (nend && clean && (f = new_hang(mt, at, has, nhas, pos, ref))) {
+		for (int e = 0; e < nend; e++) {
+			cd_vec_push(&f->odd, list[e]);
+			cd_vec_push(&f->odd_rec, NULL);
 		}
 	}
+	for (int e = 0; e < nend; e++)
+		mt->ln[list[e]].dead = true;
+	if (!clean || nodd || !mt->nabsent || mt->absent_told ||
+	    waiting_by(mt, at, has, nhas) == CD_FLBY_NONE)
+		return;
+	if (!f && !(f = new_hang(mt, at, has, nhas, pos, ref)))
+		return;
+	for (int a = 0; a < mt->nabsent; a++)
+		cd_vec_push(&f->absent, mt->absent[a]);
+	mt->absent_told = true;
 }
 
 /* Match one process group position by position: who is at it, the
@@ -955,7 +1058,7 @@ static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, in
 		int ref = pick_ref(mt, at, has, nhas, &refk, pos);
 		const struct cd_crec *ref_rec = at[ref];
 		int nodd = classify_pos(mt, at, has, nhas, list, pos, ref, &refk, &nsame);
-		record_hang(mt, at, has, nhas, list, nend, pos, ref);
+		record_hang(mt, at, has, nhas, list, nend, pos, ref, nodd);
 		if (!nodd)
 			straggler(mt, pos, has, nhas, at, ref_rec, ref, scratch);
 		for (int s = 0; s < nsame; s++)
@@ -1018,7 +1121,9 @@ static bool find_findings(struct cd_pm *pm)
 	mt.ln = calloc((size_t)(n ? n : 1), sizeof *mt.ln);
 	mt.act = calloc((size_t)(n ? n : 1), sizeof *mt.act);
 	mt.uneven = calloc(pm->g.count ? pm->g.count : 1, 1);
-	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act)
+	mt.absent = calloc(pm->missing.n ? pm->missing.n : 1, sizeof *mt.absent);
+	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act ||
+	    !mt.absent)
 		goto out;
 	for (uint32_t k = 0; k < pm->g.count; k++)
 		mt.uneven[k] = sizes_may_differ(cd_intern_str(&pm->g, k));
@@ -1066,6 +1171,8 @@ static bool find_findings(struct cd_pm *pm)
 		for (int i = 0; i < n; i++)
 			if (mt.ln[i].n > 0 || cd_pm_member(pm, pg, pm->r[i]->rank))
 				mt.act[mt.nact++] = i;
+		mt.nabsent = absent_members(pm, pg, mt.absent);
+		mt.absent_told = false;
 		match_pg(&mt, at, has, list, scratch);
 	}
 	ok = true;
@@ -1081,6 +1188,7 @@ out:
 	free(mt.ln);
 	free(mt.act);
 	free(mt.uneven);
+	free(mt.absent);
 	return ok;
 }
 
@@ -1447,6 +1555,7 @@ void cd_pm_free(struct cd_pm *pm)
 		cd_vec_free(&pm->f.v[k].odd);
 		cd_vec_free(&pm->f.v[k].odd_rec);
 		cd_vec_free(&pm->f.v[k].others);
+		cd_vec_free(&pm->f.v[k].absent);
 	}
 	cd_vec_free(&pm->f);
 	for (uint32_t k = 0; k < pm->rows.n; k++)

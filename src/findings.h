@@ -21,6 +21,11 @@
  * (CD_BY_HISTORY) or, for records without regions (Flight Recorder dumps),
  * the period its collectives of the group repeat with (CD_BY_PATTERN).
  *
+ * Dumps.  A rank that left no trace or dump at all (pm->missing) and is a
+ * member of a group (its member list, or the world group a dump names by
+ * desc "default_pg") `hang`s at the first position whose ranks' dumps all
+ * show it still in flight (cd_fr_flight), none ended, and no rank odd.
+ *
  * Time.  Event times are t0 (the host's wall clock at the recorder's start,
  * unix ns) + t, so hosts are aligned by their clocks: a skew below late_ns
  * is tolerated.  A rank reaching a collective more than late_ns after every
@@ -79,6 +84,10 @@ struct cd_finding {
 	int64_t basis_from, basis_to; /* ... over its seqs [from, to] ... */
 	int64_t basis_at;             /* ... and one period before seq it issued, at basis_at,
 				       * what the others issued at seq */
+	CD_VEC(int64_t) absent;       /* hang: members that left no trace or dump at all
+				       * (rank numbers, from pm->missing) */
+	uint8_t flight_by;            /* hang: what showed the waiting ranks still in the
+				       * collective (enum cd_flight_by) */
 };
 
 /* What decided a finding (cd_finding.basis). */
@@ -96,6 +105,18 @@ enum cd_basis {
 };
 extern const char *const cd_basis_names[];
 
+/* Was collective c of s still in flight when its Flight Recorder dump was
+ * taken?  Told by, in this order: the entry's state where the dump tracks
+ * states (NCCL: completed or not); else its "retired" (gloo keeps no
+ * states, but Flight Recorder retires an entry when its work ends, by
+ * completion or by an error); else the group's pg_status (enqueued but not
+ * completed; gloo's completion marks can lag).  Unknown for a collective
+ * no dump holds (a trace). */
+enum cd_flight { CD_FL_UNKNOWN, CD_FL_IN_FLIGHT, CD_FL_ENDED };
+enum cd_flight_by { CD_FLBY_NONE, CD_FLBY_STATE, CD_FLBY_RETIRED, CD_FLBY_PG_STATUS };
+extern const char *const cd_flight_by_names[];
+enum cd_flight cd_fr_flight(const struct cd_rank_summary *s, const struct cd_crec *c,
+			    uint8_t *by);
 
 /* A row of the per-module count table: a (module, direction, collective)
  * whose count differs between ranks over the regions every rank finished. */
@@ -148,6 +169,10 @@ void cd_pm_free(struct cd_pm *pm);
 /* Whether the ranks differ: a finding, a duplicate or missing rank, or
  * per-module counts that differ (ranks and export exit 4). */
 bool cd_pm_differ(const struct cd_pm *pm);
+
+/* Is group pg (id in g) the world group by some dump (its entries' desc
+ * "default_pg")? */
+bool cd_pm_world_pg(const struct cd_pm *pm, uint32_t pg);
 
 /* Global id of summary string id of rank i. */
 static inline uint32_t cd_pm_gid(const struct cd_pm *pm, int i, uint32_t id)

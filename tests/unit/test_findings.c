@@ -638,6 +638,147 @@ static void test_pattern_needs_two_periods(void)
 	done(&pm);
 }
 
+/* Ranks 0,1,3 of 4 (rank 2 left no dump): pg 0 seq 1-3 retired, seq 4
+ * as `last_retired` says. */
+static void absent_job(bool states, int last_retired, int last_state, const char *world_pg)
+{
+	for (int r = 0; r < 4; r++) {
+		if (r == 2)
+			continue;
+		struct cd_rank_summary *s = dump(r, 4, states, world_pg);
+		for (int64_t q = 1; q <= 3; q++)
+			frcoll(s, "0", q, "all_reduce", 64, q, 1, states ? 2 : 0);
+		frcoll(s, "0", 4, "all_reduce", 64, 4, last_retired, last_state);
+	}
+}
+
+static void test_hang_absent(void)
+{
+	/* gloo (no states): ranks 0,1,3 wait in pg 0 seq 4, not retired in
+	 * their dumps; rank 2 left nothing and is a member of pg 0 (the world
+	 * group, by the entries' desc): it hangs there, the only finding */
+	struct cd_pm pm;
+	absent_job(false, 0, 0, "0");
+	build(&pm, 0);
+	CHECK(pm.missing.n == 1 && pm.missing.v[0] == 2);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		const struct cd_finding *f = &pm.f.v[0];
+		CHECK(f->kind == CD_FK_HANG && f->seq == 4);
+		CHECK(f->odd.n == 0);
+		CHECK(f->absent.n == 1 && f->absent.v[0] == 2);
+		CHECK(f->others.n == 3);
+		CHECK(f->flight_by == CD_FLBY_RETIRED);
+		CHECK(f->delay == -1);   /* a dump does not say when it was taken */
+		CHECK(cd_pm_world_pg(&pm, f->pg));
+	}
+	done(&pm);
+}
+
+static void test_hang_absent_ended(void)
+{
+	/* the same, but seq 4 retired (ended: perhaps by an error): nobody is
+	 * shown waiting, so no hang; rank 2 is only missing */
+	struct cd_pm pm;
+	absent_job(false, 1, 0, "0");
+	build(&pm, 0);
+	CHECK(pm.missing.n == 1 && pm.f.n == 0);
+	done(&pm);
+}
+
+static void test_hang_absent_not_member(void)
+{
+	/* in flight, but no dump names pg 0 the world group and no member list
+	 * names rank 2: it is not known to be a member, so no hang */
+	struct cd_pm pm;
+	absent_job(false, 0, 0, NULL);
+	build(&pm, 0);
+	CHECK(pm.missing.n == 1 && pm.f.n == 0);
+	done(&pm);
+}
+
+static void test_hang_absent_states(void)
+{
+	/* NCCL-shaped: states tracked, pg 0's members [0, 1, 2, 3] from
+	 * pg_config; seq 4 "started" on ranks 0,1,3: rank 2 hangs, told by the
+	 * state */
+	struct cd_pm pm;
+	absent_job(true, 0, 1, NULL);
+	for (int i = 0; i < nsums; i++) {
+		struct cd_rank_summary *s = &sums[i];
+		cd_vec_push(&s->pg_names, str(s, "0"));
+		cd_vec_push(&s->pg_ranks_off, 0);
+		cd_vec_push(&s->pg_ranks_n, 4);
+		for (int64_t r = 0; r < 4; r++)
+			cd_vec_push(&s->pg_ranks, r);
+	}
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		CHECK(pm.f.v[0].kind == CD_FK_HANG && pm.f.v[0].seq == 4);
+		CHECK(pm.f.v[0].absent.n == 1 && pm.f.v[0].absent.v[0] == 2);
+		CHECK(pm.f.v[0].flight_by == CD_FLBY_STATE);
+	}
+	done(&pm);
+}
+
+static void test_hang_absent_pg_status(void)
+{
+	/* a dump without "retired" or states: pg_status says seq 4 was
+	 * enqueued (4) but not completed (3) */
+	struct cd_pm pm;
+	absent_job(false, -1, 0, "0");
+	for (int i = 0; i < nsums; i++) {
+		struct cd_pgstat p = {str(&sums[i], "0"), 4, -1, 3};
+		for (uint32_t k = 0; k < sums[i].fr.n; k++)
+			sums[i].fr.v[k].retired = -1;
+		cd_vec_push(&sums[i].pg_status, p);
+	}
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		CHECK(pm.f.v[0].kind == CD_FK_HANG && pm.f.v[0].seq == 4);
+		CHECK(pm.f.v[0].absent.n == 1 && pm.f.v[0].flight_by == CD_FLBY_PG_STATUS);
+	}
+	done(&pm);
+}
+
+static void test_hang_absent_traces(void)
+{
+	/* traces (no dump facts) with a missing rank: nothing shows anyone
+	 * waiting, so as before no finding */
+	struct cd_pm pm;
+	for (int r = 0; r < 4; r++)
+		if (r != 2)
+			same4(rank(r, 4));
+	build(&pm, 0);
+	CHECK(pm.missing.n == 1 && pm.f.n == 0);
+	done(&pm);
+}
+
+static void test_hang_dump_behind(void)
+{
+	/* every rank has a dump; rank 3's ends after seq 3 while ranks 0-2 wait
+	 * in seq 4 (not retired): rank 3 hangs there, told by "retired" */
+	struct cd_pm pm;
+	for (int r = 0; r < 4; r++) {
+		struct cd_rank_summary *s = dump(r, 4, false, "0");
+		for (int64_t q = 1; q <= 3; q++)
+			frcoll(s, "0", q, "all_reduce", 64, q, 1, 0);
+		if (r != 3)
+			frcoll(s, "0", 4, "all_reduce", 64, 4, 0, 0);
+	}
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		const struct cd_finding *f = &pm.f.v[0];
+		CHECK(f->kind == CD_FK_HANG && f->seq == 4);
+		CHECK(f->odd.n == 1 && pm.r[f->odd.v[0]]->rank == 3 && f->absent.n == 0);
+		CHECK(f->flight_by == CD_FLBY_RETIRED && f->delay == -1);
+	}
+	done(&pm);
+}
+
 int main(void)
 {
 	TEST(test_agree);
@@ -657,5 +798,12 @@ int main(void)
 	TEST(test_pattern_skip);
 	TEST(test_pattern_other_coll);
 	TEST(test_pattern_needs_two_periods);
+	TEST(test_hang_absent);
+	TEST(test_hang_absent_ended);
+	TEST(test_hang_absent_not_member);
+	TEST(test_hang_absent_states);
+	TEST(test_hang_absent_pg_status);
+	TEST(test_hang_absent_traces);
+	TEST(test_hang_dump_behind);
 	return check_done();
 }
