@@ -786,6 +786,15 @@ static void findings(struct rk *k)
 				int64_t t = finding_time(k, f, j, &how);
 				finding_event(k, f, i + 1, t, how);
 			}
+		/* about ranks that left nothing to draw: on the first waiting rank */
+		if (!f->odd.n && f->absent.n && f->others.n && f->others.v[0] >= 0 &&
+		    f->others.v[0] < pm->n && pm->r[f->others.v[0]] == k->s) {
+			int64_t t = f->time >= 0 && k->x->start > 0 ? f->time - k->x->start : -1;
+			finding_event(k, f, i + 1, t,
+				      t < 0 ? "at 0: no time known"
+					    : "at the earliest arrival of the waiting ranks (the rank "
+					      "it names left no trace or dump)");
+		}
 	}
 }
 

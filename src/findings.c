@@ -7,7 +7,8 @@ const char *const cd_fkind_names[] = {"empty_trace", "type_mismatch", "dtype_mis
 				      "size_mismatch", "desync", "skip", "extra", "hang",
 				      "straggler", "gap", "died"};
 const char *const cd_basis_names[] = {"position", "own_steps_history", "own_steps", "sibling_group",
-				      "lowest_rank"};
+				      "lowest_rank", "own_pattern"};
+const char *const cd_flight_by_names[] = {"none", "state", "retired", "pg_status"};
 
 #define REALIGN_WINDOW 8
 #define REALIGN_MAX_SHIFT 4
@@ -151,6 +152,9 @@ struct lane {
 
 struct matcher {
 	struct cd_pm *pm;
+	int64_t *absent;   /* members of this group without any trace or dump ... */
+	int nabsent;
+	bool absent_told;  /* ... already in a hang finding */
 	uint8_t *uneven;   /* per id in g: sizes may differ */
 	struct lane *ln;
 	uint32_t pg;
@@ -724,21 +728,69 @@ static void move_lane(struct lane *l, enum realign ra, int64_t pos, int64_t by)
 	}
 }
 
+/* How far back (records) and up to which period a rank's own repeating
+ * pattern is looked for. */
+#define PATTERN_SPAN 1024
+#define PATTERN_MAX 256
+
+/* Rank i's own pattern before lane index x, for records without regions
+ * (Flight Recorder dumps: no steps to take as the template): the period p
+ * under which its latest records of this group repeat over the longest
+ * stretch, at least twice (2p records), ties to the shorter period; *len:
+ * that stretch (lane indexes x - *len .. x - 1).  0 when none. */
+static int64_t own_period(const struct matcher *mt, int i, int64_t x, int64_t *len)
+{
+	int64_t span = x < PATTERN_SPAN ? x : PATTERN_SPAN, best = 0;
+	*len = 0;
+	for (int64_t p = 1; p <= PATTERN_MAX && 2 * p <= span; p++) {
+		int64_t m = 0;   /* records that equal the one p before them */
+		while (m < span - p &&
+		       same_sig(mt, i, rec_of(mt, i, (uint32_t)(x - 1 - m)), i,
+				rec_of(mt, i, (uint32_t)(x - 1 - m - p))))
+			m++;
+		if (m >= p && m + p > *len) {
+			best = p;
+			*len = m + p;
+			if (*len == span)
+				break;   /* all it looked at repeats: no longer period does better */
+		}
+	}
+	return best;
+}
+
+/* The template of a history skip: where rank i issued before what it was
+ * expected to issue at lane index x (own_template's region, or the period
+ * of its own pattern). */
+struct tmpl {
+	int64_t at;       /* lane index of the record at this place in the template */
+	int64_t region;   /* its region (steps), -1 */
+	int64_t period;   /* its period (pattern), 0 */
+	int64_t len;      /* pattern: records that repeat, ending at x - 1 */
+};
+
 /* Every rank stopped at pos (nothing after it to realign against): did
- * rank i skip?  Its own template of this step (own_template) must hold,
- * at this place, what the others issued at pos, and k places on what rank
- * i issued at pos, and its later records then too.  *k: how many;
- * *region: the template's region. */
+ * rank i skip?  Its own template of this step (own_template; for records
+ * without regions, its own repeating pattern: own_period) must hold, at
+ * this place, what the others issued at pos, and k places on what rank i
+ * issued at pos, and its later records then too.  *k: how many; *tp: the
+ * template. */
 static bool history_skip(const struct matcher *mt, int i, int ref, int64_t pos, int64_t *k,
-			 int64_t *region)
+			 struct tmpl *tp)
 {
 	int64_t x = lane_index(mt, i, pos), off;
 	const struct cd_crec *rc = rec_at(mt, ref, pos);
+	*tp = (struct tmpl){.at = -1, .region = -1};
 	if (x < 0 || !rc || rec_at(mt, ref, pos + 1))
 		return false;
-	int64_t hs = own_template(mt, i, x, &off, region);
+	int64_t hs = own_template(mt, i, x, &off, &tp->region);
+	if (hs < 0 && rec_of(mt, i, (uint32_t)x)->region < 0 &&
+	    (tp->period = own_period(mt, i, x, &tp->len)) > 0) {
+		hs = x - tp->period;   /* one period back */
+		off = 0;
+	}
 	if (hs < 0 || !same_sig(mt, i, rec_of(mt, i, (uint32_t)(hs + off)), ref, rc))
 		return false;
+	tp->at = hs + off;
 	for (*k = 1; *k <= REALIGN_MAX_SHIFT; (*k)++) {
 		bool ok = true;
 		int compared = 0;
@@ -766,8 +818,8 @@ static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fki
 	int64_t by = 0;
 	enum realign ra = l->realigned < REALIGN_MAX_TIMES
 				  ? realign(mt, i, ref, pos, &by) : RA_NONE;
-	int64_t hregion = -1;
-	bool hist = ra == RA_NONE && history_skip(mt, i, ref, pos, &by, &hregion);
+	struct tmpl tp;
+	bool hist = ra == RA_NONE && history_skip(mt, i, ref, pos, &by, &tp);
 	if (hist)
 		ra = RA_SKIP;
 	if (ra == RA_SKIP)
@@ -794,9 +846,16 @@ static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fki
 		f->basis_votes[0] = mt->basis_votes[0];
 		f->basis_votes[1] = mt->basis_votes[1];
 		if (hist) {
-			f->basis = CD_BY_HISTORY;
+			f->basis = tp.period ? CD_BY_PATTERN : CD_BY_HISTORY;
 			f->basis_rank = i;
-			f->basis_region = hregion;
+			f->basis_region = tp.region;
+		}
+		if (hist && tp.period) {
+			int64_t x = lane_index(mt, i, pos);
+			f->basis_period = tp.period;
+			f->basis_from = rec_of(mt, i, (uint32_t)(x - tp.len))->seq;
+			f->basis_to = rec_of(mt, i, (uint32_t)(x - 1))->seq;
+			f->basis_at = rec_of(mt, i, (uint32_t)tp.at)->seq;
 		}
 		f->count = ra == RA_NONE ? 0 : by;
 		if (ra == RA_AGAIN)
@@ -846,39 +905,138 @@ static int classify_pos(struct matcher *mt, const struct cd_crec *const *at, con
 	return nodd;
 }
 
+static bool cd_pm_member(const struct cd_pm *pm, uint32_t pg, int64_t rank);
+
+bool cd_pm_world_pg(const struct cd_pm *pm, uint32_t pg)
+{
+	for (int i = 0; pg != CD_NOID && i < pm->n; i++)
+		if (pm->r[i]->fr_has_world_pg && cd_pm_gid(pm, i, pm->r[i]->fr_world_pg) == pg)
+			return true;
+	return false;
+}
+
+/* The missing ranks (pm->missing) that are members of group pg: by its
+ * member list, or all of them in the world group a dump names. */
+static int absent_members(const struct cd_pm *pm, uint32_t pg, int64_t *out)
+{
+	int n = 0;
+	bool world = pm->missing.n && cd_pm_world_pg(pm, pg);
+	for (uint32_t k = 0; k < pm->missing.n; k++)
+		if (world || cd_pm_member(pm, pg, pm->missing.v[k]))
+			out[n++] = pm->missing.v[k];
+	return n;
+}
+
+enum cd_flight cd_fr_flight(const struct cd_rank_summary *s, const struct cd_crec *c,
+			    uint8_t *by)
+{
+	const struct cd_fr_crec *fc = cd_rank_fr(s, c);
+	*by = CD_FLBY_NONE;
+	if (!fc || fc->record_id < 0)
+		return CD_FL_UNKNOWN;
+	if (s->fr_states) {
+		*by = CD_FLBY_STATE;
+		if (fc->state == 2 /* CD_FR_COMPLETED */ || fc->t_completed >= 0)
+			return CD_FL_ENDED;
+		if (fc->retired > 0) {
+			*by = CD_FLBY_RETIRED;   /* ended without completing: an error */
+			return CD_FL_ENDED;
+		}
+		return CD_FL_IN_FLIGHT;
+	}
+	if (fc->retired >= 0) {
+		*by = CD_FLBY_RETIRED;
+		return fc->retired ? CD_FL_ENDED : CD_FL_IN_FLIGHT;
+	}
+	/* pg_status counts what op_id counts where the dump has it */
+	int64_t op = fc->op_id > 0 ? fc->op_id : c->seq;
+	const char *pg = cd_rank_str(s, c->pg);
+	for (uint32_t k = 0; k < s->pg_status.n; k++) {
+		const struct cd_pgstat *p = &s->pg_status.v[k];
+		if (strcmp(cd_rank_str(s, p->pg), pg) != 0)
+			continue;
+		*by = CD_FLBY_PG_STATUS;
+		if (p->completed >= op)
+			return CD_FL_ENDED;
+		if (p->enqueued >= op)
+			return CD_FL_IN_FLIGHT;
+		break;
+	}
+	*by = CD_FLBY_NONE;
+	return CD_FL_UNKNOWN;
+}
+
+/* Were the ranks at pos still in their collective there, by their dumps?
+ * What told it when every rank whose dump can tell says in flight (one at
+ * least); CD_FLBY_NONE when none can tell or one says it ended. */
+static uint8_t waiting_by(const struct matcher *mt, const struct cd_crec *const *at,
+			  const int *has, int nhas)
+{
+	uint8_t by = CD_FLBY_NONE, b;
+	for (int h = 0; h < nhas; h++) {
+		enum cd_flight fl = cd_fr_flight(mt->pm->r[has[h]], at[has[h]], &b);
+		if (fl == CD_FL_ENDED)
+			return CD_FLBY_NONE;
+		if (fl == CD_FL_IN_FLIGHT && by == CD_FLBY_NONE)
+			by = b;
+	}
+	return by;
+}
+
+/* A hang finding at pos: the ranks at pos wait (others; the longest wait
+ * of those read from traces is its delay: a dump does not say when it was
+ * taken). */
+static struct cd_finding *new_hang(struct matcher *mt, const struct cd_crec *const *at,
+				   const int *has, int nhas, int64_t pos, int ref)
+{
+	struct cd_pm *pm = mt->pm;
+	struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
+	if (!f)
+		return NULL;
+	f->ref = ref;
+	f->ref_rec = at[ref];
+	for (int h = 0; h < nhas; h++) {
+		int i = has[h];
+		cd_vec_push(&f->others, i);
+		int64_t w = pm->r[i]->last_time - at[i]->time;
+		if (pm->r[i]->source == CD_SRC_TRACE && at[i]->time >= 0 &&
+		    pm->r[i]->last_time >= 0 && w > f->delay)
+			f->delay = w;
+	}
+	arrivals(mt, has, nhas, at, f);
+	f->flight_by = waiting_by(mt, at, has, nhas);
+	return f;
+}
+
 /* The ranks whose traces end before pos (list[0..nend)) leave the group.
  * They hang there (a finding, with the longest wait of the ranks at pos as
  * its delay) unless only ranks that already departed from the others
- * reached pos (they ran on alone). */
+ * reached pos (they ran on alone).  Members without any trace or dump
+ * hang at the first position where no rank was odd (nodd) and the dumps of
+ * the ranks there show it still in flight (findings.h). */
 static void record_hang(struct matcher *mt, const struct cd_crec *const *at, const int *has,
-			int nhas, const int *list, int nend, int64_t pos, int ref)
+			int nhas, const int *list, int nend, int64_t pos, int ref, int nodd)
 {
-	struct cd_pm *pm = mt->pm;
 	bool clean = false;
+	struct cd_finding *f = NULL;
 	for (int h = 0; h < nhas && !clean; h++)
 		clean = !mt->ln[has[h]].tainted;
-	for (int e = 0; nend && !clean && e < nend; e++)
-		mt->ln[list[e]].dead = true;
-	if (nend && clean) {
-		struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
-		if (f) {
-			f->ref = ref;
-			f->ref_rec = at[ref];
-			for (int e = 0; e < nend; e++) {
-				cd_vec_push(&f->odd, list[e]);
-				cd_vec_push(&f->odd_rec, NULL);
-				mt->ln[list[e]].dead = true;
-			}
-			for (int h = 0; h < nhas; h++) {
-				int i = has[h];
-				cd_vec_push(&f->others, i);
-				int64_t w = pm->r[i]->last_time - at[i]->time;
-				if (at[i]->time >= 0 && pm->r[i]->last_time >= 0 && w > f->delay)
-					f->delay = w;
-			}
-			arrivals(mt, has, nhas, at, f);
+	if (nend && clean && (f = new_hang(mt, at, has, nhas, pos, ref))) {
+		for (int e = 0; e < nend; e++) {
+			cd_vec_push(&f->odd, list[e]);
+			cd_vec_push(&f->odd_rec, NULL);
 		}
 	}
+	for (int e = 0; e < nend; e++)
+		mt->ln[list[e]].dead = true;
+	if (!clean || nodd || !mt->nabsent || mt->absent_told ||
+	    waiting_by(mt, at, has, nhas) == CD_FLBY_NONE)
+		return;
+	if (!f && !(f = new_hang(mt, at, has, nhas, pos, ref)))
+		return;
+	for (int a = 0; a < mt->nabsent; a++)
+		cd_vec_push(&f->absent, mt->absent[a]);
+	mt->absent_told = true;
 }
 
 /* Match one process group position by position: who is at it, the
@@ -900,7 +1058,7 @@ static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, in
 		int ref = pick_ref(mt, at, has, nhas, &refk, pos);
 		const struct cd_crec *ref_rec = at[ref];
 		int nodd = classify_pos(mt, at, has, nhas, list, pos, ref, &refk, &nsame);
-		record_hang(mt, at, has, nhas, list, nend, pos, ref);
+		record_hang(mt, at, has, nhas, list, nend, pos, ref, nodd);
 		if (!nodd)
 			straggler(mt, pos, has, nhas, at, ref_rec, ref, scratch);
 		for (int s = 0; s < nsame; s++)
@@ -969,7 +1127,9 @@ static bool find_findings(struct cd_pm *pm)
 	mt.ln = calloc((size_t)(n ? n : 1), sizeof *mt.ln);
 	mt.act = calloc((size_t)(n ? n : 1), sizeof *mt.act);
 	mt.uneven = calloc(pm->g.count ? pm->g.count : 1, 1);
-	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act)
+	mt.absent = calloc(pm->missing.n ? pm->missing.n : 1, sizeof *mt.absent);
+	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act ||
+	    !mt.absent)
 		goto out;
 	for (uint32_t k = 0; k < pm->g.count; k++)
 		mt.uneven[k] = sizes_may_differ(cd_intern_str(&pm->g, k));
@@ -1017,6 +1177,8 @@ static bool find_findings(struct cd_pm *pm)
 		for (int i = 0; i < n; i++)
 			if (mt.ln[i].n > 0 || cd_pm_member(pm, pg, pm->r[i]->rank))
 				mt.act[mt.nact++] = i;
+		mt.nabsent = absent_members(pm, pg, mt.absent);
+		mt.absent_told = false;
 		match_pg(&mt, at, has, list, scratch);
 	}
 	ok = true;
@@ -1032,6 +1194,7 @@ out:
 	free(mt.ln);
 	free(mt.act);
 	free(mt.uneven);
+	free(mt.absent);
 	return ok;
 }
 
@@ -1398,6 +1561,7 @@ void cd_pm_free(struct cd_pm *pm)
 		cd_vec_free(&pm->f.v[k].odd);
 		cd_vec_free(&pm->f.v[k].odd_rec);
 		cd_vec_free(&pm->f.v[k].others);
+		cd_vec_free(&pm->f.v[k].absent);
 	}
 	cd_vec_free(&pm->f);
 	for (uint32_t k = 0; k < pm->rows.n; k++)

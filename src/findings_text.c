@@ -259,6 +259,40 @@ static void text_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd
 		cd_out_str(o, "; a tie that no earlier step or sibling group decides: the side of the "
 			      "lowest rank is taken as the reference");
 		break;
+	case CD_BY_PATTERN:
+		cd_out_printf(o, " (every rank stopped there; rank %" PRId64 "'s own collectives of pg "
+			      "%s repeat every %" PRId64 " over seq %" PRId64 "-%" PRId64 ", and at seq %"
+			      PRId64 " it issued that collective and, %" PRId64 " later, what it issued "
+			      "here)", bs->rank, cd_pm_str(pm, f->pg), f->basis_period, f->basis_from,
+			      f->basis_to, f->basis_at, f->count);
+		break;
+	default:
+		break;
+	}
+}
+
+/* "rank 2" or "ranks 2,5": members without any trace or dump */
+static void text_absent(struct cd_out *o, const struct cd_finding *f)
+{
+	cd_out_str(o, f->absent.n == 1 ? "rank " : "ranks ");
+	for (uint32_t k = 0; k < f->absent.n; k++)
+		cd_out_printf(o, "%s%" PRId64, k ? "," : "", f->absent.v[k]);
+}
+
+/* How the waiting ranks' dumps show them still in the collective. */
+static void text_flight(struct cd_out *o, const struct cd_finding *f)
+{
+	switch (f->flight_by) {
+	case CD_FLBY_STATE:
+		cd_out_str(o, " (not completed in their dumps)");
+		break;
+	case CD_FLBY_RETIRED:
+		cd_out_str(o, " (not retired in their dumps: gloo keeps no states, but Flight "
+			      "Recorder retires an entry when its work ends)");
+		break;
+	case CD_FLBY_PG_STATUS:
+		cd_out_str(o, " (enqueued, not completed, by their dumps' pg_status)");
+		break;
 	default:
 		break;
 	}
@@ -333,7 +367,12 @@ void cd_finding_headline(struct cd_out *o, const struct cd_pm *pm, const struct 
 		text_basis(o, pm, f);
 		break;
 	case CD_FK_HANG:
-		cd_text_ranks(o, pm, f->odd.v, f->odd.n);
+		if (f->odd.n)
+			cd_text_ranks(o, pm, f->odd.v, f->odd.n);
+		if (f->odd.n && f->absent.n)
+			cd_out_str(o, " and ");
+		if (f->absent.n)
+			text_absent(o, f);
 		cd_out_str(o, " never reached ");
 		text_pos(o, pm, f);
 		cd_out_str(o, " ");
@@ -344,6 +383,14 @@ void cd_finding_headline(struct cd_out *o, const struct cd_pm *pm, const struct 
 		cd_text_ranks(o, pm, f->others.v, f->others.n);
 		cd_out_str(o, f->others.n == 1 ? " was" : " were");
 		cd_out_str(o, " waiting in");
+		text_flight(o, f);
+		if (f->absent.n) {
+			cd_out_str(o, "; ");
+			text_absent(o, f);
+			cd_out_printf(o, ", a member of pg %s%s, left no trace or dump", cd_pm_str(pm, f->pg),
+				      cd_pm_world_pg(pm, f->pg) ? " (the world group: desc default_pg)"
+								: "");
+		}
 		break;
 	case CD_FK_STRAGGLER:
 		cd_text_ranks(o, pm, f->odd.v, f->odd.n);

@@ -222,7 +222,8 @@ static enum cd_status entry(const struct cd_pv *e, struct cd_fr_entry *x, size_t
 	x->coll = colon ? colon + 1 : x->profiling_name;
 	int64_t b;
 	x->is_p2p = cd_pv_int(cd_pv_get(e, "is_p2p"), &b) ? b != 0 : false;
-	x->retired = cd_pv_int(cd_pv_get(e, "retired"), &b) ? b != 0 : false;
+	x->has_retired = cd_pv_int(cd_pv_get(e, "retired"), &b);
+	x->retired = x->has_retired && b != 0;
 	x->state_text = str_or(cd_pv_get(e, "state"), "");
 	x->state = CD_FR_STATE_OTHER;
 	for (int s = 0; s < CD_FR_STATE_OTHER; s++)
@@ -610,6 +611,11 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 		fc.record_id = e->record_id;
 		fc.op_id = e->op_id;
 		fc.state = (uint8_t)e->state;
+		fc.retired = (int8_t)(e->has_retired ? e->retired : -1);
+		if (!s->fr_has_world_pg && c.pg != CD_NOID && strcmp(e->pg_desc, "default_pg") == 0) {
+			s->fr_has_world_pg = true;
+			s->fr_world_pg = c.pg;
+		}
 		fc.t_started = e->time_started_ns;
 		fc.t_completed = e->time_completed_ns;
 		fc.out_bytes = e->n_out ? tensor_bytes(e->out, e->n_out) : -1;
@@ -680,7 +686,7 @@ static bool join_one(struct cd_rank_summary *t, struct cd_rank_summary *d)
 		const char *pg = cd_rank_str(t, c->pg);
 		struct cd_fr_crec fc = {.record_id = -1, .op_id = -1, .t_started = -1, .t_completed = -1,
 					.out_bytes = -1, .user_frame = UINT32_MAX,
-					.state = CD_FR_STATE_OTHER};
+					.state = CD_FR_STATE_OTHER, .retired = -1};
 		for (uint32_t k = 0; k < d->colls.n; k++) {
 			const struct cd_crec *e = &d->colls.v[k];
 			/* The recorder numbers every op of a pg, p2p included: FR's

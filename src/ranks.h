@@ -103,6 +103,9 @@ struct cd_fr_crec {
 	uint32_t user_frame;              /* index in s->frames of the innermost frame
 					   * outside torch/, UINT32_MAX: none */
 	uint8_t state;                    /* enum cd_fr_state */
+	int8_t retired;                   /* 1: Flight Recorder retired it (its work
+					   * ended, by completion or by an error), 0: not
+					   * yet when the dump was taken, -1: not in the dump */
 };
 
 /* A Python stack frame of a dump (ids in s). */
@@ -162,6 +165,8 @@ struct cd_rank_summary {
 	uint32_t fr_p2p;                 /* p2p entries (not compared) */
 	bool fr_states;                  /* the dump tracks states (some entry started or
 					  * completed; gloo's stay "scheduled") */
+	bool fr_has_world_pg;            /* the dump names its world group: an entry's */
+	uint32_t fr_world_pg;            /* process_group desc "default_pg" (id in s) */
 	CD_VEC(struct cd_fr_crec) fr;    /* per collective, parallel to colls */
 	CD_VEC(struct cd_sframe) frames;
 	CD_VEC(struct cd_pgstat) pg_status;
