@@ -165,9 +165,14 @@ bool cd_rank_add_pg(struct cd_rank_summary *s, uint32_t name, const int64_t *ran
 	uint32_t off = s->pg_runs.n;
 	for (uint32_t i = 0; i < n;) {
 		struct cd_rrun r = {ranks[i], 0, 1};
-		if (i + 1 < n && ranks[i + 1] > ranks[i]) {
+		/* a run only of ranks a trace can hold (0 .. CD_INT_MAX): its
+		 * step and last member cannot overflow */
+		if (i + 1 < n && ranks[i + 1] > ranks[i] && ranks[i] >= 0 &&
+		    ranks[i + 1] <= CD_INT_MAX) {
 			r.step = ranks[i + 1] - ranks[i];
-			while (i + r.n < n && ranks[i + r.n] - ranks[i + r.n - 1] == r.step)
+			while (i + r.n < n && ranks[i + r.n] <= CD_INT_MAX &&
+			       ranks[i + r.n] > ranks[i + r.n - 1] &&
+			       ranks[i + r.n] - ranks[i + r.n - 1] == r.step)
 				r.n++;
 		}
 		if (!cd_vec_push(&s->pg_runs, r)) {

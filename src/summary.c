@@ -372,7 +372,7 @@ static void put_rank_end(struct wbuf *w, const struct cd_rank_summary *s, struct
 		       (uint64_t)s->has_end << 7 | (uint64_t)s->has_code << 8 |
 		       (uint64_t)s->rgn_sorted << 9 | (uint64_t)s->has_last_op << 10 |
 		       (uint64_t)s->pg_conf_broken << 11 | (uint64_t)s->fr_states << 12 |
-		       (uint64_t)s->fr_joined << 13);
+		       (uint64_t)s->fr_joined << 13 | (uint64_t)s->fr_has_world_pg << 14);
 	w_u(w, s->end);
 	w_s(w, s->open_region);
 	w_s(w, s->rank);
@@ -431,6 +431,7 @@ static void put_rank_fr(struct wbuf *w, const struct cd_rank_summary *s, struct 
 {
 	w_u(w, s->source);
 	w_id(w, rn(m, s->fr_version));
+	w_id(w, rn(m, s->fr_world_pg));
 	w_u(w, s->fr_p2p);
 	w_u(w, s->fr_matched);
 	w_cstr(w, s->fr_path);
@@ -446,6 +447,7 @@ static void put_rank_fr(struct wbuf *w, const struct cd_rank_summary *s, struct 
 		w_u(w, f->frames_n);
 		w_u(w, f->user_frame);
 		w_u(w, f->state);
+		w_s(w, f->retired);
 	}
 	w_u(w, s->frames.n);
 	for (uint32_t i = 0; i < s->frames.n; i++) {
@@ -803,7 +805,7 @@ static void get_rank_end(struct rbuf *r, struct cd_rank_summary *s, uint32_t ns,
 	s->path = r_cstr(r, oom);
 	s->error = r_cstr(r, oom);
 	uint64_t f = r_u(r);
-	if (f >> 14)
+	if (f >> 15)
 		r_fail(r, "unknown flags in a rank record");
 	s->cut = f & 1;
 	s->cut_first = f >> 1 & 1;
@@ -819,6 +821,7 @@ static void get_rank_end(struct rbuf *r, struct cd_rank_summary *s, uint32_t ns,
 	s->pg_conf_broken = f >> 11 & 1;
 	s->fr_states = f >> 12 & 1;
 	s->fr_joined = f >> 13 & 1;
+	s->fr_has_world_pg = f >> 14 & 1;
 	s->end = (enum cd_rank_end)r_u32(r, CD_END_KILLED);
 	s->open_region = r_s(r);
 	s->rank = r_s(r);
@@ -897,6 +900,7 @@ static bool get_rank_fr(struct rbuf *r, struct cd_rank_summary *s, uint32_t ns, 
 {
 	s->source = (uint8_t)r_u32(r, CD_SRC_FR_JSON);
 	s->fr_version = r_id(r, ns);
+	s->fr_world_pg = r_id(r, ns);
 	s->fr_p2p = r_u32(r, UINT32_MAX);
 	s->fr_matched = r_u32(r, UINT32_MAX);
 	s->fr_path = r_cstr(r, oom);
@@ -916,6 +920,10 @@ static bool get_rank_fr(struct rbuf *r, struct cd_rank_summary *s, uint32_t ns, 
 		f->frames_n = r_u32(r, UINT32_MAX);
 		f->user_frame = r_u32(r, UINT32_MAX);
 		f->state = (uint8_t)r_u32(r, CD_FR_STATE_OTHER);
+		int64_t ret = r_s(r);
+		if (ret < -1 || ret > 1)
+			r_fail(r, "a Flight Recorder record's retired is neither -1, 0 nor 1");
+		f->retired = (int8_t)ret;
 	}
 	n = r_count(r);
 	if (!cd_vec_reserve(&s->frames, n))
