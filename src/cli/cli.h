@@ -141,10 +141,10 @@ struct cd_rank_summary;
  * (said). */
 int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, int *n,
 		     double *read_s, int *threads);
-/* The warnings about summaries whose trace was not whole (when warn) and
- * the exit code of their reading: ok, 3 cut, 1 unreadable (colls,
- * summarize). */
-int cd_cli_read_rc(const struct cd_rank_summary *sums, int n, bool warn);
+/* The warnings about summaries whose trace was not whole (unless done is
+ * NULL; a cut one's says "the trace is cut; DONE") and the exit code of
+ * their reading: ok, 3 cut, 1 unreadable (summarize). */
+int cd_cli_read_rc(const struct cd_rank_summary *sums, int n, const char *done);
 /* --stats of the summaries' reading (export, report, check). */
 void cd_cli_print_run_stats(const struct cd_rank_summary *sums, int n, int threads,
 			    double read_s);

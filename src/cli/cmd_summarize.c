@@ -206,7 +206,7 @@ int cmd_summarize(int argc, char **argv)
 				"%d traces; the summary holds no rank\n", o.shard_k, o.shard_n, total);
 	if ((rc = cd_cli_summaries(&o, &sums, &n, &read_s, &threads)) != CD_EXIT_OK)
 		goto out;
-	rc = cd_cli_read_rc(sums, n, true);
+	rc = cd_cli_read_rc(sums, n, "summarized what it holds");
 	info.shard_k = o.shard ? o.shard_k : 0;
 	info.shard_n = o.shard ? o.shard_n : 0;
 	int wrc = write_file(&o, sums, n, &info);

@@ -59,8 +59,16 @@ void cd_cli_print_run_stats(const struct cd_rank_summary *sums, int n, int threa
 		n, bytes, n ? bytes / (uint64_t)n : 0, threads, read_s);
 }
 
-/* One line on standard error per trace that is not whole. */
-static void warn_trace(const struct cd_rank_summary *s)
+static void cut_warning(const char *path, const char *done)
+{
+	char msg[128];
+	snprintf(msg, sizeof msg, "the trace is cut; %s", done);
+	cd_cli_print_warning(path, 0, msg);
+}
+
+/* One line on standard error per trace that is not whole; of a cut one,
+ * "the trace is cut; " and done. */
+static void warn_trace(const struct cd_rank_summary *s, const char *done)
 {
 	if (s->end == CD_END_EMPTY)
 		fprintf(stderr, "commdebug: %s: warning: %s; reported as a finding about its rank\n",
@@ -69,7 +77,7 @@ static void warn_trace(const struct cd_rank_summary *s)
 	else if (s->error)
 		cd_cli_print_summary_error(s->path, s->error);
 	else if (s->cut)
-		cd_cli_print_warning(s->path, 0, "the trace is cut; compared what it holds");
+		cut_warning(s->path, done);
 	else if (!s->has_rank)
 		cd_cli_print_warning(s->path, 0, "its meta event has no rank; left out");
 }
@@ -88,10 +96,10 @@ static int colls_rc(const struct cd_rank_summary *sums, int n)
 	return rc;
 }
 
-int cd_cli_read_rc(const struct cd_rank_summary *sums, int n, bool warn)
+int cd_cli_read_rc(const struct cd_rank_summary *sums, int n, const char *done)
 {
-	for (int i = 0; warn && i < n; i++)
-		warn_trace(&sums[i]);
+	for (int i = 0; done && i < n; i++)
+		warn_trace(&sums[i], done);
 	return colls_rc(sums, n);
 }
 
@@ -107,7 +115,7 @@ int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums, 
 		return CD_EXIT_DATA;
 	}
 	for (int i = 0; i < n; i++)
-		warn_trace(&sums[i]);
+		warn_trace(&sums[i], "compared what it holds");
 	if (cli->kind == CD_R_COLLS) {
 		cd_colls_report(out, ptrs, n, cli->json);
 		rc = colls_rc(sums, n);

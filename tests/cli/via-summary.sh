@@ -47,6 +47,9 @@ if [ ! -s "$tmp/s.cdsum" ] || [ "$src" = 2 ]; then
 fi
 "$real" "$cmd" "${opts[@]}" "$tmp/s.cdsum" 2>"$tmp/cmd.err"
 rc=$?
+# summarize words a cut trace's warning for itself: the merge says it again
+sed -i 's/the trace is cut; summarized what it holds$/the trace is cut; compared what it holds/' \
+	"$tmp/sum.err"
 cat "$tmp/sum.err" >&2
 # what the merge says again (the traces' warnings) once
 awk 'FILENAME == ARGV[1] { seen[$0]++; next } !($0 in seen) || seen[$0]-- <= 0' \
