@@ -425,7 +425,8 @@ void cd_rank_summary_free(struct cd_rank_summary *s)
 	free(s->error);
 	cd_intern_free(&s->s);
 	cd_vec_free(&s->colls);
-	cd_vec_free(&s->mods);
+	if (!s->mods_borrowed)
+		cd_vec_free(&s->mods);
 	cd_vec_free(&s->rgn);
 	cd_vec_free(&s->stack);
 	cd_vec_free(&s->pg_names);
@@ -444,8 +445,12 @@ void cd_rank_summary_free(struct cd_rank_summary *s)
 
 uint64_t cd_rank_summary_bytes(const struct cd_rank_summary *s)
 {
-	return s->s.bytes + (uint64_t)s->colls.cap * sizeof *s->colls.v +
-	       (uint64_t)s->mods.cap * sizeof *s->mods.v + (uint64_t)s->stack.cap * sizeof *s->stack.v +
+	uint64_t b = 0;
+	for (uint32_t i = 0; i < s->nset; i++)
+		b += cd_rank_summary_bytes(&s->set[i]);
+	return b + s->s.bytes + (uint64_t)s->colls.cap * sizeof *s->colls.v +
+	       (s->mods_borrowed ? 0 : (uint64_t)s->mods.cap * sizeof *s->mods.v) +
+	       (uint64_t)s->stack.cap * sizeof *s->stack.v +
 	       (uint64_t)s->rgn.cap * sizeof *s->rgn.v + (uint64_t)s->fr.cap * sizeof *s->fr.v +
 	       (uint64_t)s->frames.cap * sizeof *s->frames.v +
 	       (uint64_t)s->pg_status.cap * sizeof *s->pg_status.v +

@@ -185,6 +185,9 @@ struct cd_rank_summary {
 	struct cd_rank_summary *set;
 	uint32_t nset;
 	bool no_rank;   /* ... or none at all (then this result is no rank either) */
+	/* mods.v belongs to another summary of the same summary file (ranks
+	 * that did the same things share their counts; never changed) */
+	bool mods_borrowed;
 };
 
 /* The dump's record of collective c of s (NULL for a trace). */

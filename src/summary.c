@@ -622,9 +622,11 @@ out:
 
 struct class {
 	struct cd_crec *colls;
-	struct cd_modcount *mods;
+	struct cd_modcount *mods;   /* given to the first rank of the class (mods_given),
+				     * lent to the others */
 	uint32_t ncolls, nmods;
 	uint32_t nstr;   /* strings it refers to: ids below this */
+	bool mods_given;
 };
 
 struct zin {
@@ -954,7 +956,7 @@ static bool get_rank_fr(struct rbuf *r, struct cd_rank_summary *s, uint32_t ns, 
 }
 
 /* One rank record into s (zeroed).  false: out of memory. */
-static bool get_rank(struct rbuf *r, const struct class *cls, uint32_t ncls,
+static bool get_rank(struct rbuf *r, struct class *cls, uint32_t ncls,
 		     struct cd_rank_summary *s)
 {
 	bool oom = false;
@@ -977,14 +979,18 @@ static bool get_rank(struct rbuf *r, const struct class *cls, uint32_t ncls,
 		r_fail(r, "a class refers to strings its rank does not have");
 	if (r->bad)
 		return true;
-	if (!cd_vec_reserve(&s->colls, cls[c].ncolls) || !cd_vec_reserve(&s->mods, cls[c].nmods))
-		return false;
-	if (cls[c].ncolls)
+	/* the collectives: the class's, each rank with its own times */
+	if (cls[c].ncolls) {
+		if (!(s->colls.v = malloc((size_t)cls[c].ncolls * sizeof *s->colls.v)))
+			return false;
 		memcpy(s->colls.v, cls[c].colls, (size_t)cls[c].ncolls * sizeof *s->colls.v);
-	if (cls[c].nmods)
-		memcpy(s->mods.v, cls[c].mods, (size_t)cls[c].nmods * sizeof *s->mods.v);
-	s->colls.n = cls[c].ncolls;
-	s->mods.n = cls[c].nmods;
+		s->colls.n = s->colls.cap = cls[c].ncolls;
+	}
+	/* the per-module counts: one copy for the ranks of the class */
+	s->mods.v = cls[c].mods;
+	s->mods.n = s->mods.cap = cls[c].nmods;
+	s->mods_borrowed = cls[c].mods_given;
+	cls[c].mods_given = true;
 	get_rank_end(r, s, ns, &oom);
 	if (oom || !get_rank_lists(r, s, ns) || !get_rank_fr(r, s, ns, &oom) || oom)
 		return false;
@@ -1020,7 +1026,8 @@ static void reading_free(struct reading *x)
 		x->z.buf = NULL;   /* the caller's */
 	for (uint32_t i = 0; i < x->ncls; i++) {
 		free(x->cls[i].colls);
-		free(x->cls[i].mods);
+		if (!x->cls[i].mods_given)
+			free(x->cls[i].mods);
 	}
 	free(x->cls);
 	for (uint32_t i = 0; x->sums && i < x->n; i++)
