@@ -78,7 +78,6 @@ struct rk {
 	CD_VEC(struct pend) pend;
 	bool oom;
 	struct cd_export_rank_res *res;
-	const char *nccl_path;
 	bool sib_has_rank;
 	int64_t sib_rank;
 	uint32_t fr_next;        /* where to look next in s->colls for a joined record */

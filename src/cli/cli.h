@@ -98,6 +98,8 @@ void cd_cli_free(struct cd_cli *cli);
 
 /* commdebug --help. */
 void cd_cli_usage(FILE *f);
+/* commdebug --version, on standard output. */
+void cd_cli_version(void);
 /* "commdebug CMD: MSG" and the --help hint on stderr; CD_EXIT_USAGE. */
 int cd_cli_usage_error(const char *cmd, const char *msg);
 
@@ -132,6 +134,10 @@ int cd_cli_run(struct cd_cli *cli);
  * traces and --nccl's (-o and, for check, its other outputs).  Returns
  * CD_EXIT_OK or CD_EXIT_USAGE (said). */
 int cd_cli_refuse_inputs(const struct cd_cli *cli, const char *out, bool siblings);
+/* Open -o's file (cli->out_path, not NULL) into *f, unless it is a file
+ * the command reads (a trace, its NCCL-side trace, --nccl's): returns
+ * CD_EXIT_OK, or CD_EXIT_USAGE / CD_EXIT_DATA (said). */
+int cd_cli_open_output(const struct cd_cli *cli, FILE **f);
 
 struct cd_out;
 struct cd_rank_summary;
@@ -151,8 +157,8 @@ void cd_cli_print_run_stats(const struct cd_rank_summary *sums, int n, int threa
 /* The cross-rank report (ranks, analyze with several traces) or the
  * collective listing (colls) of the summaries to out; returns the exit
  * code; *visits (may be NULL): the merge's work, for --stats (summaries.c). */
-int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums, int n,
-			struct cd_out *out, uint64_t *visits);
+int cd_cli_ranks_report(enum cd_report_kind kind, bool json, int64_t late_ns,
+			struct cd_rank_summary *sums, int n, struct cd_out *out, uint64_t *visits);
 /* cd_cli_summaries, then cd_cli_ranks_report. */
 int cd_cli_run_ranks(const struct cd_cli *cli, struct cd_out *out);
 

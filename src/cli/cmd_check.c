@@ -180,7 +180,7 @@ static int ranks_agree(const struct cd_cli *o, bool *agree, char *finding, size_
 
 /* No file check writes may be one of the traces (nor the expectations
  * file, with --write: that one it reads otherwise). */
-static int refuse_inputs(const struct cd_cli *o)
+static int check_outputs(const struct cd_cli *o)
 {
 	const char *outs[3] = {o->write ? o->expect_path : NULL, o->out_path, o->junit_path};
 	for (int i = 0; i < 3; i++)
@@ -209,7 +209,7 @@ int cmd_check(int argc, char **argv)
 		return rc;
 	cd_out_init(&out, NULL);
 	out.hold = true;
-	if ((rc = refuse_inputs(&o)) != CD_EXIT_OK)
+	if ((rc = check_outputs(&o)) != CD_EXIT_OK)
 		goto done;
 	if (!o.write) {
 		if (cd_expect_load(o.expect_path, &x, &err)) {

@@ -83,6 +83,8 @@ struct pass {
 	struct cd_trace_run *tr;
 	struct cd_report_cache cache;
 	bool want_nccl;
+	bool select;                       /* this read: only region sel_region */
+	int64_t sel_region;
 	/* out */
 	struct cd_out tree, counts, nccl;  /* JSON documents (held) */
 	bool rendered;
@@ -111,7 +113,7 @@ static enum cd_status pass_region(void *ud, const struct cd_replay *r, struct cd
 	(void)err;
 	if (!r->region_cut)
 		p->last_complete = r->region;
-	if (!p->quiet && !p->o->select) {
+	if (!p->quiet && !p->select) {
 		struct preg *g = p->nregs < REGS_KEPT ? &p->head[p->nregs]
 						      : &p->tail[(p->nregs - REGS_KEPT) % REGS_KEPT];
 		free(g->label);
@@ -122,9 +124,9 @@ static enum cd_status pass_region(void *ud, const struct cd_replay *r, struct cd
 	}
 	/* only the final region is shown (or the one asked for); a cut final
 	 * region gives way to the last complete one when there is one */
-	if (!p->o->select && r->more_regions)
+	if (!p->select && r->more_regions)
 		return CD_OK;
-	if (!p->o->select && r->region_cut && p->last_complete >= 0) {
+	if (!p->select && r->region_cut && p->last_complete >= 0) {
 		p->again = true;
 		return CD_OK;
 	}
@@ -200,27 +202,23 @@ static int run_pass(struct pass *p, int64_t region)
 	struct cd_err err = {0};
 	int rc = CD_EXIT_OK;
 	bool replay_ok = false;
-	struct cd_cli sel = *p->o;
 
-	if (region >= 0) {
-		sel.select = true;
-		sel.region = region;
-	}
-	p->o = &sel;
+	p->select = region >= 0 || p->o->select;
+	p->sel_region = region >= 0 ? region : p->o->region;
 	p->last_complete = -1;
-	p->want_nccl = !sel.no_nccl;
+	p->want_nccl = !p->o->no_nccl;
 	if (p->want_nccl)
 		cd_nside_find(&p->ns, &no, p->path);
 	bool sibling = p->ns.sibling != NULL;
 	struct cd_replay_opts ro = {
 		.retain_ops = true, .want_tree = true, .want_params = true,
-		.select = sel.select, .region = sel.region,
+		.select = p->select, .region = p->sel_region,
 		.region_done = pass_region, .defer_done = true,
 		.on_collective = sibling ? pass_charge : NULL,
 		.warn = pass_warn, .ud = p,
 	};
 	struct cd_trace_run tr = {.after_event = p->want_nccl ? pass_event : NULL,
-				  .general_parser = sel.general_parser, .ud = p};
+				  .general_parser = p->o->general_parser, .ud = p};
 	p->tr = &tr;
 	if (cd_replay_init(&rp, &ro, &err)) {
 		cd_cli_print_error(p->path, &err);
@@ -258,7 +256,7 @@ static int run_pass(struct pass *p, int64_t region)
 		rc = CD_EXIT_DATA;
 	} else if (!p->rendered) {
 		fprintf(stderr, "commdebug: %s: no region %" PRId64 " in the trace\n", p->path,
-			sel.region);
+			p->sel_region);
 		rc = CD_EXIT_DATA;
 	}
 	if (p->tree.failed || p->counts.failed || p->nccl.failed) {
@@ -269,7 +267,6 @@ out:
 	if (replay_ok)
 		cd_replay_free(&rp);
 	p->tr = NULL;
-	p->o = NULL;
 	return rc;
 }
 
@@ -489,7 +486,6 @@ static int write_postmortem_page(const struct cd_cli *o, const struct cd_out *ra
 static int postmortem(const struct cd_cli *o, struct cd_out *out, const char **path,
 		      bool *has_rank, int64_t *rank)
 {
-	struct cd_cli rk = *o;
 	struct cd_rank_summary *sums = NULL, **order = NULL;
 	double read_s = 0;
 	int threads = 0, n = 0;
@@ -499,9 +495,7 @@ static int postmortem(const struct cd_cli *o, struct cd_out *out, const char **p
 		return rc;
 	if (o->stats)
 		cd_cli_print_run_stats(sums, n, threads, read_s);
-	rk.kind = CD_R_RANKS;
-	rk.json = true;
-	rc = cd_cli_ranks_report(&rk, sums, n, out, NULL);
+	rc = cd_cli_ranks_report(CD_R_RANKS, true, o->late_ns, sums, n, out, NULL);
 	if (rc == CD_EXIT_DATA)
 		goto out;
 	if (out->failed || !(order = cd_run_ptrs(sums, n))) {

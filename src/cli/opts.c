@@ -460,7 +460,7 @@ int cd_cli_parse(struct cd_cli *cli, const struct cd_cmd *cmd, int argc, char **
 			usage_of(stdout, cmd);
 			return CD_EXIT_OK;
 		} else if (c == 'V') {
-			printf("commdebug %s (trace format version 1)\n", CD_VERSION);
+			cd_cli_version();
 			return CD_EXIT_OK;
 		} else if (c == ':') {
 			snprintf(buf, sizeof buf, "option '%s' needs a value", argv[optind - 1]);
@@ -502,4 +502,29 @@ int cd_cli_refuse_inputs(const struct cd_cli *cli, const char *out, bool sibling
 		free(sib);
 	}
 	return rc;
+}
+
+int cd_cli_open_output(const struct cd_cli *cli, FILE **f)
+{
+	struct cd_err err = {0};
+	char *which = NULL;
+
+	switch (cd_paths_open_report(cli->out_path, cli->traces, cli->ntraces, cli->nccl_path, f,
+				     &which, &err)) {
+	case CD_OUT_OPENED:
+		return CD_EXIT_OK;
+	case CD_OUT_IS_INPUT:
+		cd_cli_refuse_output(cli->out_path, which);
+		free(which);
+		return CD_EXIT_USAGE;
+	case CD_OUT_CANNOT:
+		break;
+	}
+	fprintf(stderr, "commdebug: %s: %s\n", cli->out_path, err.msg);
+	return CD_EXIT_DATA;
+}
+
+void cd_cli_version(void)
+{
+	printf("commdebug %s (trace format version 1)\n", CD_VERSION);
 }

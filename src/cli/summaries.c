@@ -103,12 +103,12 @@ int cd_cli_read_rc(const struct cd_rank_summary *sums, int n, const char *done)
 	return colls_rc(sums, n);
 }
 
-int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums, int n,
-			struct cd_out *out, uint64_t *visits)
+int cd_cli_ranks_report(enum cd_report_kind kind, bool json, int64_t late_ns,
+			struct cd_rank_summary *sums, int n, struct cd_out *out, uint64_t *visits)
 {
 	int rc;
 	struct cd_rank_summary **ptrs = cd_run_ptrs(sums, n);
-	struct cd_ranks_opts ro = {.json = cli->json, .late_ns = cli->late_ns};
+	struct cd_ranks_opts ro = {.json = json, .late_ns = late_ns};
 
 	if (!ptrs) {
 		fprintf(stderr, "commdebug: out of memory\n");
@@ -116,8 +116,8 @@ int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums, 
 	}
 	for (int i = 0; i < n; i++)
 		warn_trace(&sums[i], "compared what it holds");
-	if (cli->kind == CD_R_COLLS) {
-		cd_colls_report(out, ptrs, n, cli->json);
+	if (kind == CD_R_COLLS) {
+		cd_colls_report(out, ptrs, n, json);
 		rc = colls_rc(sums, n);
 	} else {
 		switch (cd_ranks_report(out, ptrs, n, &ro)) {
@@ -143,7 +143,7 @@ int cd_cli_run_ranks(const struct cd_cli *cli, struct cd_out *out)
 	if ((rc = cd_cli_summaries(cli, &sums, &n, &read_s, &threads)) != CD_EXIT_OK)
 		return rc;
 	double t_merge = now();
-	rc = cd_cli_ranks_report(cli, sums, n, out, &visits);
+	rc = cd_cli_ranks_report(cli->kind, cli->json, cli->late_ns, sums, n, out, &visits);
 	double t_end = now();
 	if (cli->stats) {
 		uint64_t bytes = 0;
