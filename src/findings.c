@@ -139,7 +139,7 @@ struct key {
 
 /* Per rank state while matching one process group. */
 struct lane {
-	uint32_t *idx;     /* indexes into colls of this group, by seq */
+	const struct cd_crec **rec;   /* its records of this group, by seq */
 	uint32_t n, c;     /* records, the next one */
 	int64_t shift;     /* position = seq + shift */
 	int64_t resume;    /* not compared before this position */
@@ -195,7 +195,7 @@ static enum cd_fkind key_diff(const struct key *a, const struct key *b)
 
 static const struct cd_crec *rec_of(const struct matcher *mt, int i, uint32_t k)
 {
-	return &mt->pm->r[i]->colls.v[mt->ln[i].idx[k]];
+	return mt->ln[i].rec[k];
 }
 
 /* The index in rank i's lane of its record at pos, or -1. */
@@ -1073,11 +1073,19 @@ static bool cd_pm_member(const struct cd_pm *pm, uint32_t pg, int64_t rank)
 {
 	if (pg >= pm->pg_n.n || pm->pg_n.v[pg] == UINT32_MAX)
 		return false;
-	const int64_t *v = pm->pg_members.v + pm->pg_off.v[pg];
-	return bsearch(&rank, v, pm->pg_n.v[pg], sizeof *v, cmp_i64) != NULL;
+	const struct cd_rrun *r = pm->pg_runs.v + pm->pg_off.v[pg];
+	for (uint32_t k = 0; k < pm->pg_n.v[pg]; k++, r++) {
+		if (rank == r->first)
+			return true;
+		if (r->step > 0 && rank > r->first && (rank - r->first) % r->step == 0 &&
+		    (rank - r->first) / r->step < r->n)
+			return true;
+	}
+	return false;
 }
 
-/* The members of every group, from the first trace that declares it. */
+/* The members of every group, from the first trace that declares it, as
+ * its runs (never expanded: a run stands for up to CD_RANKS_MAX ranks). */
 static bool group_members(struct cd_pm *pm)
 {
 	if (!cd_vec_reserve(&pm->pg_n, pm->g.count) || !cd_vec_reserve(&pm->pg_off, pm->g.count))
@@ -1091,15 +1099,13 @@ static bool group_members(struct cd_pm *pm)
 			uint32_t g = cd_pm_gid(pm, i, s->pg_names.v[k]);
 			if (g == CD_NOID || pm->pg_n.v[g] != UINT32_MAX)
 				continue;
-			uint32_t off = pm->pg_members.n, cnt = s->pg_ranks_n.v[k];
-			if (!cd_vec_reserve(&pm->pg_members, off + cnt))
+			uint32_t off = pm->pg_runs.n, cnt = s->pg_runs_n.v[k];
+			if (cnt > UINT32_MAX - off || !cd_vec_reserve(&pm->pg_runs, off + cnt))
 				return false;
-			if (cnt) {
-				memcpy(pm->pg_members.v + off, s->pg_ranks.v + s->pg_ranks_off.v[k],
-				       cnt * sizeof *pm->pg_members.v);
-				qsort(pm->pg_members.v + off, cnt, sizeof *pm->pg_members.v, cmp_i64);
-			}
-			pm->pg_members.n = off + cnt;
+			if (cnt)
+				memcpy(pm->pg_runs.v + off, s->pg_runs.v + s->pg_runs_off.v[k],
+				       cnt * sizeof *pm->pg_runs.v);
+			pm->pg_runs.n = off + cnt;
 			pm->pg_off.v[g] = off;
 			pm->pg_n.v[g] = cnt;
 		}
@@ -1107,13 +1113,106 @@ static bool group_members(struct cd_pm *pm)
 	return true;
 }
 
+/* One rank's collectives of one group: ord[i][start .. start + n), its
+ * records in (group, seq) order. */
+struct seg {
+	uint32_t pg, start, n;
+	int i;
+};
+
+/* Every rank's segments (ord[i] is by group, then seq), by group and
+ * within a group by rank: *first (g.count + 1 entries) gives where each
+ * group's begin.  NULL when out of memory. */
+static struct seg *group_segments(const struct cd_pm *pm, const struct cd_crec *const *const *ord,
+				  uint32_t *nsegs,
+				  uint32_t **first)
+{
+	CD_VEC(struct seg) v = {0};
+	struct seg *out = NULL;
+	uint32_t *at = NULL;
+
+	*first = calloc((size_t)pm->g.count + 1, sizeof **first);
+	if (!*first)
+		return NULL;
+	for (int i = 0; i < pm->n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		for (uint32_t a = 0, b; a < s->colls.n; a = b) {
+			uint32_t pg = pm->tr[i][ord[i][a]->pg];
+			for (b = a + 1; b < s->colls.n && pm->tr[i][ord[i][b]->pg] == pg; b++)
+				;
+			struct seg g = {pg, a, b - a, i};
+			if (pg >= pm->g.count || !cd_vec_push(&v, g))
+				goto out;
+			(*first)[pg + 1]++;
+		}
+	}
+	for (uint32_t k = 0; k < pm->g.count; k++)
+		(*first)[k + 1] += (*first)[k];
+	out = malloc((v.n ? v.n : 1) * sizeof *out);
+	at = malloc(((size_t)pm->g.count + 1) * sizeof *at);
+	if (!out || !at) {
+		free(out);
+		out = NULL;
+		goto out;
+	}
+	memcpy(at, *first, ((size_t)pm->g.count + 1) * sizeof *at);
+	for (uint32_t k = 0; k < v.n; k++)   /* stable: ranks stay in order */
+		out[at[v.v[k].pg]++] = v.v[k];
+	*nsegs = v.n;
+out:
+	free(at);
+	cd_vec_free(&v);
+	if (!out) {
+		free(*first);
+		*first = NULL;
+	}
+	return out;
+}
+
+/* The ranks compared that are members of group pg (its runs) but issued
+ * nothing in it: each gets an empty lane in mt->act.  Returns whether it
+ * added any (mt->act is then out of order). */
+static bool member_lanes(struct matcher *mt, uint32_t pg, const struct cd_crec **const *ord,
+			 uint32_t *stamp)
+{
+	const struct cd_pm *pm = mt->pm;
+	bool added = false;
+
+	if (pg >= pm->pg_n.n || pm->pg_n.v[pg] == UINT32_MAX)
+		return false;
+	for (uint32_t k = 0; k < pm->pg_n.v[pg]; k++) {
+		const struct cd_rrun *r = &pm->pg_runs.v[pm->pg_off.v[pg] + k];
+		int64_t last = r->n > 1 && r->step > 0 ? r->first + (int64_t)(r->n - 1) * r->step
+						       : r->first;
+		int lo = 0, hi = pm->n;   /* the first rank at or above r->first */
+		while (lo < hi) {
+			int mid = lo + (hi - lo) / 2;
+			if (pm->r[mid]->rank < r->first)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (int i = lo; i < pm->n && pm->r[i]->rank <= last; i++) {
+			int64_t d = pm->r[i]->rank - r->first;
+			if ((r->step > 0 ? d % r->step : d) != 0 || stamp[i] == pg + 1)
+				continue;
+			stamp[i] = pg + 1;
+			mt->ln[i] = (struct lane){.rec = ord[i], .n = 0, .resume = INT64_MIN};
+			mt->act[mt->nact++] = i;
+			added = true;
+		}
+	}
+	return added;
+}
+
 static bool find_findings(struct cd_pm *pm)
 {
 	int n = pm->n;
 	bool ok = false;
 	struct matcher mt = {.pm = pm};
-	uint32_t **ord = calloc((size_t)(n ? n : 1), sizeof *ord);
-	uint32_t *pos = calloc((size_t)(n ? n : 1), sizeof *pos);
+	const struct cd_crec ***ord = calloc((size_t)(n ? n : 1), sizeof *ord);
+	struct seg *segs = NULL;
+	uint32_t nsegs = 0, *first = NULL, *stamp = NULL;
 	const struct cd_crec **at = calloc((size_t)(n ? n : 1), sizeof *at);
 	int *has = calloc((size_t)(n ? n : 1), sizeof *has);
 	int *list = calloc((size_t)(n ? n : 1), sizeof *list);
@@ -1122,7 +1221,7 @@ static bool find_findings(struct cd_pm *pm)
 	mt.act = calloc((size_t)(n ? n : 1), sizeof *mt.act);
 	mt.uneven = calloc(pm->g.count ? pm->g.count : 1, 1);
 	mt.absent = calloc(pm->missing.n ? pm->missing.n : 1, sizeof *mt.absent);
-	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act ||
+	if (!ord || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act ||
 	    !mt.absent)
 		goto out;
 	for (uint32_t k = 0; k < pm->g.count; k++)
@@ -1140,47 +1239,48 @@ static bool find_findings(struct cd_pm *pm)
 			ks[k] = (struct pgseq){pm->tr[i][s->colls.v[k].pg], k, s->colls.v[k].seq};
 		qsort(ks, s->colls.n, sizeof *ks, cmp_pgseq);
 		for (uint32_t k = 0; k < s->colls.n; k++)
-			ord[i][k] = ks[k].idx;
+			ord[i][k] = &s->colls.v[ks[k].idx];
 		free(ks);
 	}
+	/* each rank's collectives of one group are one segment of ord[i];
+	 * the segments by group (then rank), so that a group costs its own
+	 * ranks, not the job's */
+	if (!(segs = group_segments(pm, (const struct cd_crec *const *const *)ord, &nsegs,
+				    &first)) ||
+	    !(stamp = calloc((size_t)(n ? n : 1), sizeof *stamp)))
+		goto out;
 	/* group by group, in the order of their global ids */
-	for (;;) {
-		uint32_t pg = CD_NOID;
-		for (int i = 0; i < n; i++)
-			if (pos[i] < pm->r[i]->colls.n) {
-				uint32_t p = pm->tr[i][pm->r[i]->colls.v[ord[i][pos[i]]].pg];
-				if (pg == CD_NOID || p < pg)
-					pg = p;
-			}
-		if (pg == CD_NOID)
-			break;
+	for (uint32_t pg = 0; pg < pm->g.count; pg++) {
+		if (first[pg] == first[pg + 1])
+			continue;   /* no rank issued a collective in it */
 		mt.pg = pg;
 		mt.next = INT64_MIN;
-		for (int i = 0; i < n; i++) {
-			const struct cd_rank_summary *s = pm->r[i];
-			uint32_t e = pos[i];
-			while (e < s->colls.n && pm->tr[i][s->colls.v[ord[i][e]].pg] == pg)
-				e++;
-			mt.ln[i] = (struct lane){.idx = ord[i] + pos[i], .n = e - pos[i],
-						 .resume = INT64_MIN};
-			pos[i] = e;
+		mt.nact = 0;
+		for (uint32_t k = first[pg]; k < first[pg + 1]; k++) {
+			const struct seg *g = &segs[k];
+			mt.ln[g->i] = (struct lane){.rec = ord[g->i] + g->start, .n = g->n,
+						    .resume = INT64_MIN};
+			stamp[g->i] = pg + 1;
+			mt.act[mt.nact++] = g->i;
 		}
 		/* a rank that is a member but issued nothing in this group hangs at
 		 * its first collective; a rank that is not a member is left out */
-		mt.nact = 0;
-		for (int i = 0; i < n; i++)
-			if (mt.ln[i].n > 0 || cd_pm_member(pm, pg, pm->r[i]->rank))
-				mt.act[mt.nact++] = i;
+		if (member_lanes(&mt, pg, ord, stamp))
+			qsort(mt.act, (size_t)mt.nact, sizeof *mt.act, cmp_int);
 		mt.nabsent = absent_members(pm, pg, mt.absent);
 		mt.absent_told = false;
 		match_pg(&mt, at, has, list, scratch);
+		for (int k = 0; k < mt.nact; k++)
+			mt.ln[mt.act[k]] = (struct lane){0};
 	}
 	ok = true;
 out:
+	free(segs);
+	free(first);
+	free(stamp);
 	for (int i = 0; ord && i < n; i++)
-		free(ord[i]);
+		free((void *)ord[i]);
 	free(ord);
-	free(pos);
 	free(at);
 	free(has);
 	free(list);
@@ -1570,7 +1670,7 @@ void cd_pm_free(struct cd_pm *pm)
 	cd_vec_free(&pm->missing);
 	cd_vec_free(&pm->pg_n);
 	cd_vec_free(&pm->pg_off);
-	cd_vec_free(&pm->pg_members);
+	cd_vec_free(&pm->pg_runs);
 	free(pm->all);
 	free(pm->r);
 	memset(pm, 0, sizeof *pm);

@@ -147,9 +147,10 @@ struct cd_pm {
 	int64_t start;                /* job start: the earliest t0 (unix ns), 0 unknown */
 	int64_t late_ns;
 	bool bad, cut;
-	CD_VEC(uint32_t) pg_n;        /* per id in g: members of that group, UINT32_MAX: unknown */
-	CD_VEC(uint32_t) pg_off;      /* ... their offset in pg_members */
-	CD_VEC(int64_t) pg_members;
+	CD_VEC(uint32_t) pg_n;        /* per id in g: the runs of that group's members,
+				       * UINT32_MAX: unknown */
+	CD_VEC(uint32_t) pg_off;      /* ... their offset in pg_runs */
+	CD_VEC(struct cd_rrun) pg_runs;
 	struct cd_intern g;           /* strings of every rank */
 	uint32_t **tr;                /* per rank: summary string id -> id in g */
 	CD_VEC(struct cd_finding) f;  /* in report order: the first is the likeliest cause */

@@ -7,30 +7,68 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_int(const void *a, const void *b)
+static int cmp_i64(const void *a, const void *b)
 {
-	int x = *(const int *)a, y = *(const int *)b;
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 	return x < y ? -1 : x > y;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+	while (b) {
+		int64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Four or more ranks evenly spaced by a step above 1 but for a few holes
+ * (a data-parallel group of a 2-D mesh, one rank of it odd):
+ * "2-8186 by 8 except 1234".  Returns false when v[0..n) is not so. */
+static bool text_strided(struct cd_out *o, const int64_t *v, uint32_t n)
+{
+	int64_t g = 0;
+	if (n < 4)
+		return false;
+	for (uint32_t i = 1; i < n; i++)
+		g = gcd64(v[i] - v[i - 1], g);
+	if (g <= 1)
+		return false;
+	int64_t holes = (v[n - 1] - v[0]) / g + 1 - (int64_t)n;
+	if (holes > 8 || holes * 4 > (int64_t)n)
+		return false;
+	cd_out_printf(o, "%" PRId64 "-%" PRId64 " by %" PRId64, v[0], v[n - 1], g);
+	for (uint32_t i = 1, k = 0; i < n; i++)
+		for (int64_t r = v[i - 1] + g; r < v[i]; r += g)
+			cd_out_printf(o, "%s%" PRId64, k++ ? "," : " except ", r);
+	return true;
+}
+
+void cd_text_rank_list(struct cd_out *o, const int64_t *v, uint32_t n)
+{
+	if (text_strided(o, v, n))
+		return;
+	for (uint32_t a = 0, b; a < n; a = b + 1) {
+		for (b = a; b + 1 < n && v[b + 1] == v[b] + 1; b++)
+			;
+		cd_out_printf(o, "%s%" PRId64, a ? "," : "", v[a]);
+		if (b > a)
+			cd_out_printf(o, "-%" PRId64, v[b]);
+	}
 }
 
 /* "rank 3" or "ranks 0-2,4-7" from indexes into pm->r (sorted by rank). */
 void cd_text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n)
 {
-	int *v = malloc((n ? n : 1) * sizeof *v);
+	int64_t *v = malloc((n ? n : 1) * sizeof *v);
 	if (!v)
 		return;
-	if (n) {
-		memcpy(v, idx, n * sizeof *v);
-		qsort(v, n, sizeof *v, cmp_int);
-	}
+	for (uint32_t k = 0; k < n; k++)
+		v[k] = pm->r[idx[k]]->rank;
+	qsort(v, n, sizeof *v, cmp_i64);
 	cd_out_str(o, n == 1 ? "rank " : "ranks ");
-	for (uint32_t a = 0, b; a < n; a = b + 1) {
-		for (b = a; b + 1 < n && pm->r[v[b + 1]]->rank == pm->r[v[b]]->rank + 1; b++)
-			;
-		cd_out_printf(o, "%s%" PRId64, a ? "," : "", pm->r[v[a]]->rank);
-		if (b > a)
-			cd_out_printf(o, "-%" PRId64, pm->r[v[b]]->rank);
-	}
+	cd_text_rank_list(o, v, n);
 	free(v);
 }
 
@@ -241,8 +279,7 @@ static void text_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd
 static void text_absent(struct cd_out *o, const struct cd_finding *f)
 {
 	cd_out_str(o, f->absent.n == 1 ? "rank " : "ranks ");
-	for (uint32_t k = 0; k < f->absent.n; k++)
-		cd_out_printf(o, "%s%" PRId64, k ? "," : "", f->absent.v[k]);
+	cd_text_rank_list(o, f->absent.v, f->absent.n);
 }
 
 /* How the waiting ranks' dumps show them still in the collective. */

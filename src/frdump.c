@@ -658,12 +658,7 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 			s->pg_conf_broken = true;
 			continue;   /* gloo's "" key: which group it is is unknown */
 		}
-		uint32_t off = s->pg_ranks.n;
-		for (uint32_t k = 0; k < c->n_ranks; k++)
-			cd_vec_push(&s->pg_ranks, c->ranks[k]);
-		cd_vec_push(&s->pg_names, sidz(s, c->name));
-		cd_vec_push(&s->pg_ranks_off, off);
-		cd_vec_push(&s->pg_ranks_n, s->pg_ranks.n - off);
+		cd_rank_add_pg(s, sidz(s, c->name), c->ranks, c->n_ranks);
 		if (strcmp(c->desc, "default_pg") == 0) {
 			s->has_world = true;
 			s->world_size = c->n_ranks;

@@ -84,7 +84,13 @@ static bool rehash(struct cd_intern *t, uint32_t nslots)
 static char *pool_copy(struct cd_intern *t, const char *p, uint32_t n)
 {
 	if (!t->pool || t->pool_used + n + 1 > t->pool->size) {
-		size_t size = n + 1 > 65536 ? n + 1 : 65536;
+		/* blocks double from 512 bytes to 64 KiB: a table of a few
+		 * names (a rank's summary, thousands of them) stays small */
+		size_t size = t->pool ? t->pool->size * 2 : 512;
+		if (size > 65536)
+			size = 65536;
+		if (size < (size_t)n + 1)
+			size = (size_t)n + 1;
 		struct cd_intern_block *b = malloc(sizeof *b + size);
 		if (!b)
 			return NULL;

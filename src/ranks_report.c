@@ -506,8 +506,7 @@ static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 	}
 	if (pm->missing.n) {
 		cd_out_str(o, "missing ranks: ");
-		for (uint32_t i = 0; i < pm->missing.n; i++)
-			cd_out_printf(o, "%s%" PRId64, i ? "," : "", pm->missing.v[i]);
+		cd_text_rank_list(o, pm->missing.v, pm->missing.n);
 		cd_out_str(o, "\n");
 	}
 	for (uint32_t i = 0; i < pm->dups.n; i++)

@@ -706,11 +706,8 @@ static void test_hang_absent_states(void)
 	absent_job(true, 0, 1, NULL);
 	for (int i = 0; i < nsums; i++) {
 		struct cd_rank_summary *s = &sums[i];
-		cd_vec_push(&s->pg_names, str(s, "0"));
-		cd_vec_push(&s->pg_ranks_off, 0);
-		cd_vec_push(&s->pg_ranks_n, 4);
-		for (int64_t r = 0; r < 4; r++)
-			cd_vec_push(&s->pg_ranks, r);
+		static const int64_t members[] = {0, 1, 2, 3};
+		cd_rank_add_pg(s, str(s, "0"), members, 4);
 	}
 	build(&pm, 0);
 	CHECK(pm.f.n == 1);
