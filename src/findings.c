@@ -111,8 +111,7 @@ static bool group_ranks(struct cd_pm *pm, struct cd_rank_summary *const *sums, i
 		if (!pm->tr[i])
 			return false;
 		for (uint32_t k = 0; k < s->s.count; k++)
-			pm->tr[i][k] = cd_intern(&pm->g, cd_intern_str(&s->s, k),
-						 cd_intern_len(&s->s, k));
+			pm->tr[i][k] = cd_intern_from(&pm->g, &s->s, k);
 	}
 	return true;
 }
@@ -1113,6 +1112,74 @@ static bool group_members(struct cd_pm *pm)
 	return true;
 }
 
+/* Rank i's collectives by (group, seq, index) into ord.  A rank uses a few
+ * groups, each in seq order in its trace as a rule: its records are put
+ * group by group in trace order, and only a group found out of order is
+ * sorted (the same order a sort of them all gives, at a fraction of it). */
+static bool order_rank(const struct cd_pm *pm, int i, const struct cd_crec **ord)
+{
+	const struct cd_rank_summary *s = pm->r[i];
+	uint32_t g[16], cnt[16], ng = 0, n = s->colls.n;
+	struct pgseq *ks = malloc((n ? n : 1) * sizeof *ks);
+
+	if (!ks)
+		return false;
+	for (uint32_t k = 0; k < n; k++)
+		ks[k] = (struct pgseq){pm->tr[i][s->colls.v[k].pg], k, s->colls.v[k].seq};
+	for (uint32_t k = 0; k < n && ng <= 16; k++) {
+		uint32_t j = 0;
+		while (j < ng && g[j] != ks[k].pg)
+			j++;
+		if (j == ng && ng < 16) {
+			g[ng] = ks[k].pg;
+			cnt[ng++] = 0;
+		} else if (j == ng) {
+			ng = 17;   /* many groups: sort them all */
+			break;
+		}
+		cnt[j]++;
+	}
+	if (ng > 16) {
+		qsort(ks, n, sizeof *ks, cmp_pgseq);
+		for (uint32_t k = 0; k < n; k++)
+			ord[k] = &s->colls.v[ks[k].idx];
+		free(ks);
+		return true;
+	}
+	/* the groups by id, then each one's records in trace order */
+	for (uint32_t a = 1; a < ng; a++)
+		for (uint32_t b = a; b > 0 && g[b - 1] > g[b]; b--) {
+			uint32_t t = g[b]; g[b] = g[b - 1]; g[b - 1] = t;
+			t = cnt[b]; cnt[b] = cnt[b - 1]; cnt[b - 1] = t;
+		}
+	uint32_t at[16];
+	for (uint32_t j = 0, o = 0; j < ng; o += cnt[j++])
+		at[j] = o;
+	struct pgseq *sorted = malloc((n ? n : 1) * sizeof *sorted);
+	if (!sorted) {
+		free(ks);
+		return false;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t j = 0;
+		while (g[j] != ks[k].pg)
+			j++;
+		sorted[at[j]++] = ks[k];
+	}
+	for (uint32_t j = 0, o = 0; j < ng; o += cnt[j++]) {
+		bool in_order = true;
+		for (uint32_t k = o + 1; k < o + cnt[j] && in_order; k++)
+			in_order = sorted[k - 1].seq <= sorted[k].seq;
+		if (!in_order)
+			qsort(sorted + o, cnt[j], sizeof *sorted, cmp_pgseq);
+	}
+	for (uint32_t k = 0; k < n; k++)
+		ord[k] = &s->colls.v[sorted[k].idx];
+	free(sorted);
+	free(ks);
+	return true;
+}
+
 /* One rank's collectives of one group: ord[i][start .. start + n), its
  * records in (group, seq) order. */
 struct seg {
@@ -1232,15 +1299,8 @@ static bool find_findings(struct cd_pm *pm)
 		ord[i] = malloc((s->colls.n ? s->colls.n : 1) * sizeof **ord);
 		if (!ord[i])
 			goto out;
-		struct pgseq *ks = malloc((s->colls.n ? s->colls.n : 1) * sizeof *ks);
-		if (!ks)
+		if (!order_rank(pm, i, ord[i]))
 			goto out;
-		for (uint32_t k = 0; k < s->colls.n; k++)
-			ks[k] = (struct pgseq){pm->tr[i][s->colls.v[k].pg], k, s->colls.v[k].seq};
-		qsort(ks, s->colls.n, sizeof *ks, cmp_pgseq);
-		for (uint32_t k = 0; k < s->colls.n; k++)
-			ord[i][k] = &s->colls.v[ks[k].idx];
-		free(ks);
 	}
 	/* each rank's collectives of one group are one segment of ord[i];
 	 * the segments by group (then rank), so that a group costs its own
