@@ -8,6 +8,7 @@
  * cd_fr_summarize when cd_fr_sniff_file says it is a dump.
  */
 #include "frdump.h"
+#include "reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -81,20 +82,8 @@ bool cd_fr_sniff(const uint8_t *d, size_t len)
 bool cd_fr_sniff_file(const char *path)
 {
 	uint8_t buf[64];
-	struct stat st;
-	bool yes = false;
-
-	if (strcmp(path, "-") == 0)
-		return false;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return false;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		ssize_t n = read(fd, buf, sizeof buf);
-		yes = n > 0 && cd_fr_sniff(buf, (size_t)n);
-	}
-	close(fd);
-	return yes;
+	long n = cd_reader_peek_file(path, buf, sizeof buf);
+	return n > 0 && cd_fr_sniff(buf, (size_t)n);
 }
 
 /* An int, or a string of one (the JSON dump writes pg_status as strings). */

@@ -45,4 +45,10 @@ uint64_t cd_reader_data_bytes(const struct cd_reader *r);
 
 void cd_reader_close(struct cd_reader *r);
 
+/* Up to n of the first bytes of the regular file at path into buf, without
+ * blocking (a FIFO, a device, "-" are not read): how many, or -1 when it is
+ * not a regular file or cannot be read.  For telling inputs by their
+ * content. */
+long cd_reader_peek_file(const char *path, void *buf, size_t n);
+
 #endif

@@ -3,6 +3,7 @@
 
 #include "event.h"
 #include "frdump.h"
+#include "reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -214,18 +215,8 @@ bool cd_summary_sniff(const void *p, size_t n)
 bool cd_summary_sniff_file(const char *path)
 {
 	char buf[CD_SUMMARY_MAGIC_LEN];
-	struct stat st;
-	bool yes = false;
-
-	if (strcmp(path, "-") == 0)
-		return false;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return false;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-		yes = read(fd, buf, sizeof buf) == (ssize_t)sizeof buf && cd_summary_sniff(buf, sizeof buf);
-	close(fd);
-	return yes;
+	return cd_reader_peek_file(path, buf, sizeof buf) == (long)sizeof buf &&
+	       cd_summary_sniff(buf, sizeof buf);
 }
 
 /* ---- writing ---- */

@@ -157,16 +157,21 @@ class Rank:
         return "\n".join(self.lines) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def job_args(ap):
+    """The job's shape and faults, as gen_summaries.py takes them too."""
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--tp", type=int, default=8)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--ops", type=int, default=10)
-    ap.add_argument("--per-node", type=int, default=64)
     ap.add_argument("--fault", type=parse_fault, action="append", default=[])
     ap.add_argument("--out", required=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    job_args(ap)
+    ap.add_argument("--ops", type=int, default=10)
+    ap.add_argument("--per-node", type=int, default=64)
     a = ap.parse_args()
     if a.ranks % a.tp:
         sys.exit("gen_job.py: --ranks must be a multiple of --tp")

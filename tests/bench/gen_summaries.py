@@ -19,6 +19,8 @@ import random
 import subprocess
 import sys
 
+import gen_job
+
 MAGIC = b"commdebug summary\n"
 T0 = 1764000000000000000
 
@@ -255,26 +257,15 @@ class Job:
         return b"".join(recs)
 
 
-def parse_fault(text):
-    p = text.split(":")
-    if len(p) < 4 or p[0] not in ("skip", "sleep"):
-        raise argparse.ArgumentTypeError("--fault takes skip:RANK:STEP:LAYER or "
-                                         "sleep:RANK:STEP:LAYER:SEC")
-    return (p[0], int(p[1]), int(p[2]), int(p[3]), float(p[4]) if len(p) > 4 else 0.0)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ranks", type=int, required=True)
-    ap.add_argument("--tp", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--layers", type=int, default=8)
+    gen_job.job_args(ap)
     ap.add_argument("--files", type=int, default=1000)
-    ap.add_argument("--fault", type=parse_fault, action="append", default=[])
-    ap.add_argument("--out", required=True)
     a = ap.parse_args()
     if a.ranks % a.tp:
         sys.exit("gen_summaries.py: --ranks must be a multiple of --tp")
+    if any(f[0] not in ("skip", "sleep") for f in a.fault):
+        sys.exit("gen_summaries.py: --fault takes skip or sleep")
     os.makedirs(a.out, exist_ok=True)
     for f in range(a.files):
         job = Job(a)   # classes are per file
