@@ -78,7 +78,6 @@ struct rk {
 	CD_VEC(struct pend) pend;
 	bool oom;
 	struct cd_export_rank_res *res;
-	const char *nccl_path;
 	bool sib_has_rank;
 	int64_t sib_rank;
 	uint32_t fr_next;        /* where to look next in s->colls for a joined record */
@@ -688,6 +687,8 @@ static void process_meta(struct rk *k, const struct cd_event *meta)
 		snprintf(name + n, sizeof name - (size_t)n, " (empty trace)");
 	else if (s->source != CD_SRC_TRACE)
 		snprintf(name + n, sizeof name - (size_t)n, " (Flight Recorder dump)");
+	else if (s->from_summary)
+		snprintf(name + n, sizeof name - (size_t)n, " (summary)");
 	meta_str(k, 0, "process_name", name);
 	meta_sort(k, 0, "process_sort_index", k->pid);
 	if (s->t0 <= 0 && s->end != CD_END_EMPTY)
@@ -784,12 +785,21 @@ static void findings(struct rk *k)
 				int64_t t = finding_time(k, f, j, &how);
 				finding_event(k, f, i + 1, t, how);
 			}
+		/* about ranks that left nothing to draw: on the first waiting rank */
+		if (!f->odd.n && f->absent.n && f->others.n && f->others.v[0] >= 0 &&
+		    f->others.v[0] < pm->n && pm->r[f->others.v[0]] == k->s) {
+			int64_t t = f->time >= 0 && k->x->start > 0 ? f->time - k->x->start : -1;
+			finding_event(k, f, i + 1, t,
+				      t < 0 ? "at 0: no time known"
+					    : "at the earliest arrival of the waiting ranks (the rank "
+					      "it names left no trace or dump)");
+		}
 	}
 }
 
-/* ---- Flight Recorder dumps: the collectives of the summary ---- */
+/* ---- Flight Recorder dumps and summary files: the collectives of the summary ---- */
 
-static void fr_colls(struct rk *k)
+static void summary_colls(struct rk *k)
 {
 	const struct cd_rank_summary *s = k->s;
 	struct cd_out *o = k->x->o;
@@ -813,7 +823,16 @@ static void fr_colls(struct rk *k)
 			kv_int(o, &first, "bytes", c->bytes);
 		if (c->dtype != CD_NOID)
 			kv_cstr(o, &first, "dtype", cd_rank_str(s, c->dtype));
-		kv_cstr(o, &first, "source", "Flight Recorder");
+		if (s->source == CD_SRC_TRACE) {
+			/* a summary file's rank */
+			kv_cstr(o, &first, "module", cd_rank_str(s, c->module));
+			kv_cstr(o, &first, "phase", cd_phase_names[c->phase]);
+			if (c->region >= 0)
+				kv_int(o, &first, "region", c->region);
+			kv_cstr(o, &first, "source", "summary");
+		} else {
+			kv_cstr(o, &first, "source", "Flight Recorder");
+		}
 		if (fc)
 			fr_args(k, &first, fc);
 		put_lit(o, "}}");
@@ -969,11 +988,12 @@ enum cd_status cd_export_rank(struct cd_export *x, const struct cd_rank_summary 
 	k->last_t = -1;
 	k->res = res;
 	x->st.ranks++;
-	if (s->source != CD_SRC_TRACE) {
-		/* a Flight Recorder dump: what its summary holds */
+	if (s->source != CD_SRC_TRACE || s->from_summary) {
+		/* a Flight Recorder dump, or a rank read from a summary file:
+		 * what its summary holds */
 		process_meta(k, NULL);
 		findings(k);
-		fr_colls(k);
+		summary_colls(k);
 		goto out;
 	}
 	if (s->end == CD_END_EMPTY) {

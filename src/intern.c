@@ -62,11 +62,11 @@ static inline bool same(const char *a, const char *b, uint32_t n)
 	return load8(a + n - 8) == load8(b + n - 8);
 }
 
-uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
+/* The id of (p, n), whose hash is h, or CD_NOID. */
+static uint32_t find_h(const struct cd_intern *t, const char *p, uint32_t n, uint32_t h)
 {
 	if (!t->nslots)
 		return CD_NOID;
-	uint32_t h = hash(p, n);
 	for (uint32_t i = h & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
 		uint32_t v = t->slots[i];
 		if (!v)
@@ -75,6 +75,11 @@ uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
 		if (it->hash == h && it->n == n && same(it->p, p, n))
 			return v - 1;
 	}
+}
+
+uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
+{
+	return t->nslots ? find_h(t, p, n, hash(p, n)) : CD_NOID;
 }
 
 static bool rehash(struct cd_intern *t, uint32_t nslots)
@@ -98,7 +103,13 @@ static bool rehash(struct cd_intern *t, uint32_t nslots)
 static char *pool_copy(struct cd_intern *t, const char *p, uint32_t n)
 {
 	if (!t->pool || t->pool_used + n + 1 > t->pool->size) {
-		size_t size = n + 1 > 65536 ? n + 1 : 65536;
+		/* blocks double from 512 bytes to 64 KiB: a table of a few
+		 * names (a rank's summary, thousands of them) stays small */
+		size_t size = t->pool ? t->pool->size * 2 : 512;
+		if (size > 65536)
+			size = 65536;
+		if (size < (size_t)n + 1)
+			size = (size_t)n + 1;
 		struct cd_intern_block *b = malloc(sizeof *b + size);
 		if (!b)
 			return NULL;
@@ -116,9 +127,10 @@ static char *pool_copy(struct cd_intern *t, const char *p, uint32_t n)
 	return d;
 }
 
-uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
+/* (p, n), whose hash is h, added if new. */
+static uint32_t intern_h(struct cd_intern *t, const char *p, uint32_t n, uint32_t h)
 {
-	uint32_t id = cd_intern_find(t, p, n);
+	uint32_t id = find_h(t, p, n, h);
 	if (id != CD_NOID)
 		return id;
 	if ((t->count + 1) * 2 > t->nslots && !rehash(t, t->nslots ? t->nslots * 2 : 64))
@@ -135,7 +147,6 @@ uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
 	char *d = pool_copy(t, p, n);
 	if (!d)
 		return CD_NOID;
-	uint32_t h = hash(p, n);
 	id = t->count++;
 	t->items[id].p = d;
 	t->items[id].n = n;
@@ -145,6 +156,16 @@ uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
 		i = (i + 1) & (t->nslots - 1);
 	t->slots[i] = id + 1;
 	return id;
+}
+
+uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
+{
+	return intern_h(t, p, n, hash(p, n));
+}
+
+uint32_t cd_intern_from(struct cd_intern *t, const struct cd_intern *from, uint32_t id)
+{
+	return intern_h(t, from->items[id].p, from->items[id].n, from->items[id].hash);
 }
 
 void cd_intern_free(struct cd_intern *t)

@@ -493,7 +493,7 @@ static enum cd_status int_value(struct scan *s, const char *key, int64_t *v)
 }
 
 /* A list of integers into the arena. */
-static enum cd_status int_list(struct scan *s, const char *key, const int64_t **out,
+static enum cd_status int_list(struct scan *s, const char *key, uint32_t max, const int64_t **out,
 			       uint32_t *n)
 {
 	enum cd_status st;
@@ -518,7 +518,7 @@ static enum cd_status int_list(struct scan *s, const char *key, const int64_t **
 		ws(s);
 		if ((st = int_value(s, key, &v)))
 			return st;
-		if (cnt == CD_LIST_MAX)
+		if (cnt == max)
 			return bad_field(s, key, "has too many entries");
 		if (cnt == cap) {
 			int64_t *nb = cd_arena_alloc(&s->ps->arena, 2 * cap * sizeof *nb);
@@ -610,11 +610,11 @@ static enum cd_status sub_object(struct scan *s, const char *key, char kind, str
 			break;
 		case CD_SUB_SHAPE:
 			if (kind == 'a') {
-				if ((st = int_list(s, "shape", &a->shape, &a->ndim)))
+				if ((st = int_list(s, "shape", CD_LIST_MAX, &a->shape, &a->ndim)))
 					return st;
 				a->has_shape = true;
 			} else {
-				if ((st = int_list(s, "shape", &p->shape, &p->ndim)))
+				if ((st = int_list(s, "shape", CD_LIST_MAX, &p->shape, &p->ndim)))
 					return st;
 				p->has_shape = true;
 			}
@@ -992,10 +992,10 @@ static enum cd_status field_value(struct scan *s, struct cd_event *e, const stru
 	case CD_FT_INTLIST:
 		if (f->id == CD_FI_SHAPE) {
 			e->have |= CD_F_SHAPE;
-			return int_list(s, f->key, &e->shape, &e->nshape);
+			return int_list(s, f->key, CD_LIST_MAX, &e->shape, &e->nshape);
 		}
 		e->have |= CD_F_RANKS;
-		return int_list(s, f->key, &e->ranks, &e->nranks_list);
+		return int_list(s, f->key, CD_RANKS_MAX, &e->ranks, &e->nranks_list);
 	case CD_FT_ARGS:
 		return args_value(s, e, f->key);
 	case CD_FT_PARAMS:

@@ -156,14 +156,49 @@ static void after_event(void *ud, const struct cd_event *e, const struct cd_repl
 		s->rgn.v[s->rgn.n - 1].done = true;
 		s->rgn.v[s->rgn.n - 1].t_exit = t;
 	}
-	if (e->ev == CD_EV_PG && e->name.p) {
-		uint32_t off = s->pg_ranks.n;
-		for (uint32_t i = 0; i < e->nranks_list; i++)
-			cd_vec_push(&s->pg_ranks, e->ranks[i]);
-		cd_vec_push(&s->pg_names, sid(s, e->name.p, e->name.n));
-		cd_vec_push(&s->pg_ranks_off, off);
-		cd_vec_push(&s->pg_ranks_n, s->pg_ranks.n - off);
+	if (e->ev == CD_EV_PG && e->name.p)
+		cd_rank_add_pg(s, sid(s, e->name.p, e->name.n), e->ranks, e->nranks_list);
+}
+
+bool cd_rank_add_pg(struct cd_rank_summary *s, uint32_t name, const int64_t *ranks, uint32_t n)
+{
+	uint32_t off = s->pg_runs.n;
+	for (uint32_t i = 0; i < n;) {
+		struct cd_rrun r = {ranks[i], 0, 1};
+		/* a run only of ranks a trace can hold (0 .. CD_INT_MAX): its
+		 * step and last member cannot overflow */
+		if (i + 1 < n && ranks[i + 1] > ranks[i] && ranks[i] >= 0 &&
+		    ranks[i + 1] <= CD_INT_MAX) {
+			r.step = ranks[i + 1] - ranks[i];
+			while (i + r.n < n && ranks[i + r.n] <= CD_INT_MAX &&
+			       ranks[i + r.n] > ranks[i + r.n - 1] &&
+			       ranks[i + r.n] - ranks[i + r.n - 1] == r.step)
+				r.n++;
+		}
+		if (!cd_vec_push(&s->pg_runs, r)) {
+			s->pg_runs.n = off;
+			return false;
+		}
+		i += r.n;
 	}
+	if (!cd_vec_reserve(&s->pg_names, s->pg_names.n + 1) ||
+	    !cd_vec_reserve(&s->pg_runs_off, s->pg_runs_off.n + 1) ||
+	    !cd_vec_reserve(&s->pg_runs_n, s->pg_runs_n.n + 1)) {
+		s->pg_runs.n = off;
+		return false;
+	}
+	s->pg_names.v[s->pg_names.n++] = name;
+	s->pg_runs_off.v[s->pg_runs_off.n++] = off;
+	s->pg_runs_n.v[s->pg_runs_n.n++] = s->pg_runs.n - off;
+	return true;
+}
+
+uint64_t cd_rank_pg_size(const struct cd_rank_summary *s, uint32_t k)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < s->pg_runs_n.v[k]; i++)
+		n += s->pg_runs.v[s->pg_runs_off.v[k] + i].n;
+	return n;
 }
 
 static uint64_t mc_hash(int64_t region, uint32_t module, uint32_t coll, bool bw)
@@ -390,27 +425,37 @@ void cd_rank_summary_free(struct cd_rank_summary *s)
 	free(s->error);
 	cd_intern_free(&s->s);
 	cd_vec_free(&s->colls);
-	cd_vec_free(&s->mods);
+	if (!s->mods_borrowed)
+		cd_vec_free(&s->mods);
 	cd_vec_free(&s->rgn);
 	cd_vec_free(&s->stack);
 	cd_vec_free(&s->pg_names);
-	cd_vec_free(&s->pg_ranks_off);
-	cd_vec_free(&s->pg_ranks);
-	cd_vec_free(&s->pg_ranks_n);
+	cd_vec_free(&s->pg_runs_off);
+	cd_vec_free(&s->pg_runs_n);
+	cd_vec_free(&s->pg_runs);
 	cd_vec_free(&s->fr);
 	cd_vec_free(&s->frames);
 	cd_vec_free(&s->pg_status);
 	free(s->fr_path);
+	for (uint32_t i = 0; i < s->nset; i++)
+		cd_rank_summary_free(&s->set[i]);
+	free(s->set);
 	memset(s, 0, sizeof *s);
 }
 
 uint64_t cd_rank_summary_bytes(const struct cd_rank_summary *s)
 {
-	return s->s.bytes + (uint64_t)s->colls.cap * sizeof *s->colls.v +
-	       (uint64_t)s->mods.cap * sizeof *s->mods.v + (uint64_t)s->stack.cap * sizeof *s->stack.v +
+	uint64_t b = 0;
+	for (uint32_t i = 0; i < s->nset; i++)
+		b += cd_rank_summary_bytes(&s->set[i]);
+	return b + s->s.bytes + (uint64_t)s->colls.cap * sizeof *s->colls.v +
+	       (s->mods_borrowed ? 0 : (uint64_t)s->mods.cap * sizeof *s->mods.v) +
+	       (uint64_t)s->stack.cap * sizeof *s->stack.v +
 	       (uint64_t)s->rgn.cap * sizeof *s->rgn.v + (uint64_t)s->fr.cap * sizeof *s->fr.v +
 	       (uint64_t)s->frames.cap * sizeof *s->frames.v +
-	       (uint64_t)s->pg_status.cap * sizeof *s->pg_status.v;
+	       (uint64_t)s->pg_status.cap * sizeof *s->pg_status.v +
+	       (uint64_t)s->pg_runs.cap * sizeof *s->pg_runs.v +
+	       (uint64_t)(s->pg_names.cap + s->pg_runs_off.cap + s->pg_runs_n.cap) * sizeof(uint32_t);
 }
 
 const char *cd_rank_str(const struct cd_rank_summary *s, uint32_t id)

@@ -53,4 +53,10 @@ void cd_reader_close(struct cd_reader *r);
  * handing over of chunks between two threads only costs. */
 void cd_reader_set_inline(bool on);
 
+/* Up to n of the first bytes of the regular file at path into buf, without
+ * blocking (a FIFO, a device, "-" are not read): how many, or -1 when it is
+ * not a regular file or cannot be read.  For telling inputs by their
+ * content. */
+long cd_reader_peek_file(const char *path, void *buf, size_t n);
+
 #endif

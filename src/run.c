@@ -4,6 +4,7 @@
 
 #include "frdump.h"
 #include "reader.h"
+#include "summary.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,10 +13,47 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A summary file: its first rank in s, the others in s->set; an
+ * unreadable one is one summary with its error. */
+static void summary_read(const char *path, struct cd_rank_summary *s)
+{
+	struct cd_rank_summary *v;
+	struct cd_summary_info info;
+	struct cd_err err = {0};
+	uint32_t n;
+
+	if (cd_summary_read(path, &v, &n, &info, &err)) {
+		s->path = strdup(path);
+		s->error = strdup(err.msg);
+		s->end = CD_END_ERROR;
+		s->last_time = s->end_time = -1;
+		s->end_how = s->end_exc = s->end_msg = s->end_signame = CD_NOID;
+		s->from_summary = true;
+		return;
+	}
+	if (n == 0) {   /* a shard that had no trace: adds no rank */
+		free(v);
+		s->path = strdup(path);
+		s->from_summary = true;
+		s->no_rank = true;
+		return;
+	}
+	*s = v[0];
+	if (n > 1) {
+		memmove(v, v + 1, (size_t)(n - 1) * sizeof *v);
+		s->set = v;
+		s->nset = n - 1;
+	} else {
+		free(v);
+	}
+}
+
 static void trace_read(const char *path, const void *ctx, void *res)
 {
 	const struct cd_run_opts *o = ctx;
-	if (cd_fr_sniff_file(path))
+	if (cd_summary_sniff_file(path))
+		summary_read(path, res);
+	else if (cd_fr_sniff_file(path))
 		cd_fr_summarize(path, res);
 	else
 		cd_rank_summarize(path, o->general_parser, res);
@@ -248,13 +286,56 @@ void cd_run_results_free(const struct cd_run_reader *rd, void *res, int n)
 	free(res);
 }
 
+/* The ranks of summary files (s->set) as summaries of their own, after
+ * the one each file gave: v grows to *n plus theirs. */
+static enum cd_status flatten(struct cd_rank_summary **v, int *n, struct cd_err *err)
+{
+	uint64_t total = 0;
+	bool none = false;
+	for (int i = 0; i < *n; i++) {
+		total += !(*v)[i].no_rank + (uint64_t)(*v)[i].nset;
+		none |= (*v)[i].no_rank;
+	}
+	if (total == (uint64_t)*n && !none)
+		return CD_OK;
+	if (total > INT32_MAX)
+		return cd_fail(err, CD_ERR_LIMIT, "more than %d ranks", INT32_MAX);
+	struct cd_rank_summary *nv = calloc((size_t)(total ? total : 1), sizeof *nv);
+	if (!nv)
+		return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+	size_t k = 0;
+	for (int i = 0; i < *n; i++) {
+		struct cd_rank_summary *s = &(*v)[i], *set = s->set;
+		uint32_t nset = s->nset;
+		s->set = NULL;
+		s->nset = 0;
+		if (s->no_rank)
+			cd_rank_summary_free(s);
+		else
+			nv[k++] = *s;
+		for (uint32_t j = 0; j < nset; j++)
+			nv[k++] = set[j];
+		free(set);
+	}
+	free(*v);
+	*v = nv;
+	*n = (int)total;
+	return CD_OK;
+}
+
 enum cd_status cd_run_summaries(char *const *paths, int n, struct cd_run_opts *o,
-				struct cd_rank_summary **sums, struct cd_err *err)
+				struct cd_rank_summary **sums, int *nsums, struct cd_err *err)
 {
 	void *res;
 	enum cd_status st = cd_run(paths, n, o->reader ? o->reader : &cd_run_trace_reader, o, o,
 				   &res, err);
 	*sums = res;
+	*nsums = st ? 0 : n;
+	if (!st && (st = flatten(sums, nsums, err))) {
+		cd_run_free(*sums, n);
+		*sums = NULL;
+		*nsums = 0;
+	}
 	return st;
 }
 

@@ -90,16 +90,20 @@ enum cd_status cd_run_ordered(int n, size_t size, int jobs, int window,
 			      struct cd_err *err);
 
 /* commdebug traces (commdebug-trace(5)) into struct cd_rank_summary, by
- * cd_rank_summarize, and PyTorch Flight Recorder dumps, told by their
- * first bytes (cd_fr_sniff_file), by cd_fr_summarize; ctx: the struct
- * cd_run_opts (its general_parser). */
+ * cd_rank_summarize; PyTorch Flight Recorder dumps, told by their first
+ * bytes (cd_fr_sniff_file), by cd_fr_summarize; summary files (summary.h,
+ * told by their magic line), each into the summaries of its ranks (the
+ * first, and the others in its set); ctx: the struct cd_run_opts (its
+ * general_parser). */
 extern const struct cd_run_reader cd_run_trace_reader;
 
 /* cd_run with o->reader (NULL: cd_run_trace_reader) and o as its ctx:
- * the n inputs into *sums, a new array of n summaries in the order of
- * paths.  Returns CD_OK, or CD_ERR_NOMEM (err says so; *sums NULL). */
+ * the n inputs into *sums, a new array of *nsums summaries: one per input
+ * in the order of paths, except that a summary file gives one per rank it
+ * holds, in its order.  Returns CD_OK, or an error (err says so; *sums
+ * NULL). */
 enum cd_status cd_run_summaries(char *const *paths, int n, struct cd_run_opts *o,
-				struct cd_rank_summary **sums, struct cd_err *err);
+				struct cd_rank_summary **sums, int *nsums, struct cd_err *err);
 
 /* Free the n summaries of cd_run_summaries and their array (NULL: none). */
 void cd_run_free(struct cd_rank_summary *sums, int n);

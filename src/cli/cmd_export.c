@@ -133,8 +133,9 @@ static void job_setup(struct pass2 *p, int i)
 	struct rank_job *j = &p->job[i];
 	j->s = p->pm->all[i];
 	j->pid = pid_of(p->pm, j->s, i);
-	j->sib = o->no_nccl ? NULL : o->nccl_path ? strdup(o->nccl_path)
-						: cd_paths_nccl_name(j->s->path);
+	/* a rank read from a summary file: its trace is elsewhere */
+	j->sib = o->no_nccl || j->s->from_summary ? NULL
+		 : o->nccl_path ? strdup(o->nccl_path) : cd_paths_nccl_name(j->s->path);
 	if (j->sib && !o->nccl_path && !is_file(j->sib)) {
 		free(j->sib);
 		j->sib = NULL;
@@ -253,25 +254,25 @@ int cmd_export(int argc, char **argv)
 	struct cd_pm pm;
 	bool have_pm = false;
 	double read_s = 0;
-	int threads = 0;
+	int threads = 0, n = 0;
 	int rc = cd_cli_parse(&o, &cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;
 	if ((rc = cd_cli_refuse_inputs(&o, o.out_path, true)) != CD_EXIT_OK)
 		goto out;
-	if ((rc = cd_cli_summaries(&o, &sums, &read_s, &threads)) != CD_EXIT_OK)
+	if ((rc = cd_cli_summaries(&o, &sums, &n, &read_s, &threads)) != CD_EXIT_OK)
 		goto out;
-	if (!(ptrs = cd_run_ptrs(sums, o.ntraces)))
+	if (!(ptrs = cd_run_ptrs(sums, n)))
 		goto nomem;
 	if (o.stats)
-		cd_cli_print_run_stats(sums, o.ntraces, threads, read_s);
-	for (int i = 0; i < o.ntraces; i++)
+		cd_cli_print_run_stats(sums, n, threads, read_s);
+	for (int i = 0; i < n; i++)
 		if (!check_summary(&sums[i]))
 			rc = CD_EXIT_DATA;
 	if (rc != CD_EXIT_OK)
 		goto out;
-	if (!cd_pm_build(&pm, ptrs, o.ntraces, o.late_ns)) {
+	if (!cd_pm_build(&pm, ptrs, n, o.late_ns)) {
 		cd_pm_free(&pm);
 		goto nomem;
 	}
@@ -301,7 +302,7 @@ nomem:
 out:
 	if (have_pm)
 		cd_pm_free(&pm);
-	cd_run_free(sums, o.ntraces);
+	cd_run_free(sums, n);
 	free(ptrs);
 	cd_cli_free(&o);
 	return rc;
