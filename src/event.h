@@ -1,8 +1,9 @@
 /* One trace event, as produced by either line parser (fast or general).
  *
  * Ownership: every pointer in a struct cd_event points into the line that
- * was parsed or into the parser's scratch arena.  Both stay valid until the
- * next call that parses a line with the same parser; copy what you keep. */
+ * was parsed, into the parser's scratch arena, or into the args lists the
+ * fast parser keeps (until cd_parser_free).  Count on them until the next
+ * call that parses a line with the same parser; copy what you keep. */
 #ifndef CD_EVENT_H
 #define CD_EVENT_H
 

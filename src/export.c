@@ -1020,6 +1020,43 @@ out:
 	return st;
 }
 
+/* A part's output is held in memory up to this, then spilled to a file. */
+#define PART_MEM (4u << 20)
+
+void cd_export_part(const struct cd_export *x, struct cd_export *part, struct cd_out *out)
+{
+	*part = *x;
+	cd_out_init(out, NULL);
+	out->hold = true;
+	cd_out_spill_at(out, PART_MEM);
+	part->o = out;
+	part->any = true;   /* every event after a comma: cd_export_join drops the first */
+	memset(&part->st, 0, sizeof part->st);
+}
+
+void cd_export_join(struct cd_export *x, struct cd_export *part)
+{
+	struct cd_export_stats *d = &x->st;
+	const struct cd_export_stats *s = &part->st;
+
+	/* its first event began with a comma, which is only right after another */
+	cd_out_append(x->o, part->o, s->written && !x->any ? 1 : 0);
+	x->any = x->any || s->written;
+	d->ranks += s->ranks;
+	d->events += s->events;
+	d->written += s->written;
+	d->untimed += s->untimed;
+	d->unmatched += s->unmatched;
+	d->unclosed += s->unclosed;
+	d->dropped += s->dropped;
+	d->collectives += s->collectives;
+	d->spans += s->spans;
+	d->nccl_calls += s->nccl_calls;
+	d->gpu_slices += s->gpu_slices;
+	d->findings += s->findings;
+	d->findings_untimed += s->findings_untimed;
+}
+
 void cd_export_end(struct cd_export *x)
 {
 	struct cd_out *o = x->o;

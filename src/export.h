@@ -107,4 +107,13 @@ enum cd_status cd_export_rank(struct cd_export *x, const struct cd_rank_summary 
  * and a newline. */
 void cd_export_end(struct cd_export *x);
 
+/* Ranks written side by side (on threads): cd_export_part makes part an
+ * export like x that writes to out, an output of its own (held in memory,
+ * spilled to a temporary file past a few MiB); cd_export_rank(part, ...);
+ * then cd_export_join(x, part) appends what part wrote to x's output as if
+ * x had written it there, and adds its statistics.  Call cd_export_join
+ * in the order of the ranks.  out is the caller's (cd_out_free). */
+void cd_export_part(const struct cd_export *x, struct cd_export *part, struct cd_out *out);
+void cd_export_join(struct cd_export *x, struct cd_export *part);
+
 #endif

@@ -9,21 +9,43 @@ struct cd_intern_block {
 	char data[];
 };
 
+static inline uint64_t load8(const char *p)
+{
+	uint64_t w;
+	memcpy(&w, p, 8);
+	return w;
+}
+
+/* The n < 8 bytes at p in a word, every one of them (the tail of a longer
+ * string is loaded as its last 8 bytes instead: fixed-size loads only). */
+static inline uint64_t load_short(const char *p, uint32_t n)
+{
+	if (n >= 4) {
+		uint32_t a, b;
+		memcpy(&a, p, 4);
+		memcpy(&b, p + n - 4, 4);
+		return (uint64_t)b << 32 | a;
+	}
+	if (!n)
+		return 0;
+	return (uint64_t)(unsigned char)p[0] | (uint64_t)(unsigned char)p[n / 2] << 8 |
+	       (uint64_t)(unsigned char)p[n - 1] << 16;
+}
+
 static uint32_t hash(const char *p, uint32_t n)
 {
 	uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-	while (n >= 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-		h ^= h >> 32;
-		p += 8;
-		n -= 8;
+	if (n < 8) {
+		h ^= load_short(p, n);
+	} else {
+		const char *last = p + n - 8;   /* the last word, which may overlap the one before */
+		for (; p < last; p += 8) {
+			h = (h ^ load8(p)) * 0xFF51AFD7ED558CCDull;
+			h ^= h >> 32;
+		}
+		h ^= load8(last);
 	}
-	uint64_t w = 0;
-	if (n)
-		memcpy(&w, p, n);
-	h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+	h *= 0xC4CEB9FE1A85EC53ull;
 	h ^= h >> 29;
 	return (uint32_t)h;
 }
@@ -32,20 +54,12 @@ static uint32_t hash(const char *p, uint32_t n)
  * libc call per probe costs more than the compare. */
 static inline bool same(const char *a, const char *b, uint32_t n)
 {
-	while (n >= 8) {
-		uint64_t x, y;
-		memcpy(&x, a, 8);
-		memcpy(&y, b, 8);
-		if (x != y)
+	if (n < 8)   /* load_short takes every byte of a short string */
+		return load_short(a, n) == load_short(b, n);
+	for (uint32_t i = 0; i + 8 < n; i += 8)
+		if (load8(a + i) != load8(b + i))
 			return false;
-		a += 8;
-		b += 8;
-		n -= 8;
-	}
-	while (n--)
-		if (*a++ != *b++)
-			return false;
-	return true;
+	return load8(a + n - 8) == load8(b + n - 8);
 }
 
 /* The id of (p, n), whose hash is h, or CD_NOID. */

@@ -71,6 +71,24 @@ enum cd_status cd_run(char *const *paths, int n, const struct cd_run_reader *rd,
  * none). */
 void cd_run_results_free(const struct cd_run_reader *rd, void *res, int n);
 
+/* Work in order: work(ctx, i, res) for every i in [0, n) on `jobs` threads
+ * (0: one per core), and done(ctx, i, res) on the calling thread for each
+ * i in increasing order, as soon as work i is finished, with at most
+ * `window` items (0: twice the threads) worked on ahead of the one done
+ * next (what bounds the results held).  res: size bytes, zeroed before work, owned by the caller
+ * through done (which frees what it holds).  done returns false to stop:
+ * the items not started are skipped, done is called for none after, and
+ * drop(ctx, i, res) (NULL: nothing to free) for each one worked but not
+ * handed to done.
+ * With one thread or one item, everything runs on the calling thread, in
+ * order.  Each worker reads with inline readers when there are more items
+ * than threads and a thread per core (reader.h).  Returns CD_OK, or CD_ERR_NOMEM (nothing ran). */
+enum cd_status cd_run_ordered(int n, size_t size, int jobs, int window,
+			      void (*work)(void *ctx, int i, void *res),
+			      bool (*done)(void *ctx, int i, void *res),
+			      void (*drop)(void *ctx, int i, void *res), void *ctx,
+			      struct cd_err *err);
+
 /* commdebug traces (commdebug-trace(5)) into struct cd_rank_summary, by
  * cd_rank_summarize; PyTorch Flight Recorder dumps, told by their first
  * bytes (cd_fr_sniff_file), by cd_fr_summarize; summary files (summary.h,

@@ -105,57 +105,146 @@ static int64_t pid_of(const struct cd_pm *pm, const struct cd_rank_summary *s, i
 	return CD_EXPORT_PID_OTHER + i;
 }
 
-/* Write every trace to f; returns the exit code. */
+/* One rank of pass two: what to write, and what came of it. */
+struct rank_job {
+	const struct cd_rank_summary *s;
+	int64_t pid;
+	char *sib;                 /* its NCCL-side trace, or NULL */
+	/* out */
+	struct cd_export part;     /* on threads: the part it was written to */
+	struct cd_out part_out;
+	struct cd_export_rank_res res;
+	struct cd_err err;
+	enum cd_status st;
+};
+
+struct pass2 {
+	const struct cd_cli *o;
+	const struct cd_pm *pm;
+	struct cd_export *x;
+	struct rank_job *job;      /* pm->nall */
+	int rc;
+};
+
+/* What rank i is, before it is written (NULL sib: none). */
+static void job_setup(struct pass2 *p, int i)
+{
+	const struct cd_cli *o = p->o;
+	struct rank_job *j = &p->job[i];
+	j->s = p->pm->all[i];
+	j->pid = pid_of(p->pm, j->s, i);
+	/* a rank read from a summary file: its trace is elsewhere */
+	j->sib = o->no_nccl || j->s->from_summary ? NULL
+		 : o->nccl_path ? strdup(o->nccl_path) : cd_paths_nccl_name(j->s->path);
+	if (j->sib && !o->nccl_path && !is_file(j->sib)) {
+		free(j->sib);
+		j->sib = NULL;
+	}
+}
+
+/* What rank i's writing said: errors and warnings, in the ranks' order;
+ * false to stop. */
+static bool job_report(struct pass2 *p, struct rank_job *j)
+{
+	if (j->st) {
+		cd_cli_print_error(j->res.nccl_failed ? j->sib : j->s->path, &j->err);
+		p->rc = CD_EXIT_DATA;
+		return false;
+	}
+	if (j->res.nccl_refused)
+		cd_cli_print_warning(j->sib, 0, "its meta names another rank; not joined");
+	if (j->res.nccl_cut)
+		cd_cli_print_warning(j->sib, 0, "the trace is cut; exported what it holds");
+	if ((j->res.cut || j->res.nccl_cut) && p->rc == CD_EXIT_OK)
+		p->rc = CD_EXIT_CUT;
+	return true;
+}
+
+/* On a thread: rank i into a part of its own. */
+static void job_work(void *ctx, int i, void *res)
+{
+	struct pass2 *p = ctx;
+	struct rank_job *j = &p->job[i];
+	(void)res;
+	if (j->s->fr_joined)
+		return;
+	cd_export_part(p->x, &j->part, &j->part_out);
+	j->st = cd_export_rank(&j->part, j->s, j->pid, j->sib, &j->res, &j->err);
+}
+
+/* In order: rank i's part joins the document. */
+static bool job_done(void *ctx, int i, void *res)
+{
+	struct pass2 *p = ctx;
+	struct rank_job *j = &p->job[i];
+	(void)res;
+	if (j->s->fr_joined)
+		return true;
+	cd_export_join(p->x, &j->part);
+	cd_out_free(&j->part_out);
+	return job_report(p, j);
+}
+
+static void job_drop(void *ctx, int i, void *res)
+{
+	struct pass2 *p = ctx;
+	(void)res;
+	if (!p->job[i].s->fr_joined)
+		cd_out_free(&p->job[i].part_out);
+}
+
+/* Write every trace to f; returns the exit code.  Several traces are
+ * written side by side on --jobs threads, each into a part of its own,
+ * joined in order: the same bytes as one after the other. */
 static int write_all(const struct cd_cli *o, const struct cd_pm *pm, FILE *f,
 		     const char *out_name)
 {
 	struct cd_out out;
 	struct cd_export x;
 	struct cd_err err = {0};
-	int rc = CD_EXIT_OK;
+	struct pass2 p = {.o = o, .pm = pm, .x = &x, .rc = CD_EXIT_OK};
 
 	cd_out_init(&out, f);
 	cd_export_begin(&x, &out, pm, o->general_parser, o->no_nccl);
-	for (int i = 0; i < pm->nall; i++) {
-		const struct cd_rank_summary *s = pm->all[i];
-		struct cd_export_rank_res res;
-		if (s->fr_joined)
-			continue;   /* a dump joined with its rank's trace: on that trace's
-				     * collectives (cd_export_rank), not a process of its own */
-		int64_t pid = pid_of(pm, s, i);
-		/* a rank read from a summary file: its trace is elsewhere */
-		char *sib = o->no_nccl || s->from_summary ? NULL
-			    : o->nccl_path ? strdup(o->nccl_path) : cd_paths_nccl_name(s->path);
-
-		if (sib && !o->nccl_path && !is_file(sib)) {
-			free(sib);
-			sib = NULL;
-		}
-		if (cd_export_rank(&x, s, pid, sib, &res, &err)) {
-			cd_cli_print_error(res.nccl_failed ? sib : s->path, &err);
-			rc = CD_EXIT_DATA;
-			free(sib);
-			break;
-		}
-		if (res.nccl_refused)
-			cd_cli_print_warning(sib, 0, "its meta names another rank; not joined");
-		if (res.nccl_cut)
-			cd_cli_print_warning(sib, 0, "the trace is cut; exported what it holds");
-		if ((res.cut || res.nccl_cut) && rc == CD_EXIT_OK)
-			rc = CD_EXIT_CUT;
-		free(sib);
+	if (!(p.job = calloc((size_t)(pm->nall ? pm->nall : 1), sizeof *p.job))) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		p.rc = CD_EXIT_DATA;
+		goto out;
 	}
+	for (int i = 0; i < pm->nall; i++)
+		job_setup(&p, i);
+	if (pm->nall > 1 && o->jobs != 1) {
+		if (cd_run_ordered(pm->nall, 0, o->jobs, 0, job_work, job_done, job_drop, &p, &err)) {
+			fprintf(stderr, "commdebug: %s\n", err.msg);
+			p.rc = CD_EXIT_DATA;
+		}
+	} else {
+		/* one at a time, straight into the output */
+		for (int i = 0; i < pm->nall; i++) {
+			struct rank_job *j = &p.job[i];
+			if (j->s->fr_joined)
+				continue;   /* a dump joined with its rank's trace: on that trace's
+					     * collectives (cd_export_rank), not a process of its own */
+			j->st = cd_export_rank(&x, j->s, j->pid, j->sib, &j->res, &j->err);
+			if (!job_report(&p, j))
+				break;
+		}
+	}
+	for (int i = 0; i < pm->nall; i++)
+		free(p.job[i].sib);
+	free(p.job);
+out:
 	cd_export_end(&x);
 	if (cd_out_flush(&out, &err)) {
 		fprintf(stderr, "commdebug: %s: %s\n", out_name, err.msg);
-		rc = CD_EXIT_DATA;
+		p.rc = CD_EXIT_DATA;
 	}
 	cd_out_free(&out);
-	if (rc != CD_EXIT_DATA && x.st.untimed)
+	if (p.rc != CD_EXIT_DATA && x.st.untimed)
 		fprintf(stderr, "commdebug: warning: %" PRIu64 " event%s without a time (\"t\") "
 				"left out (counted in otherData)\n", x.st.untimed,
 			x.st.untimed == 1 ? "" : "s");
-	return rc;
+	return p.rc;
 }
 
 int cmd_export(int argc, char **argv)

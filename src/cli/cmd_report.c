@@ -218,6 +218,7 @@ static int run_pass(struct pass *p, int64_t region)
 		.warn = pass_warn, .ud = p,
 	};
 	struct cd_trace_run tr = {.after_event = p->want_nccl ? pass_event : NULL,
+				  .after_kinds = CD_NSIDE_EVENTS,
 				  .general_parser = p->o->general_parser, .ud = p};
 	p->tr = &tr;
 	if (cd_replay_init(&rp, &ro, &err)) {

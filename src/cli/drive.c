@@ -258,6 +258,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out, c
 	};
 	struct cd_trace_run tr = {
 		.after_event = run.want_nccl ? nccl_event_cb : NULL,
+		.after_kinds = CD_NSIDE_EVENTS,
 		.general_parser = cli->general_parser,
 		/* args and params feed only the op lists and parameter info */
 		.skip_detail = !ro.retain_ops && !ro.want_params,

@@ -2,7 +2,9 @@
  *
  * The input becomes a file (memfd) read by the real reader (so zstd input
  * is fuzzed too when it starts with the magic number); every line goes
- * through both parsers, which must agree whenever the fast one accepts;
+ * through both parsers, which must agree whenever the fast one accepts, and
+ * through cd_parse_line's streams (with and without skip_detail), which
+ * must give what a fresh parse gives;
  * accepted events are replayed and every report is rendered; NCCL calls
  * are joined to the replayed collectives and their report rendered; the
  * trace is also summarized as a rank (with each parser) and the two merged,
@@ -64,6 +66,29 @@ static void charge(void *ud, const struct cd_replay *r, const struct cd_event *e
 		c->nccl_failed = true;
 }
 
+/* The line through the stream sl gives what the fresh parser fresh gives
+ * (status, message, column, event); and, with gen, what the general parser
+ * gives whenever the fast one accepts. */
+static void stream_check(struct cd_parser *sl, struct cd_parser *fresh, struct cd_parser *gen,
+			 const char *p, size_t n)
+{
+	struct cd_event a, b;
+	const struct cd_event *l;
+	struct cd_err ea = {0}, el = {0}, eb = {0};
+	enum cd_status sa = cd_parse_fast(fresh, p, n, &a, &ea);
+	enum cd_status sl_st = cd_parse_line(sl, p, n, &l, &el);
+	if (sa != sl_st || strcmp(ea.msg, el.msg) != 0 || ea.column != el.column ||
+	    (sa == CD_OK && !cd_event_equal(&a, l))) {
+		fprintf(stderr, "stream and fresh parse differ on: %.*s\n", (int)n, p);
+		abort();
+	}
+	if (gen && sa == CD_OK &&
+	    (cd_parse_general(gen, p, n, &b, &eb) != CD_OK || !cd_event_equal(&a, &b))) {
+		fprintf(stderr, "parsers disagree (skip_detail) on: %.*s\n", (int)n, p);
+		abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -78,7 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cd_replay_opts ro = {.retain_ops = true, .want_tree = true, .want_params = true,
 				    .region_done = render_all, .on_collective = charge, .ud = &ctx};
 	struct cd_replay rp;
-	struct cd_parser pf = {0}, pg = {0};
+	struct cd_parser pf = {0}, pg = {0}, pl = {0}, pls = {.skip_detail = true};
+	/* fresh parsers of their own for the streams' comparisons: an event is
+	 * valid only until its parser reads the next line */
+	struct cd_parser pfl = {0}, pfs = {.skip_detail = true}, pgs = {.skip_detail = true};
 	struct cd_reader *rd = NULL;
 	struct cd_err err = {0};
 	if (cd_replay_init(&rp, &ro, &err) || cd_reader_open(path, &rd, &err))
@@ -96,6 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct cd_err ea = {0}, eb = {0};
 			enum cd_status sa = cd_parse_fast(&pf, p, (size_t)(le - p), &a, &ea);
 			enum cd_status sb = cd_parse_general(&pg, p, (size_t)(le - p), &b, &eb);
+			stream_check(&pl, &pfl, NULL, p, (size_t)(le - p));
+			stream_check(&pls, &pfs, &pgs, p, (size_t)(le - p));
 			if (sa == CD_OK) {
 				/* the fast parser never accepts what the general one rejects */
 				if (sb != CD_OK || !cd_event_equal(&a, &b)) {
@@ -184,6 +214,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cd_rank_summary_free(&b);
 	cd_parser_free(&pf);
 	cd_parser_free(&pg);
+	cd_parser_free(&pl);
+	cd_parser_free(&pls);
+	cd_parser_free(&pfl);
+	cd_parser_free(&pfs);
+	cd_parser_free(&pgs);
 	cd_replay_free(&rp);
 	cd_report_cache_free(&ctx.cache);
 	close(fd);
