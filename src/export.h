@@ -39,8 +39,8 @@
  * is built, cd_export_rank draws each rank from its timeline: the records
  * are applied in the order of the trace's events, so the document is the
  * one a second read of the trace would give.  What is held while drawing a
- * rank: the open and pending spans of one pass, the NCCL calls waiting for
- * completion.
+ * rank: the timeline's strings, the open and pending spans of one pass,
+ * the NCCL calls waiting for completion.
  *
  * Ownership: struct cd_export borrows the output and the post-mortem; it
  * owns nothing else.  Library code: prints nothing. */

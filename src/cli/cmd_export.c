@@ -24,7 +24,8 @@
 #include "paths.h"
 
 /* The timelines of all the traces are held in memory up to this, and in a
- * temporary file beyond (spool.h). */
+ * temporary file beyond (spool.h); a build with -DCD_EXPORT_MEM=0 sends
+ * every full chunk to the file (to test that path on any input). */
 #ifndef CD_EXPORT_MEM
 #define CD_EXPORT_MEM (64u << 20)
 #endif
