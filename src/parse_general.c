@@ -192,7 +192,9 @@ enum cd_status cd_parse_general(struct cd_parser *ps, const char *line, size_t n
 		err->column = 0;
 	cJSON *root = cJSON_ParseWithLengthOpts(line, n, &end, 0);
 	if (!root) {
-		const char *at = cJSON_GetErrorPtr();
+		/* where it failed: end (cJSON_GetErrorPtr is one for the whole
+		 * process, and other threads parse too) */
+		const char *at = end;
 		if (err && at && at >= line && at <= line + n)
 			err->column = (long long)(at - line) + 1;
 		return cd_fail(err, CD_ERR_FORMAT, "invalid JSON");

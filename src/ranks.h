@@ -21,6 +21,9 @@
 #include "status.h"
 #include "vec.h"
 
+struct cd_event;
+struct cd_replay;
+
 enum cd_phase { CD_PH_FORWARD, CD_PH_BACKWARD, CD_PH_RECOMPUTE };
 extern const char *const cd_phase_names[];
 
@@ -188,6 +191,11 @@ struct cd_rank_summary {
 	/* mods.v belongs to another summary of the same summary file (ranks
 	 * that did the same things share their counts; never changed) */
 	bool mods_borrowed;
+	/* what a command kept of the trace beside its summary, read in the
+	 * same pass (export's timeline: export.h); s owns it:
+	 * cd_rank_summary_free calls free_extra(extra) when set */
+	void *extra;
+	void (*free_extra)(void *extra);
 };
 
 /* The dump's record of collective c of s (NULL for a trace). */
@@ -204,7 +212,29 @@ static inline const struct cd_fr_crec *cd_rank_fr(const struct cd_rank_summary *
  * before it.  general_parser: use the cJSON line parser.
  * Ownership: s owns everything it points to; free with cd_rank_summary_free. */
 void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_summary *s);
+
+/* The replay's callbacks, for a caller that reads more of the trace than
+ * the summary in the same pass: called (when set) after the summary's own
+ * for every event and every collective, with ud.  The replay and the
+ * event are the summary's: read them only. */
+struct cd_rank_hooks {
+	void (*after_event)(void *ud, const struct cd_event *e, const struct cd_replay *r);
+	void (*on_collective)(void *ud, const struct cd_replay *r, const struct cd_event *e,
+			      uint32_t coll);
+	void *ud;
+};
+
+/* cd_rank_summarize, with the caller's hooks h (NULL: none).  Returns
+ * the replay's status, and its error in *err (may be NULL): what
+ * s->error was made from, when it was (s->error also tells events after
+ * the end event, which the replay takes). */
+enum cd_status cd_rank_summarize_with(const char *path, bool general_parser,
+				      const struct cd_rank_hooks *h, struct cd_rank_summary *s,
+				      struct cd_err *err);
+
 void cd_rank_summary_free(struct cd_rank_summary *s);
+/* Free what s->extra holds now (done by cd_rank_summary_free too). */
+void cd_rank_summary_free_extra(struct cd_rank_summary *s);
 
 /* Add group name (an id in s) with its n members (in the order given) to
  * s->pg_names and its runs.  Returns false when out of memory. */

@@ -55,6 +55,8 @@ static void trace_read(const char *path, const void *ctx, void *res)
 		summary_read(path, res);
 	else if (cd_fr_sniff_file(path))
 		cd_fr_summarize(path, res);
+	else if (o->read_trace)
+		o->read_trace(path, o, res);
 	else
 		cd_rank_summarize(path, o->general_parser, res);
 }

@@ -54,6 +54,12 @@ struct cd_run_opts {
 	const struct cd_run_reader *reader;
 	int jobs;                  /* threads; 0: one per core (at most CD_RUN_MAX_JOBS) */
 	bool general_parser;       /* the trace reader: the cJSON line parser */
+	/* the trace reader: how a commdebug trace (not a dump or a summary
+	 * file) is read into its summary, with read_ctx; NULL:
+	 * cd_rank_summarize (export reads its timeline in the same pass) */
+	void (*read_trace)(const char *path, const struct cd_run_opts *o,
+			   struct cd_rank_summary *s);
+	const void *read_ctx;
 	/* out, for --stats */
 	int threads;               /* threads that read */
 	double read_s;             /* wall-clock seconds the reading took */

@@ -141,12 +141,17 @@ int cd_cli_open_output(const struct cd_cli *cli, FILE **f);
 
 struct cd_out;
 struct cd_rank_summary;
+struct cd_run_opts;
 /* The runner's summaries of cli's traces (src/run.c), with cli's --jobs
  * and --parser: *n of them (a summary file gives one per rank it holds).
  * *sums: free with cd_run_free.  Returns CD_EXIT_OK or CD_EXIT_DATA
  * (said). */
 int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, int *n,
 		     double *read_s, int *threads);
+/* cd_cli_summaries, the traces read by with's read_trace and read_ctx
+ * (run.h; NULL: cd_rank_summarize). */
+int cd_cli_summaries_with(const struct cd_cli *cli, const struct cd_run_opts *with,
+			  struct cd_rank_summary **sums, int *n, double *read_s, int *threads);
 /* The warnings about summaries whose trace was not whole (unless done is
  * NULL; a cut one's says "the trace is cut; DONE") and the exit code of
  * their reading: ok, 3 cut, 1 unreadable (summarize). */

@@ -21,9 +21,19 @@ static double now(void)
 int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, int *n,
 		     double *read_s, int *threads)
 {
+	return cd_cli_summaries_with(cli, NULL, sums, n, read_s, threads);
+}
+
+int cd_cli_summaries_with(const struct cd_cli *cli, const struct cd_run_opts *with,
+			  struct cd_rank_summary **sums, int *n, double *read_s, int *threads)
+{
 	struct cd_run_opts ro = {.jobs = cli->jobs, .general_parser = cli->general_parser};
 	struct cd_err err = {0};
 
+	if (with) {
+		ro.read_trace = with->read_trace;
+		ro.read_ctx = with->read_ctx;
+	}
 	if (cd_run_summaries(cli->traces, cli->ntraces, &ro, sums, n, &err)) {
 		fprintf(stderr, "commdebug: %s\n", err.msg);
 		return CD_EXIT_DATA;

@@ -14,9 +14,11 @@
 #    tests/bench/out/export-RANKS-EVENTS/, made once and reused while
 #    gen_trace.py is not newer.
 # For each: `zstd -dc` of the files (the baseline, one process) and
-# `commdebug export --perfetto -o FILE` (two passes: summaries, then each trace
-# streamed to FILE; both on threads when there are several traces) with its
-# default threads and with --jobs=1, in alternation, $BENCH_RUNS rounds
+# `commdebug export --perfetto -o FILE` (one read of each trace: its summary and
+# timeline, on threads when there are several traces; then each rank written
+# from its timeline) with its default threads and with --jobs=1, and, when
+# $BENCH_BEFORE names another commdebug binary (an earlier build), that one's
+# export with its default threads, all in alternation, $BENCH_RUNS rounds
 # (default 5; lib.sh's alt_run): median wall time, the median of the per-round
 # ratios to the baseline with their range, the CPU time ratio, peak RSS, and
 # the issue's goal (export <= 2x).  Timings never fail the run: the exit
@@ -55,6 +57,8 @@ for tool in python3 zstd; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
 [ -x "$bin" ] || die "analyzer not built: $bin missing"
+before=${BENCH_BEFORE:-}
+[ -z "$before" ] || [ -x "$before" ] || die "BENCH_BEFORE=$before is not an executable"
 
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -98,6 +102,7 @@ bench() {
 	alt_add zstd 0 zstd -dcq "$@"
 	alt_add par "0 3 4" "$bin" export --perfetto -o "$tmp/out.json" "$@"
 	alt_add one "0 3 4" "$bin" export --perfetto --jobs=1 -o "$tmp/out.json" "$@"
+	[ -z "$before" ] || alt_add old "0 3 4" "$before" export --perfetto -o "$tmp/old.json" "$@"
 	alt_run
 	alt_get zstd
 	row "zstd -dc (baseline)" "$med_s" "1.00" "(spread $(alt_spread zstd)%)" "1.00" \
@@ -117,7 +122,16 @@ bench() {
 		"$(awk -v b="$(wc -c <"$tmp/out.json")" 'BEGIN { print b / 1048576 }')" \
 		"$(sed -n 's/.*"trace_events_written":\([0-9]*\).*/\1/p' "$tmp/out.json")" \
 		"$(ratio "$med_s" "$par_s")"
-	rm -f "$tmp/out.json"
+	if [ -n "$before" ]; then
+		alt_get old
+		alt_ratio old zstd
+		row "BENCH_BEFORE's export" "$med_s" "$ratio" "($ratio_lo-$ratio_hi)" "$cpu_ratio" \
+			"$(mib "$med_kib")" "$last_rc"
+		goals+=("$(printf '%-44s %5sx  (range %s-%s, %d rounds)  (before)' \
+			"export before, $label" "$ratio" "$ratio_lo" "$ratio_hi" "$runs")")
+		cmp -s "$tmp/out.json" "$tmp/old.json" || printf '  %s\n' "the output differs from BENCH_BEFORE's"
+	fi
+	rm -f "$tmp/out.json" "$tmp/old.json"
 }
 
 echo "commdebug export --perfetto benchmark"

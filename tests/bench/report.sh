@@ -8,7 +8,8 @@
 # generated 2M-event trace of run.sh (tests/bench/out/trace-2000000.jsonl.zst),
 # each when present (run.sh makes the second).  For each: `zstd -dc` (the
 # baseline), `commdebug analyze --noise 0`, `commdebug report` with its default
-# op cap and with --max-ops 0 (every op), in alternation, $BENCH_RUNS rounds
+# op cap and with --max-ops 0 (every op), and, when $BENCH_BEFORE names another
+# commdebug binary (an earlier build), its report, in alternation, $BENCH_RUNS rounds
 # (default 5; lib.sh's alt_run): median wall time, the median of the
 # per-round ratios to zstd -dc with their range, the CPU time ratio, peak RSS,
 # the page's size, and the issue's goal (report <= 2x).  Timings never fail
@@ -34,6 +35,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 command -v zstd >/dev/null || { echo "report.sh: zstd not found" >&2; exit 1; }
 [ -x "$bin" ] || { echo "report.sh: $bin not built" >&2; exit 1; }
+before=${BENCH_BEFORE:-}
+[ -z "$before" ] || [ -x "$before" ] || { echo "report.sh: BENCH_BEFORE=$before is not an executable" >&2; exit 1; }
 
 traces=()
 gpt2=${COMMDEBUG_GPT2_TRACE:-/work/shared/traces/gpt2-400steps.zst}
@@ -58,15 +61,17 @@ for t in "${traces[@]}"; do
 	alt_add n0 "0 3" "$bin" analyze --noise 0 --color=never "$t"
 	alt_add rep "0 3" "$bin" report -o "$tmp/page.html" "$t"
 	alt_add all "0 3" "$bin" report -o "$tmp/page-all.html" --max-ops 0 "$t"
+	[ -z "$before" ] || alt_add old "0 3" "$before" report -o "$tmp/page-old.html" "$t"
 	alt_run
 	alt_get zstd
 	row "zstd -dc (baseline)" "$med_s" "1.00" "(spread $(alt_spread zstd)%)" "1.00" \
 		"$(mib "$med_kib")" ""
-	for c in n0 rep all; do
+	for c in n0 rep all ${before:+old}; do
 		case $c in
 		n0) label="analyze --noise 0" page="" ;;
 		rep) label="report (default --max-ops)" page=$tmp/page.html ;;
 		all) label="report --max-ops 0 (every op)" page=$tmp/page-all.html ;;
+		old) label="BENCH_BEFORE's report" page=$tmp/page-old.html ;;
 		esac
 		alt_get $c
 		alt_ratio $c zstd
@@ -74,6 +79,8 @@ for t in "${traces[@]}"; do
 			"${page:+$(awk -v b="$(wc -c <"$page")" 'BEGIN { printf "%.0f", b / 1024 }')}"
 		[ $c = rep ] && goals+=("$(printf '%-50s %5sx  (range %s-%s, %d rounds)  goal <= 2x: %s' \
 			"report, $t" "$ratio" "$ratio_lo" "$ratio_hi" "$runs" "$(verdict "$ratio" 2)")")
+		[ $c = old ] && goals+=("$(printf '%-50s %5sx  (range %s-%s, %d rounds)  (before)' \
+			"report before, $t" "$ratio" "$ratio_lo" "$ratio_hi" "$runs")")
 	done
 done
 printf '\n  goals (issue 25), machine at the end: %s\n' "$(machine_load)"
