@@ -34,9 +34,6 @@ static const char *check_args(struct cd_cli *cli)
 {
 	if (!cli->out_path)
 		return "no output file given (-o FILE)";
-	for (int i = 0; i < cli->ntraces; i++)
-		if (strcmp(cli->traces[i], "-") == 0)
-			return "standard input cannot be exported: export reads each trace twice";
 	return NULL;
 }
 
