@@ -5,7 +5,7 @@
  * Layers: cd_buckets_collect reads one trace (trace -> replay) and keeps
  * per DDP module its parameters, its bucket sets (initial and rebuilt), the
  * bucket all-reduces of every region and the first-forward order of the
- * modules; cd_buckets_analyze plans and compares; cd_buckets_report prints
+ * modules, then plans and compares; cd_buckets_report prints
  * one or several traces (ranks); cd_bk_reader reads traces on the
  * runner's threads (run.h) into struct cd_bk_rank.  The planner and the
  * simple_grid table are exposed for the unit tests.
@@ -131,7 +131,7 @@ struct cd_bk_ddp {
 	struct cd_bk_set sets[2];  /* CD_BK_INITIAL, CD_BK_REBUILT */
 	uint32_t in_force;         /* the set of the latest event */
 	CD_VEC(struct cd_bk_step) steps;
-	/* after cd_buckets_analyze */
+	/* planned by cd_buckets_collect */
 	struct cd_bk_plan plan;
 	CD_VEC(uint32_t) unplanned;   /* params whose module never ran forward */
 	/* parameters (requires_grad) of its modules that DDP does not manage

@@ -3,7 +3,8 @@
  * (`check --write`).
  *
  * Use: cd_check_init; per trace cd_check_trace_begin, then replay the trace
- * with cd_check_replay_opts' callbacks (and cd_check_meta on its meta event),
+ * with cd_check_on_collective and cd_check_region_done as its struct
+ * cd_replay_opts callbacks (and cd_check_meta on its meta event),
  * then cd_check_trace_end; then print the results (cd_check_report_*,
  * check_report.c) or cd_check_write_yaml;
  * cd_check_free.  The check keeps a pointer to the expectations (not owned);

@@ -1,6 +1,7 @@
 #include "event.h"
 #include "fields.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,106 +34,134 @@ const char *cd_ev_name(enum cd_ev ev)
 
 enum cd_ev cd_ev_from_str(const char *p, uint32_t n)
 {
-	/* "op" is by far the most frequent: test it first */
+	/* "op" is by far the most frequent, then the module hooks */
 	if (n == 2 && p[0] == 'o' && p[1] == 'p')
 		return CD_EV_OP;
+	if (n < 2 || n > 12)
+		return CD_EV_UNKNOWN;
 	for (int i = 1; i < CD_EV__COUNT; i++)
-		if (strlen(ev_names[i]) == n && memcmp(ev_names[i], p, n) == 0)
+		if (ev_names[i][0] == p[0] && strlen(ev_names[i]) == n &&
+		    memcmp(ev_names[i], p, n) == 0)
 			return (enum cd_ev)i;
 	return CD_EV_UNKNOWN;
 }
 
-static const struct cd_field fields[] = {
-	{"ev", 2, CD_FI_EV, CD_FT_STR},
-	{"t", 1, CD_FI_T, CD_FT_INT},
-	{"mod", 3, CD_FI_MOD, CD_FT_STR},
-	{"type", 4, CD_FI_TYPE, CD_FT_STR},
-	{"name", 4, CD_FI_NAME, CD_FT_STR},
-	{"label", 5, CD_FI_LABEL, CD_FT_STR},
-	{"region", 6, CD_FI_REGION, CD_FT_INT},
-	{"bw", 2, CD_FI_BW, CD_FT_BOOL},
-	{"dt", 2, CD_FI_DT, CD_FT_BOOL},
-	{"fake", 4, CD_FI_FAKE, CD_FT_BOOL},
-	{"grad_in", 7, CD_FI_GRAD_IN, CD_FT_BOOL},
-	{"grad_out", 8, CD_FI_GRAD_OUT, CD_FT_BOOL},
-	{"format", 6, CD_FI_FORMAT, CD_FT_STR},
-	{"version", 7, CD_FI_VERSION, CD_FT_INT},
-	{"rank", 4, CD_FI_RANK, CD_FT_INT},
-	{"world_size", 10, CD_FI_WORLD, CD_FT_INT},
-	{"host", 4, CD_FI_HOST, CD_FT_STR},
-	{"pid", 3, CD_FI_PID, CD_FT_INT},
-	{"t0", 2, CD_FI_T0, CD_FT_INT},
-	{"torch", 5, CD_FI_TORCH, CD_FT_STR},
-	{"recorder", 8, CD_FI_RECORDER, CD_FT_STR},
-	{"args", 4, CD_FI_ARGS, CD_FT_ARGS},
-	{"params", 6, CD_FI_PARAMS, CD_FT_PARAMS},
-	{"pg", 2, CD_FI_PG, CD_FT_STR},
-	{"seq", 3, CD_FI_SEQ, CD_FT_INT},
-	{"bytes", 5, CD_FI_BYTES, CD_FT_INT},
-	{"dtype", 5, CD_FI_DTYPE, CD_FT_STR},
-	{"shape", 5, CD_FI_SHAPE, CD_FT_INTLIST},
-	{"desc", 4, CD_FI_DESC, CD_FT_STR},
-	{"ranks", 5, CD_FI_RANKS, CD_FT_INTLIST},
-	{"backend", 7, CD_FI_BACKEND, CD_FT_STR},
-	{"src", 3, CD_FI_SRC, CD_FT_STR},
-	{"func", 4, CD_FI_FUNC, CD_FT_STR},
-	{"count", 5, CD_FI_COUNT, CD_FT_INT},
-	{"redop", 5, CD_FI_REDOP, CD_FT_STR},
-	{"root", 4, CD_FI_ROOT, CD_FT_INT},
-	{"peer", 4, CD_FI_PEER, CD_FT_INT},
-	{"comm", 4, CD_FI_COMM, CD_FT_STR},
-	{"nranks", 6, CD_FI_NRANKS, CD_FT_INT},
-	{"stream", 6, CD_FI_STREAM, CD_FT_STR},
-	{"dur", 3, CD_FI_DUR, CD_FT_INT},
-	{"state", 5, CD_FI_STATE, CD_FT_STR},
-	{"pseq", 4, CD_FI_PSEQ, CD_FT_INT},
-	{"bucket", 6, CD_FI_BUCKET, CD_FT_INT},
-	{"how", 3, CD_FI_HOW, CD_FT_STR},
-	{"exc", 3, CD_FI_EXC, CD_FT_STR},
-	{"msg", 3, CD_FI_MSG, CD_FT_STR},
-	{"signal", 6, CD_FI_SIGNAL, CD_FT_INT},
-	{"code", 4, CD_FI_CODE, CD_FT_INT},
-	{"ends", 4, CD_FI_ENDS, CD_FT_BOOL},
-	{"light", 5, CD_FI_LIGHT, CD_FT_BOOL},
+static const struct cd_field fields[CD_FI__COUNT] = {
+	[CD_FI_EV] = {"ev", 2, CD_FI_EV, CD_FT_STR},
+	[CD_FI_T] = {"t", 1, CD_FI_T, CD_FT_INT},
+	[CD_FI_MOD] = {"mod", 3, CD_FI_MOD, CD_FT_STR},
+	[CD_FI_TYPE] = {"type", 4, CD_FI_TYPE, CD_FT_STR},
+	[CD_FI_NAME] = {"name", 4, CD_FI_NAME, CD_FT_STR},
+	[CD_FI_LABEL] = {"label", 5, CD_FI_LABEL, CD_FT_STR},
+	[CD_FI_REGION] = {"region", 6, CD_FI_REGION, CD_FT_INT},
+	[CD_FI_BW] = {"bw", 2, CD_FI_BW, CD_FT_BOOL},
+	[CD_FI_DT] = {"dt", 2, CD_FI_DT, CD_FT_BOOL},
+	[CD_FI_FAKE] = {"fake", 4, CD_FI_FAKE, CD_FT_BOOL},
+	[CD_FI_GRAD_IN] = {"grad_in", 7, CD_FI_GRAD_IN, CD_FT_BOOL},
+	[CD_FI_GRAD_OUT] = {"grad_out", 8, CD_FI_GRAD_OUT, CD_FT_BOOL},
+	[CD_FI_FORMAT] = {"format", 6, CD_FI_FORMAT, CD_FT_STR},
+	[CD_FI_VERSION] = {"version", 7, CD_FI_VERSION, CD_FT_INT},
+	[CD_FI_RANK] = {"rank", 4, CD_FI_RANK, CD_FT_INT},
+	[CD_FI_WORLD] = {"world_size", 10, CD_FI_WORLD, CD_FT_INT},
+	[CD_FI_HOST] = {"host", 4, CD_FI_HOST, CD_FT_STR},
+	[CD_FI_PID] = {"pid", 3, CD_FI_PID, CD_FT_INT},
+	[CD_FI_T0] = {"t0", 2, CD_FI_T0, CD_FT_INT},
+	[CD_FI_TORCH] = {"torch", 5, CD_FI_TORCH, CD_FT_STR},
+	[CD_FI_RECORDER] = {"recorder", 8, CD_FI_RECORDER, CD_FT_STR},
+	[CD_FI_ARGS] = {"args", 4, CD_FI_ARGS, CD_FT_ARGS},
+	[CD_FI_PARAMS] = {"params", 6, CD_FI_PARAMS, CD_FT_PARAMS},
+	[CD_FI_PG] = {"pg", 2, CD_FI_PG, CD_FT_STR},
+	[CD_FI_SEQ] = {"seq", 3, CD_FI_SEQ, CD_FT_INT},
+	[CD_FI_BYTES] = {"bytes", 5, CD_FI_BYTES, CD_FT_INT},
+	[CD_FI_DTYPE] = {"dtype", 5, CD_FI_DTYPE, CD_FT_STR},
+	[CD_FI_SHAPE] = {"shape", 5, CD_FI_SHAPE, CD_FT_INTLIST},
+	[CD_FI_DESC] = {"desc", 4, CD_FI_DESC, CD_FT_STR},
+	[CD_FI_RANKS] = {"ranks", 5, CD_FI_RANKS, CD_FT_INTLIST},
+	[CD_FI_BACKEND] = {"backend", 7, CD_FI_BACKEND, CD_FT_STR},
+	[CD_FI_SRC] = {"src", 3, CD_FI_SRC, CD_FT_STR},
+	[CD_FI_FUNC] = {"func", 4, CD_FI_FUNC, CD_FT_STR},
+	[CD_FI_COUNT] = {"count", 5, CD_FI_COUNT, CD_FT_INT},
+	[CD_FI_REDOP] = {"redop", 5, CD_FI_REDOP, CD_FT_STR},
+	[CD_FI_ROOT] = {"root", 4, CD_FI_ROOT, CD_FT_INT},
+	[CD_FI_PEER] = {"peer", 4, CD_FI_PEER, CD_FT_INT},
+	[CD_FI_COMM] = {"comm", 4, CD_FI_COMM, CD_FT_STR},
+	[CD_FI_NRANKS] = {"nranks", 6, CD_FI_NRANKS, CD_FT_INT},
+	[CD_FI_STREAM] = {"stream", 6, CD_FI_STREAM, CD_FT_STR},
+	[CD_FI_DUR] = {"dur", 3, CD_FI_DUR, CD_FT_INT},
+	[CD_FI_STATE] = {"state", 5, CD_FI_STATE, CD_FT_STR},
+	[CD_FI_PSEQ] = {"pseq", 4, CD_FI_PSEQ, CD_FT_INT},
+	[CD_FI_BUCKET] = {"bucket", 6, CD_FI_BUCKET, CD_FT_INT},
+	[CD_FI_HOW] = {"how", 3, CD_FI_HOW, CD_FT_STR},
+	[CD_FI_EXC] = {"exc", 3, CD_FI_EXC, CD_FT_STR},
+	[CD_FI_MSG] = {"msg", 3, CD_FI_MSG, CD_FT_STR},
+	[CD_FI_SIGNAL] = {"signal", 6, CD_FI_SIGNAL, CD_FT_INT},
+	[CD_FI_CODE] = {"code", 4, CD_FI_CODE, CD_FT_INT},
+	[CD_FI_ENDS] = {"ends", 4, CD_FI_ENDS, CD_FT_BOOL},
+	[CD_FI_LIGHT] = {"light", 5, CD_FI_LIGHT, CD_FT_BOOL},
 };
+
+/* Where each field is stored in struct cd_event, to clear only the fields
+ * a parse wrote (cd_event_clear_fields). */
+#define AT(m) {offsetof(struct cd_event, m), sizeof(((struct cd_event *)0)->m)}
+#define SPAN(a, b) {offsetof(struct cd_event, a), \
+		    offsetof(struct cd_event, b) + sizeof(((struct cd_event *)0)->b) - \
+			    offsetof(struct cd_event, a)}
+static const struct { uint16_t off, size; } storage[CD_FI__COUNT] = {
+	[CD_FI_EV] = AT(ev), [CD_FI_T] = AT(t), [CD_FI_MOD] = AT(mod), [CD_FI_TYPE] = AT(type),
+	[CD_FI_NAME] = AT(name), [CD_FI_LABEL] = AT(label), [CD_FI_REGION] = AT(region),
+	[CD_FI_BW] = AT(bw), [CD_FI_DT] = AT(dt), [CD_FI_FAKE] = AT(fake),
+	[CD_FI_GRAD_IN] = AT(grad_in), [CD_FI_GRAD_OUT] = AT(grad_out), [CD_FI_FORMAT] = AT(format),
+	[CD_FI_VERSION] = AT(version), [CD_FI_RANK] = AT(rank), [CD_FI_WORLD] = AT(world_size),
+	[CD_FI_HOST] = AT(host), [CD_FI_PID] = AT(pid), [CD_FI_T0] = AT(t0),
+	[CD_FI_TORCH] = AT(torch), [CD_FI_RECORDER] = AT(recorder), [CD_FI_ARGS] = SPAN(args, nargs),
+	[CD_FI_PARAMS] = SPAN(params, nparams), [CD_FI_PG] = AT(pg), [CD_FI_SEQ] = AT(seq),
+	[CD_FI_BYTES] = AT(bytes), [CD_FI_DTYPE] = AT(dtype), [CD_FI_SHAPE] = SPAN(shape, nshape),
+	[CD_FI_DESC] = AT(desc), [CD_FI_RANKS] = SPAN(ranks, nranks_list),
+	[CD_FI_BACKEND] = AT(backend), [CD_FI_SRC] = AT(src), [CD_FI_FUNC] = AT(func),
+	[CD_FI_COUNT] = AT(count), [CD_FI_REDOP] = AT(redop), [CD_FI_ROOT] = AT(root),
+	[CD_FI_PEER] = AT(peer), [CD_FI_COMM] = AT(comm), [CD_FI_NRANKS] = AT(nranks),
+	[CD_FI_STREAM] = AT(stream), [CD_FI_DUR] = AT(dur), [CD_FI_STATE] = AT(state),
+	[CD_FI_PSEQ] = AT(pseq), [CD_FI_BUCKET] = AT(bucket), [CD_FI_HOW] = AT(how),
+	[CD_FI_EXC] = AT(exc), [CD_FI_MSG] = AT(msg), [CD_FI_SIGNAL] = AT(signal),
+	[CD_FI_CODE] = AT(code), [CD_FI_ENDS] = AT(ends), [CD_FI_LIGHT] = AT(light),
+};
+#undef AT
+#undef SPAN
+
+/* Field ids + 1 by key length, 0-terminated; the hot keys of op events
+ * first in their length.  Every key is here: test_parse checks it. */
+static const uint8_t by_len[][16] = {
+#define F(id) (CD_FI_##id + 1)
+	[1] = {F(T)},
+	[2] = {F(EV), F(BW), F(DT), F(PG), F(T0)},
+	[3] = {F(MOD), F(SEQ), F(PID), F(SRC), F(DUR), F(HOW), F(EXC), F(MSG)},
+	[4] = {F(NAME), F(ARGS), F(FAKE), F(TYPE), F(RANK), F(HOST), F(DESC), F(FUNC), F(ROOT),
+	       F(PEER), F(COMM), F(PSEQ), F(CODE), F(ENDS)},
+	[5] = {F(BYTES), F(DTYPE), F(SHAPE), F(LABEL), F(TORCH), F(RANKS), F(COUNT), F(REDOP),
+	       F(STATE), F(LIGHT)},
+	[6] = {F(REGION), F(PARAMS), F(FORMAT), F(NRANKS), F(STREAM), F(BUCKET), F(SIGNAL)},
+	[7] = {F(GRAD_IN), F(VERSION), F(BACKEND)},
+	[8] = {F(GRAD_OUT), F(RECORDER)},
+	[10] = {F(WORLD)},
+#undef F
+};
+
+const struct cd_field *cd_field_at(enum cd_fid id)
+{
+	return (unsigned)id < CD_FI__COUNT ? &fields[id] : NULL;
+}
 
 const struct cd_field *cd_field_lookup(const char *p, uint32_t n)
 {
-	/* The hot keys of op events first, then a linear scan: the table is
-	 * small and keys are short, so this beats hashing. */
-	switch (n) {
-	case 1:
-		if (p[0] == 't')
-			return &fields[1];
-		break;
-	case 2:
-		if (p[0] == 'e' && p[1] == 'v')
-			return &fields[0];
-		if (p[0] == 'b' && p[1] == 'w')
-			return &fields[7];
-		if (p[0] == 'd' && p[1] == 't')
-			return &fields[8];
-		break;
-	case 3:
-		if (memcmp(p, "mod", 3) == 0)
-			return &fields[2];
-		break;
-	case 4:
-		if (memcmp(p, "name", 4) == 0)
-			return &fields[4];
-		if (memcmp(p, "args", 4) == 0)
-			return &fields[21];
-		if (memcmp(p, "type", 4) == 0)
-			return &fields[3];
-		if (memcmp(p, "fake", 4) == 0)
-			return &fields[9];
-		break;
-	default:
-		break;
+	/* A short list per key length, first bytes compared first: keys are
+	 * short and the table small, so this beats hashing. */
+	if (n >= sizeof by_len / sizeof by_len[0])
+		return NULL;
+	for (const uint8_t *id = by_len[n]; *id; id++) {
+		const struct cd_field *f = &fields[*id - 1];
+		if (f->key[0] == p[0] && f->key[n - 1] == p[n - 1] && memcmp(f->key, p, n) == 0)
+			return f;
 	}
-	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-		if (fields[i].len == n && memcmp(fields[i].key, p, n) == 0)
-			return &fields[i];
 	return NULL;
 }
 
@@ -154,6 +183,53 @@ enum cd_sub cd_subfield_lookup(const char *p, uint32_t n)
 void cd_event_clear(struct cd_event *e)
 {
 	memset(e, 0, sizeof *e);
+}
+
+void cd_event_clear_fields(struct cd_event *e, uint64_t fids)
+{
+	/* what the recorder writes for ops and module hooks, in a few stores */
+	const uint64_t hot = 1ull << CD_FI_EV | 1ull << CD_FI_NAME | 1ull << CD_FI_MOD |
+			     1ull << CD_FI_TYPE | 1ull << CD_FI_BW | 1ull << CD_FI_DT |
+			     1ull << CD_FI_ARGS | 1ull << CD_FI_PARAMS | 1ull << CD_FI_FAKE |
+			     1ull << CD_FI_GRAD_IN | 1ull << CD_FI_GRAD_OUT | 1ull << CD_FI_T;
+	e->ev = CD_EV_UNKNOWN;
+	e->have = 0;
+	if (!(fids & ~hot)) {
+		e->name = e->mod = e->type = (struct cd_str){NULL, 0};
+		e->bw = e->dt = e->fake = e->grad_in = e->grad_out = false;
+		e->args = NULL;
+		e->nargs = 0;
+		e->params = NULL;
+		e->nparams = 0;
+		e->t = 0;
+		return;
+	}
+	while (fids) {
+		int id = __builtin_ctzll(fids);
+		fids &= fids - 1;
+		char *at = (char *)e + storage[id < CD_FI__COUNT ? id : 0].off;
+		/* one store each, not a call: a line sets a handful of fields */
+		switch (id < CD_FI__COUNT ? storage[id].size : 0) {
+		case 1:
+			*at = 0;
+			break;
+		case 4:
+			memset(at, 0, 4);
+			break;
+		case 8:
+			memset(at, 0, 8);
+			break;
+		case 12:
+			memset(at, 0, 12);
+			break;
+		case 16:
+			memset(at, 0, 16);
+			break;
+		default:
+			memset(e, 0, sizeof *e);   /* a field without a place above */
+			return;
+		}
+	}
 }
 
 enum cd_status cd_field_set_str(struct cd_event *e, const struct cd_field *f,
@@ -293,6 +369,17 @@ static enum cd_status check_params(const struct cd_event *e, struct cd_err *err)
 enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 {
 	enum cd_status st = CD_OK;
+
+	/* an op with a name, maybe a time and DTensor args, nothing else: the
+	 * checks below that can fail for it, in short */
+	if (e->ev == CD_EV_OP && e->name.n &&
+	    !(e->have & ~(uint32_t)(CD_F_EV | CD_F_NAME | CD_F_T | CD_F_ARGS)) && e->t >= 0) {
+		for (uint32_t i = 0; i < e->nargs; i++)
+			if ((st = check_dims(e->args[i].shape, e->args[i].ndim, "an op argument shape",
+					     err)))
+				return st;
+		return CD_OK;
+	}
 
 	if (!(e->have & CD_F_EV))
 		return cd_fail(err, CD_ERR_TRACE, "missing field \"ev\"");

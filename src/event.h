@@ -1,8 +1,9 @@
 /* One trace event, as produced by either line parser (fast or general).
  *
  * Ownership: every pointer in a struct cd_event points into the line that
- * was parsed or into the parser's scratch arena.  Both stay valid until the
- * next call that parses a line with the same parser; copy what you keep. */
+ * was parsed, into the parser's scratch arena, or into the args lists the
+ * fast parser keeps (until cd_parser_free).  Count on them until the next
+ * call that parses a line with the same parser; copy what you keep. */
 #ifndef CD_EVENT_H
 #define CD_EVENT_H
 
@@ -20,6 +21,11 @@
 /* Lists inside one event (params, args, shape dims) are capped, so hostile
  * input cannot make a single line expensive. */
 #define CD_LIST_MAX 4096
+/* A pg event's member list is the one list that grows with the job: a
+ * process group may hold every rank of a 100,000-rank job.  It is capped
+ * where memory is at stake (8 bytes a rank while the line is parsed; the
+ * summary keeps runs, not ranks); a 64 MiB line holds fewer anyway. */
+#define CD_RANKS_MAX (1u << 24)
 
 struct cd_str {
 	const char *p;

@@ -7,8 +7,7 @@
 
 #include "findings_text.h"
 #include "intern.h"
-#include "replay.h"
-#include "trace.h"
+#include "timeline.h"
 #include "vec.h"
 
 /* Threads of a rank's process (tids) and their order in the viewer. */
@@ -22,7 +21,7 @@ enum {
 	TID_BACKWARD = 3000,  /* + lane */
 	TID_GPU = 4000,       /* + lane */
 };
-enum { PH_FW, PH_RC, PH_BW, PH_N };
+enum { PH_FW = CD_TL_FW, PH_RC = CD_TL_RC, PH_BW = CD_TL_BW, PH_N };
 static const char *const ph_name[PH_N] = {"forward", "recompute", "backward"};
 static const int ph_tid[PH_N] = {TID_FORWARD, TID_RECOMPUTE, TID_BACKWARD};
 #define LANE_NONE 0xFFFFu
@@ -63,12 +62,9 @@ struct rk {
 	struct cd_export *x;
 	const struct cd_rank_summary *s;
 	int64_t pid;
-	int64_t off;             /* added to an event's t: ns on the export's clock */
-	bool sibling;            /* reading the NCCL-side trace */
-	bool ignore;             /* ... which is another process's: events ignored */
-	int64_t last_t;          /* largest t of the trace (its own clock), -1: none */
-	struct cd_intern names;  /* modules, types, process groups, NCCL names */
-	CD_VEC(int64_t) pgcount; /* per names id: collectives of that group so far */
+	int64_t off;             /* added to a record's t: ns on the export's clock */
+	bool sibling;            /* the NCCL-side trace's records */
+	const struct cd_intern *names;   /* the timeline's strings */
 	struct phase ph[PH_N];
 	bool region_open;
 	int64_t region_last;     /* last ts written on the regions thread */
@@ -77,10 +73,6 @@ struct rk {
 	CD_VEC(int64_t) gpu_end; /* per GPU lane: where its last slice ends */
 	CD_VEC(struct pend) pend;
 	bool oom;
-	struct cd_export_rank_res *res;
-	const char *nccl_path;
-	bool sib_has_rank;
-	int64_t sib_rank;
 	uint32_t fr_next;        /* where to look next in s->colls for a joined record */
 };
 
@@ -130,12 +122,6 @@ static void kv_str(struct cd_out *o, bool *first, const char *key, const char *p
 static void kv_cstr(struct cd_out *o, bool *first, const char *key, const char *s)
 {
 	kv_str(o, first, key, s, strlen(s));
-}
-
-static void kv_cdstr(struct cd_out *o, bool *first, const char *key, struct cd_str s)
-{
-	if (s.p)
-		kv_str(o, first, key, s.p, s.n);
 }
 
 static void kv_int(struct cd_out *o, bool *first, const char *key, int64_t v)
@@ -224,15 +210,19 @@ static void lane_thread(struct rk *k, bool *named, int base, const char *what, u
 
 static const char *nm(const struct rk *k, uint32_t id)
 {
-	return id == CD_NOID ? "" : cd_intern_str(&k->names, id);
+	return id == CD_NOID ? "" : cd_intern_str(k->names, id);
 }
 
-static uint32_t name_id(struct rk *k, const char *p, size_t n)
+static size_t nm_len(const struct rk *k, uint32_t id)
 {
-	uint32_t id = cd_intern(&k->names, p, (uint32_t)n);
-	if (id == CD_NOID)
-		k->oom = true;
-	return id;
+	return id == CD_NOID ? 0 : cd_intern_len(k->names, id);
+}
+
+/* A string field of a record as an arg: left out when absent. */
+static void kv_id(struct rk *k, bool *first, const char *key, uint32_t id)
+{
+	if (id != CD_NOID)
+		kv_str(k->x->o, first, key, nm(k, id), nm_len(k, id));
 }
 
 /* ---- module spans ---- */
@@ -253,7 +243,7 @@ static void span_b(struct rk *k, int ph, const struct span *s)
 	bool first = true;
 	ev_head(k, "B", ph_name[ph], ph_tid[ph] + s->lane, true, s->start);
 	put_lit(o, ",\"name\":");
-	cd_pj_escape(o, nm(k, s->name), cd_intern_len(&k->names, s->name));
+	cd_pj_escape(o, nm(k, s->name), nm_len(k, s->name));
 	put_lit(o, ",\"args\":{");
 	kv_cstr(o, &first, "module", nm(k, s->name));
 	if (s->type != CD_NOID)
@@ -272,7 +262,7 @@ static void span_e(struct rk *k, int ph, const struct span *s)
 	struct cd_out *o = k->x->o;
 	ev_head(k, "E", ph_name[ph], ph_tid[ph] + s->lane, true, s->end);
 	put_lit(o, ",\"name\":");
-	cd_pj_escape(o, nm(k, s->name), cd_intern_len(&k->names, s->name));
+	cd_pj_escape(o, nm(k, s->name), nm_len(k, s->name));
 	put_lit(o, "}");
 }
 
@@ -354,20 +344,17 @@ static void close_open(struct rk *k, int p, uint32_t from, int64_t ts)
 	ph->open.n = from;
 }
 
-static void span_open(struct rk *k, int p, struct cd_str mod, struct cd_str type, int64_t ts)
+static void span_open(struct rk *k, int p, uint32_t mod, uint32_t type, int64_t ts)
 {
 	struct phase *ph = &k->ph[p];
-	struct span s = {.start = ts, .end = ts, .type = CD_NOID, .open = true};
+	struct span s = {.start = ts, .end = ts, .name = mod, .type = type, .open = true};
 
 	if (ph->buf.n >= CD_EXPORT_SPAN_MAX) {
 		close_open(k, p, 0, ts);
 		flush(k, p);
 	}
-	s.name = name_id(k, mod.p ? mod.p : "", mod.p ? mod.n : 0);
-	if (type.p)
-		s.type = name_id(k, type.p, type.n);
 	s.ord = ph->buf.n;
-	if (s.name == CD_NOID || !cd_vec_reserve(&ph->open, ph->open.n + 1) ||
+	if (!cd_vec_reserve(&ph->open, ph->open.n + 1) ||
 	    !cd_vec_push(&ph->buf, s)) {
 		k->oom = true;
 		return;
@@ -378,16 +365,15 @@ static void span_open(struct rk *k, int p, struct cd_str mod, struct cd_str type
 /* Close the latest open span of mod.  Forward and recompute are call
  * stacks: the spans opened inside it end with it.  Backward spans may
  * overlap: the others stay open. */
-static void span_close(struct rk *k, int p, struct cd_str mod, int64_t ts)
+static void span_close(struct rk *k, int p, uint32_t mod, int64_t ts)
 {
 	struct phase *ph = &k->ph[p];
-	uint32_t id = cd_intern_find(&k->names, mod.p ? mod.p : "", mod.p ? mod.n : 0);
 	uint32_t i = ph->open.n;
 
-	while (id != CD_NOID && i-- > 0)
-		if (ph->buf.v[ph->open.v[i]].name == id)
+	while (i-- > 0)
+		if (ph->buf.v[ph->open.v[i]].name == mod)
 			break;
-	if (id == CD_NOID || i == UINT32_MAX) {
+	if (i == UINT32_MAX) {
 		k->x->st.unmatched++;
 		return;
 	}
@@ -420,7 +406,7 @@ static void region_end(struct rk *k, int64_t ts)
 	k->region_last = ts;
 }
 
-static void region_begin(struct rk *k, const struct cd_event *e, int64_t ts)
+static void region_begin(struct rk *k, const struct cd_tl_rec *e, int64_t ts)
 {
 	struct cd_out *o = k->x->o;
 	bool first = true;
@@ -432,15 +418,15 @@ static void region_begin(struct rk *k, const struct cd_event *e, int64_t ts)
 		ts = k->region_last;
 	ev_head(k, "B", "region", TID_REGIONS, true, ts);
 	put_lit(o, ",\"name\":");
-	if (e->label.p) {
-		cd_pj_escape(o, e->label.p, e->label.n);
+	if (e->name != CD_NOID) {
+		cd_pj_escape(o, nm(k, e->name), nm_len(k, e->name));
 	} else {
 		snprintf(buf, sizeof buf, "region %" PRId64, e->region);
 		cd_pj_escape(o, buf, strlen(buf));
 	}
 	put_lit(o, ",\"args\":{");
 	kv_int(o, &first, "region", e->region);
-	kv_cdstr(o, &first, "label", e->label);
+	kv_id(k, &first, "label", e->name);
 	put_lit(o, "}}");
 	k->region_open = true;
 	k->region_last = ts;
@@ -450,8 +436,9 @@ static void region_begin(struct rk *k, const struct cd_event *e, int64_t ts)
  * (cd_fr_join), NULL when its rank has no dump or the dump lacks it.  The
  * collectives come in the summary's order: the search starts where the
  * last one matched. */
-static const struct cd_fr_crec *joined_fr(struct rk *k, struct cd_str pg, int64_t seq)
+static const struct cd_fr_crec *joined_fr(struct rk *k, uint32_t pgid, int64_t seq)
 {
+	struct cd_str pg = {nm(k, pgid), (uint32_t)nm_len(k, pgid)};
 	const struct cd_rank_summary *s = k->s;
 	if (!s->fr_path || k->sibling || !s->colls.n)
 		return NULL;
@@ -494,47 +481,29 @@ static void fr_args(struct rk *k, bool *first, const struct cd_fr_crec *fc)
 	}
 }
 
-static void on_collective(void *ud, const struct cd_replay *r, const struct cd_event *e,
-			  uint32_t coll)
+/* A collective of the trace (of its replay: the post-mortem's sequence
+ * number, the module and phase that issued it, its region). */
+static void collective(struct rk *k, const struct cd_tl_rec *e, int64_t ts)
 {
-	struct rk *k = ud;
 	struct cd_out *o = k->x->o;
 	bool first = true;
 
-	/* the sequence number as the post-mortem takes it (ranks.c) */
-	struct cd_str pg = e->pg.p ? e->pg : (struct cd_str){"?", 1};
-	uint32_t g = name_id(k, pg.p, pg.n);
-	if (g == CD_NOID)
-		return;
-	if (!cd_vec_reserve(&k->pgcount, g + 1)) {
-		k->oom = true;
-		return;
-	}
-	while (k->pgcount.n <= g)
-		k->pgcount.v[k->pgcount.n++] = 0;
-	int64_t seq = (e->have & CD_F_SEQ) ? e->seq : ++k->pgcount.v[g];
-	if (e->have & CD_F_SEQ)
-		k->pgcount.v[g]++;
-	if (!(e->have & CD_F_T)) {
-		k->x->st.untimed++;
-		return;
-	}
 	fixed_thread(k, TID_COLLS);
-	ev_head(k, "i", "collective", TID_COLLS, true, e->t + k->off);
+	ev_head(k, "i", "collective", TID_COLLS, true, ts);
 	put_lit(o, ",\"s\":\"t\",\"name\":");
-	cd_pj_escape(o, cd_intern_str(&r->colls, coll), cd_intern_len(&r->colls, coll));
+	cd_pj_escape(o, nm(k, e->type), nm_len(k, e->type));
 	put_lit(o, ",\"args\":{");
-	kv_cdstr(o, &first, "op", e->name);
-	kv_str(o, &first, "pg", pg.p, pg.n);
-	kv_int(o, &first, "seq", seq);
+	kv_id(k, &first, "op", e->op);
+	kv_id(k, &first, "pg", e->pg);
+	kv_int(o, &first, "seq", e->seq);
 	if (e->have & CD_F_BYTES)
 		kv_int(o, &first, "bytes", e->bytes);
-	kv_cdstr(o, &first, "dtype", e->dtype);
-	kv_cstr(o, &first, "module", cd_intern_str(&r->mods, r->cur));
-	kv_cstr(o, &first, "phase", r->ac ? "recompute" : e->bw ? "backward" : "forward");
-	if (r->in_region)
-		kv_int(o, &first, "region", r->region);
-	const struct cd_fr_crec *fc = joined_fr(k, pg, seq);
+	kv_id(k, &first, "dtype", e->dtype);
+	kv_cstr(o, &first, "module", nm(k, e->name));
+	kv_cstr(o, &first, "phase", cd_phase_names[e->phase]);
+	if (e->have & CD_F_REGION)
+		kv_int(o, &first, "region", e->region);
+	const struct cd_fr_crec *fc = joined_fr(k, e->pg, e->seq);
 	if (fc) {
 		/* its rank's Flight Recorder dump, joined by pg and seq */
 		kv_cstr(o, &first, "flight_recorder", k->s->fr_path);
@@ -544,15 +513,10 @@ static void on_collective(void *ud, const struct cd_replay *r, const struct cd_e
 	k->x->st.collectives++;
 }
 
-static bool is_completed(const struct cd_event *e)
-{
-	return e->state.p && e->state.n == 9 && memcmp(e->state.p, "completed", 9) == 0;
-}
-
-static void gpu_slice(struct rk *k, const struct cd_event *e, int64_t ts)
+static void gpu_slice(struct rk *k, const struct cd_tl_rec *e, int64_t ts)
 {
 	struct cd_out *o = k->x->o;
-	uint32_t comm = e->comm.p ? cd_intern_find(&k->names, e->comm.p, e->comm.n) : CD_NOID;
+	uint32_t comm = e->comm;
 	struct pend call = {CD_NOID, CD_NOID, 0, -1};
 	bool first = true;
 
@@ -587,7 +551,7 @@ static void gpu_slice(struct rk *k, const struct cd_event *e, int64_t ts)
 	const char *fn = call.func != CD_NOID ? nm(k, call.func) : "NCCL call";
 	cd_pj_escape(o, fn, strlen(fn));
 	put_lit(o, ",\"args\":{");
-	kv_cdstr(o, &first, "comm", e->comm);
+	kv_id(k, &first, "comm", e->comm);
 	if (e->have & CD_F_SEQ)
 		kv_int(o, &first, "seq", e->seq);
 	if (call.bytes >= 0) {
@@ -604,15 +568,13 @@ static void gpu_slice(struct rk *k, const struct cd_event *e, int64_t ts)
 	k->x->st.gpu_slices++;
 }
 
-static void nccl_call(struct rk *k, const struct cd_event *e, int64_t ts)
+static void nccl_call(struct rk *k, const struct cd_tl_rec *e, int64_t ts)
 {
 	struct cd_out *o = k->x->o;
 	bool first = true;
 
-	if (e->comm.p && (e->have & CD_F_SEQ)) {
-		struct pend p = {name_id(k, e->comm.p, e->comm.n),
-				 e->func.p ? name_id(k, e->func.p, e->func.n) : CD_NOID, e->seq,
-				 (e->have & CD_F_BYTES) ? e->bytes : -1};
+	if (e->comm != CD_NOID && (e->have & CD_F_SEQ)) {
+		struct pend p = {e->comm, e->name, e->seq, (e->have & CD_F_BYTES) ? e->bytes : -1};
 		if (k->pend.n == PENDING_MAX) {   /* never completed: forget the oldest */
 			memmove(&k->pend.v[0], &k->pend.v[1], (k->pend.n - 1) * sizeof *k->pend.v);
 			k->pend.n--;
@@ -623,39 +585,39 @@ static void nccl_call(struct rk *k, const struct cd_event *e, int64_t ts)
 	fixed_thread(k, TID_NCCL);
 	ev_head(k, "i", "nccl", TID_NCCL, true, ts);
 	put_lit(o, ",\"s\":\"t\",\"name\":");
-	if (e->func.p)
-		cd_pj_escape(o, e->func.p, e->func.n);
+	if (e->name != CD_NOID)
+		cd_pj_escape(o, nm(k, e->name), nm_len(k, e->name));
 	else
 		put_lit(o, "\"NCCL call\"");
 	put_lit(o, ",\"args\":{");
-	kv_cdstr(o, &first, "func", e->func);
+	kv_id(k, &first, "func", e->name);
 	if (e->have & CD_F_COUNT)
 		kv_int(o, &first, "count", e->count);
-	kv_cdstr(o, &first, "dtype", e->dtype);
+	kv_id(k, &first, "dtype", e->dtype);
 	if (e->have & CD_F_BYTES)
 		kv_int(o, &first, "bytes", e->bytes);
-	kv_cdstr(o, &first, "redop", e->redop);
+	kv_id(k, &first, "redop", e->redop);
 	if (e->have & CD_F_ROOT)
 		kv_int(o, &first, "root", e->root);
 	if (e->have & CD_F_PEER)
 		kv_int(o, &first, "peer", e->peer);
-	kv_cdstr(o, &first, "comm", e->comm);
+	kv_id(k, &first, "comm", e->comm);
 	if (e->have & CD_F_NRANKS)
 		kv_int(o, &first, "nranks", e->nranks);
 	if (e->have & CD_F_SEQ)
 		kv_int(o, &first, "seq", e->seq);
-	kv_cdstr(o, &first, "stream", e->stream);
-	kv_cdstr(o, &first, "pg", e->pg);
+	kv_id(k, &first, "stream", e->stream);
+	kv_id(k, &first, "pg", e->pg);
 	if (e->have & CD_F_PSEQ)
 		kv_int(o, &first, "pseq", e->pseq);
 	if (e->have & CD_F_DUR)
 		kv_int(o, &first, "gpu_ns", e->dur);
-	kv_cdstr(o, &first, "state", e->state);
+	kv_id(k, &first, "state", e->state);
 	put_lit(o, "}}");
 	k->x->st.nccl_calls++;
 }
 
-static void nccl_lost(struct rk *k, const struct cd_event *e, int64_t ts)
+static void nccl_lost(struct rk *k, const struct cd_tl_rec *e, int64_t ts)
 {
 	struct cd_out *o = k->x->o;
 	fixed_thread(k, TID_NCCL);
@@ -667,7 +629,9 @@ static void nccl_lost(struct rk *k, const struct cd_event *e, int64_t ts)
 
 /* ---- the rank's process and its findings ---- */
 
-static void process_meta(struct rk *k, const struct cd_event *meta)
+/* The process's name and labels; host: the meta event's (CD_NOID: none,
+ * or no meta event). */
+static void process_meta(struct rk *k, uint32_t host)
 {
 	const struct cd_rank_summary *s = k->s;
 	const char *base = strrchr(s->path, '/');
@@ -681,13 +645,15 @@ static void process_meta(struct rk *k, const struct cd_event *meta)
 		n = snprintf(name, sizeof name, "%s", base);
 	if (n < 0 || (size_t)n >= sizeof name)
 		n = (int)sizeof name - 1;
-	if (meta && meta->host.p)
-		snprintf(name + n, sizeof name - (size_t)n, " (%.*s)", (int)(meta->host.n > 200 ? 200 : meta->host.n),
-			 meta->host.p);
+	if (host != CD_NOID)
+		snprintf(name + n, sizeof name - (size_t)n, " (%.*s)",
+			 (int)(nm_len(k, host) > 200 ? 200 : nm_len(k, host)), nm(k, host));
 	else if (s->end == CD_END_EMPTY)
 		snprintf(name + n, sizeof name - (size_t)n, " (empty trace)");
 	else if (s->source != CD_SRC_TRACE)
 		snprintf(name + n, sizeof name - (size_t)n, " (Flight Recorder dump)");
+	else if (s->from_summary)
+		snprintf(name + n, sizeof name - (size_t)n, " (summary)");
 	meta_str(k, 0, "process_name", name);
 	meta_sort(k, 0, "process_sort_index", k->pid);
 	if (s->t0 <= 0 && s->end != CD_END_EMPTY)
@@ -784,12 +750,21 @@ static void findings(struct rk *k)
 				int64_t t = finding_time(k, f, j, &how);
 				finding_event(k, f, i + 1, t, how);
 			}
+		/* about ranks that left nothing to draw: on the first waiting rank */
+		if (!f->odd.n && f->absent.n && f->others.n && f->others.v[0] >= 0 &&
+		    f->others.v[0] < pm->n && pm->r[f->others.v[0]] == k->s) {
+			int64_t t = f->time >= 0 && k->x->start > 0 ? f->time - k->x->start : -1;
+			finding_event(k, f, i + 1, t,
+				      t < 0 ? "at 0: no time known"
+					    : "at the earliest arrival of the waiting ranks (the rank "
+					      "it names left no trace or dump)");
+		}
 	}
 }
 
-/* ---- Flight Recorder dumps: the collectives of the summary ---- */
+/* ---- Flight Recorder dumps and summary files: the collectives of the summary ---- */
 
-static void fr_colls(struct rk *k)
+static void summary_colls(struct rk *k)
 {
 	const struct cd_rank_summary *s = k->s;
 	struct cd_out *o = k->x->o;
@@ -813,7 +788,16 @@ static void fr_colls(struct rk *k)
 			kv_int(o, &first, "bytes", c->bytes);
 		if (c->dtype != CD_NOID)
 			kv_cstr(o, &first, "dtype", cd_rank_str(s, c->dtype));
-		kv_cstr(o, &first, "source", "Flight Recorder");
+		if (s->source == CD_SRC_TRACE) {
+			/* a summary file's rank */
+			kv_cstr(o, &first, "module", cd_rank_str(s, c->module));
+			kv_cstr(o, &first, "phase", cd_phase_names[c->phase]);
+			if (c->region >= 0)
+				kv_int(o, &first, "region", c->region);
+			kv_cstr(o, &first, "source", "summary");
+		} else {
+			kv_cstr(o, &first, "source", "Flight Recorder");
+		}
 		if (fc)
 			fr_args(k, &first, fc);
 		put_lit(o, "}}");
@@ -821,95 +805,105 @@ static void fr_colls(struct rk *k)
 	}
 }
 
-/* ---- reading ---- */
+/* ---- drawing the timeline ---- */
 
-static void on_event(void *ud, const struct cd_event *e, const struct cd_replay *r)
+/* The end of the trace: what is open closes at its last time. */
+static void finish(struct rk *k, int64_t last_t)
 {
-	struct rk *k = ud;
-	(void)r;
-	k->x->st.events++;
-	if (e->ev == CD_EV_META) {
+	int64_t ts = (last_t >= 0 ? last_t : 0) + k->off;
+	for (int p = 0; p < PH_N; p++) {
+		close_open(k, p, 0, ts);
+		flush(k, p);
+	}
+	region_end(k, ts);
+}
+
+/* One record of the timeline, in the order of the trace's events. */
+static void apply(struct rk *k, const struct cd_tl_rec *e)
+{
+	int64_t ts = e->t + k->off;
+	switch (e->kind) {
+	case CD_TL_META:
 		if (!k->sibling) {
-			process_meta(k, e);
+			process_meta(k, e->name);
 			findings(k);
-		} else {
-			k->sib_has_rank = (e->have & CD_F_RANK) != 0;
-			k->sib_rank = e->rank;
-			if (k->sib_has_rank && k->s->has_rank && e->rank != k->s->rank) {
-				k->ignore = true;
-				k->res->nccl_refused = true;
-			}
 		}
 		k->off = e->t0 > 0 && k->x->start > 0 ? e->t0 - k->x->start : 0;
-		return;
-	}
-	if (k->ignore)
-		return;
-	if (!(e->have & CD_F_T)) {
-		/* events the timeline shows (an op's collective was counted by
-		 * on_collective) */
-		switch (e->ev) {
-		case CD_EV_REGION_ENTER: case CD_EV_REGION_EXIT: case CD_EV_FW_PRE:
-		case CD_EV_FW_POST: case CD_EV_BW_ENTER: case CD_EV_BW_EXIT: case CD_EV_BW_END:
-		case CD_EV_NCCL: case CD_EV_NCCL_LOST:
-			k->x->st.untimed++;
-			break;
-		default:
-			break;
-		}
-		return;
-	}
-	int64_t ts = e->t + k->off;
-	if (!k->sibling && e->t > k->last_t)
-		k->last_t = e->t;
-	switch (e->ev) {
-	case CD_EV_REGION_ENTER:
+		break;
+	case CD_TL_REGION_ENTER:
 		region_begin(k, e, ts);
 		break;
-	case CD_EV_REGION_EXIT:
+	case CD_TL_REGION_EXIT:
 		region_end(k, ts);
 		break;
-	case CD_EV_FW_PRE:
-		span_open(k, e->bw ? PH_RC : PH_FW, e->mod, e->type, ts);
+	case CD_TL_OPEN:
+		span_open(k, (int)e->phase, e->name, e->type, ts);
 		break;
-	case CD_EV_FW_POST:
-		span_close(k, e->bw ? PH_RC : PH_FW, e->mod, ts);
+	case CD_TL_CLOSE:
+		span_close(k, (int)e->phase, e->name, ts);
 		break;
-	case CD_EV_BW_ENTER:
-		span_open(k, PH_BW, e->mod, (struct cd_str){NULL, 0}, ts);
-		break;
-	case CD_EV_BW_EXIT:
-		span_close(k, PH_BW, e->mod, ts);
-		break;
-	case CD_EV_BW_END:
+	case CD_TL_BW_END:
 		close_open(k, PH_BW, 0, ts);
 		flush(k, PH_BW);
 		break;
-	case CD_EV_NCCL:
-		if (is_completed(e)) {
-			if (e->have & CD_F_DUR)
-				gpu_slice(k, e, ts);
-		} else {
-			nccl_call(k, e, ts);
-		}
+	case CD_TL_COLL:
+		collective(k, e, ts);
 		break;
-	case CD_EV_NCCL_LOST:
+	case CD_TL_NCCL:
+		nccl_call(k, e, ts);
+		break;
+	case CD_TL_GPU:
+		gpu_slice(k, e, ts);
+		break;
+	case CD_TL_NCCL_LOST:
 		nccl_lost(k, e, ts);
+		break;
+	case CD_TL_FINISH:
+		finish(k, e->t);
+		break;
+	case CD_TL_SIBLING:
+		k->sibling = true;
+		k->off = 0;
 		break;
 	default:
 		break;
 	}
 }
 
-/* The end of the trace: what is open closes at its last time. */
-static void finish(struct rk *k)
+/* Draw the timeline tl of k's trace; what reading it met goes to res and
+ * err. */
+static enum cd_status draw(struct rk *k, const struct cd_tl *tl, struct cd_export_rank_res *res,
+			   struct cd_err *err)
 {
-	int64_t ts = (k->last_t >= 0 ? k->last_t : 0) + k->off;
-	for (int p = 0; p < PH_N; p++) {
-		close_open(k, p, 0, ts);
-		flush(k, p);
+	struct cd_tl_rd rd;
+	struct cd_tl_rec e;
+	enum cd_status st;
+
+	k->x->st.events += tl->events;
+	k->x->st.untimed += tl->untimed;
+	cd_tl_rd_init(&rd, tl);
+	k->names = &rd.names;
+	while ((st = cd_tl_next(&rd, &e, err)) == CD_OK)
+		apply(k, &e);
+	cd_tl_rd_free(&rd);
+	res->nccl_path = tl->sib_path;
+	if (st != CD_END)
+		return st;
+	res->cut = tl->cut;
+	res->nccl_cut = tl->sib_cut;
+	res->nccl_refused = tl->sib_refused;
+	if (tl->oom)
+		return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+	if (tl->st) {
+		*err = tl->err;
+		return tl->st;
 	}
-	region_end(k, ts);
+	if (tl->sibling && tl->sib_st) {
+		*err = tl->sib_err;
+		res->nccl_failed = true;
+		return tl->sib_st;
+	}
+	return CD_OK;
 }
 
 static void rk_free(struct rk *k)
@@ -920,42 +914,21 @@ static void rk_free(struct rk *k)
 		for (int l = 0; l < CD_EXPORT_LANE_MAX; l++)
 			cd_vec_free(&k->ph[p].stack[l]);
 	}
-	cd_intern_free(&k->names);
-	cd_vec_free(&k->pgcount);
 	cd_vec_free(&k->gpu_end);
 	cd_vec_free(&k->pend);
 }
 
-static enum cd_status read_one(struct rk *k, const char *path, bool *cut, struct cd_err *err)
-{
-	struct cd_replay rp;
-	struct cd_replay_opts ro = {.on_collective = k->sibling ? NULL : on_collective, .ud = k};
-	struct cd_trace_run tr = {.general_parser = k->x->general_parser, .skip_detail = true,
-				  .after_event = on_event, .ud = k};
-	enum cd_status st = cd_replay_init(&rp, &ro, err);
-	if (st)
-		return st;
-	st = cd_trace_replay(path, &rp, &tr, err);
-	*cut = tr.cut;
-	cd_replay_free(&rp);
-	return st;
-}
-
-void cd_export_begin(struct cd_export *x, struct cd_out *o, const struct cd_pm *pm,
-		     bool general_parser, bool no_nccl)
+void cd_export_begin(struct cd_export *x, struct cd_out *o, const struct cd_pm *pm)
 {
 	memset(x, 0, sizeof *x);
 	x->o = o;
 	x->pm = pm;
 	x->start = pm ? pm->start : 0;
-	x->general_parser = general_parser;
-	x->no_nccl = no_nccl;
 	cd_out_str(o, "{\"traceEvents\":[");
 }
 
 enum cd_status cd_export_rank(struct cd_export *x, const struct cd_rank_summary *s, int64_t pid,
-			      const char *nccl_path, struct cd_export_rank_res *res,
-			      struct cd_err *err)
+			      struct cd_export_rank_res *res, struct cd_err *err)
 {
 	struct rk *k = calloc(1, sizeof *k);
 	enum cd_status st = CD_OK;
@@ -966,38 +939,65 @@ enum cd_status cd_export_rank(struct cd_export *x, const struct cd_rank_summary 
 	k->x = x;
 	k->s = s;
 	k->pid = pid;
-	k->last_t = -1;
-	k->res = res;
 	x->st.ranks++;
-	if (s->source != CD_SRC_TRACE) {
-		/* a Flight Recorder dump: what its summary holds */
-		process_meta(k, NULL);
+	if (s->source != CD_SRC_TRACE || s->from_summary) {
+		/* a Flight Recorder dump, or a rank read from a summary file:
+		 * what its summary holds */
+		process_meta(k, CD_NOID);
 		findings(k);
-		fr_colls(k);
-		goto out;
-	}
-	if (s->end == CD_END_EMPTY) {
+		summary_colls(k);
+	} else if (s->end == CD_END_EMPTY) {
 		/* nothing to read: the process, named, and its finding */
-		process_meta(k, NULL);
+		process_meta(k, CD_NOID);
 		findings(k);
 		res->cut = s->cut_first;
-		goto out;
+	} else if (!s->extra) {
+		st = cd_fail(err, CD_ERR_NOMEM, "out of memory: the trace's timeline was not kept");
+	} else {
+		st = draw(k, s->extra, res, err);
 	}
-	st = read_one(k, s->path, &res->cut, err);
-	finish(k);
-	if (st || k->oom || !nccl_path || x->no_nccl)
-		goto out;
-	k->sibling = true;
-	k->off = 0;
-	st = read_one(k, nccl_path, &res->nccl_cut, err);
-	if (st)
-		res->nccl_failed = true;
-out:
 	if (!st && k->oom)
 		st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
 	rk_free(k);
 	free(k);
 	return st;
+}
+
+/* A part's output is held in memory up to this, then spilled to a file. */
+#define PART_MEM (4u << 20)
+
+void cd_export_part(const struct cd_export *x, struct cd_export *part, struct cd_out *out)
+{
+	*part = *x;
+	cd_out_init(out, NULL);
+	out->hold = true;
+	cd_out_spill_at(out, PART_MEM);
+	part->o = out;
+	part->any = true;   /* every event after a comma: cd_export_join drops the first */
+	memset(&part->st, 0, sizeof part->st);
+}
+
+void cd_export_join(struct cd_export *x, struct cd_export *part)
+{
+	struct cd_export_stats *d = &x->st;
+	const struct cd_export_stats *s = &part->st;
+
+	/* its first event began with a comma, which is only right after another */
+	cd_out_append(x->o, part->o, s->written && !x->any ? 1 : 0);
+	x->any = x->any || s->written;
+	d->ranks += s->ranks;
+	d->events += s->events;
+	d->written += s->written;
+	d->untimed += s->untimed;
+	d->unmatched += s->unmatched;
+	d->unclosed += s->unclosed;
+	d->dropped += s->dropped;
+	d->collectives += s->collectives;
+	d->spans += s->spans;
+	d->nccl_calls += s->nccl_calls;
+	d->gpu_slices += s->gpu_slices;
+	d->findings += s->findings;
+	d->findings_untimed += s->findings_untimed;
 }
 
 void cd_export_end(struct cd_export *x)

@@ -32,9 +32,15 @@
  * (otherData.untimed_events_left_out); a closing event without "t" leaves its span open
  * until one that closes it or an outer span.
  *
- * Streaming: events are written as they are read; what is held is the open
- * and pending spans of one pass, the NCCL calls waiting for completion and
- * a few names.
+ * One read.  Each trace is read once (cd_tl_summarize, timeline.h): its
+ * summary for the post-mortem, and beside it its timeline, the events
+ * drawn here in a compact form (a few bytes each, in memory up to a budget
+ * for the whole job and in a temporary file beyond).  Once the post-mortem
+ * is built, cd_export_rank draws each rank from its timeline: the records
+ * are applied in the order of the trace's events, so the document is the
+ * one a second read of the trace would give.  What is held while drawing a
+ * rank: the timeline's strings, the open and pending spans of one pass,
+ * the NCCL calls waiting for completion.
  *
  * Ownership: struct cd_export borrows the output and the post-mortem; it
  * owns nothing else.  Library code: prints nothing. */
@@ -76,16 +82,13 @@ struct cd_export {
 	struct cd_out *o;
 	const struct cd_pm *pm;  /* findings; may be NULL */
 	int64_t start;           /* job start (unix ns), 0: unknown */
-	bool general_parser;
-	bool no_nccl;
 	bool any;                /* an event was written (separator) */
 	struct cd_export_stats st;
 };
 
 /* Start the document on o: {"traceEvents":[ ...  pm (may be NULL) gives
  * the findings and the job's start. */
-void cd_export_begin(struct cd_export *x, struct cd_out *o, const struct cd_pm *pm,
-		     bool general_parser, bool no_nccl);
+void cd_export_begin(struct cd_export *x, struct cd_out *o, const struct cd_pm *pm);
 
 /* What cd_export_rank met. */
 struct cd_export_rank_res {
@@ -93,18 +96,30 @@ struct cd_export_rank_res {
 	bool nccl_cut;           /* the NCCL-side trace is cut */
 	bool nccl_failed;        /* the error (return value) is in the NCCL-side trace */
 	bool nccl_refused;       /* the NCCL-side trace names another rank: not joined */
+	const char *nccl_path;   /* the NCCL-side trace read, or NULL (s's, while it
+				  * keeps its timeline) */
 };
 
-/* Write the events of trace s->path (summarized in pass one as s; pid as
- * in the layout above), and of its NCCL-side trace nccl_path (may be NULL).
- * The events read before an error are written and closed properly, so the
- * document stays valid; err tells what and where (err->line). */
+/* Write rank s (pid as in the layout above): a trace read by
+ * cd_tl_summarize, from its timeline (s->extra) with its NCCL-side trace's,
+ * or a Flight Recorder dump or summary file (the collectives of its
+ * summary).  The events read before an error (of either trace) are
+ * written and closed properly, so the document stays valid; err tells
+ * what and where (err->line), res in which trace. */
 enum cd_status cd_export_rank(struct cd_export *x, const struct cd_rank_summary *s, int64_t pid,
-			      const char *nccl_path, struct cd_export_rank_res *res,
-			      struct cd_err *err);
+			      struct cd_export_rank_res *res, struct cd_err *err);
 
 /* End the document: ], "displayTimeUnit", "otherData" (the statistics)
  * and a newline. */
 void cd_export_end(struct cd_export *x);
+
+/* Ranks written side by side (on threads): cd_export_part makes part an
+ * export like x that writes to out, an output of its own (held in memory,
+ * spilled to a temporary file past a few MiB); cd_export_rank(part, ...);
+ * then cd_export_join(x, part) appends what part wrote to x's output as if
+ * x had written it there, and adds its statistics.  Call cd_export_join
+ * in the order of the ranks.  out is the caller's (cd_out_free). */
+void cd_export_part(const struct cd_export *x, struct cd_export *part, struct cd_out *out);
+void cd_export_join(struct cd_export *x, struct cd_export *part);
 
 #endif

@@ -39,6 +39,8 @@ struct cd_field {
 
 /* Known top-level field for key (p, n), or NULL. */
 const struct cd_field *cd_field_lookup(const char *p, uint32_t n);
+/* The field with that id (for tests), or NULL. */
+const struct cd_field *cd_field_at(enum cd_fid id);
 
 /* Store a value.  The setters check ranges and fail with a sentence. */
 enum cd_status cd_field_set_str(struct cd_event *e, const struct cd_field *f,
@@ -54,5 +56,8 @@ enum cd_sub cd_subfield_lookup(const char *p, uint32_t n);
 
 /* Reset an event to "nothing present". */
 void cd_event_clear(struct cd_event *e);
+/* The same for an event in which only the fields in fids (bits 1 << enum
+ * cd_fid) may be set: clears those, ev and have. */
+void cd_event_clear_fields(struct cd_event *e, uint64_t fids);
 
 #endif

@@ -7,7 +7,8 @@ const char *const cd_fkind_names[] = {"empty_trace", "type_mismatch", "dtype_mis
 				      "size_mismatch", "desync", "skip", "extra", "hang",
 				      "straggler", "gap", "died"};
 const char *const cd_basis_names[] = {"position", "own_steps_history", "own_steps", "sibling_group",
-				      "lowest_rank"};
+				      "lowest_rank", "own_pattern"};
+const char *const cd_flight_by_names[] = {"none", "state", "retired", "pg_status"};
 
 #define REALIGN_WINDOW 8
 #define REALIGN_MAX_SHIFT 4
@@ -110,8 +111,7 @@ static bool group_ranks(struct cd_pm *pm, struct cd_rank_summary *const *sums, i
 		if (!pm->tr[i])
 			return false;
 		for (uint32_t k = 0; k < s->s.count; k++)
-			pm->tr[i][k] = cd_intern(&pm->g, cd_intern_str(&s->s, k),
-						 cd_intern_len(&s->s, k));
+			pm->tr[i][k] = cd_intern_from(&pm->g, &s->s, k);
 	}
 	return true;
 }
@@ -138,7 +138,7 @@ struct key {
 
 /* Per rank state while matching one process group. */
 struct lane {
-	uint32_t *idx;     /* indexes into colls of this group, by seq */
+	const struct cd_crec **rec;   /* its records of this group, by seq */
 	uint32_t n, c;     /* records, the next one */
 	int64_t shift;     /* position = seq + shift */
 	int64_t resume;    /* not compared before this position */
@@ -151,6 +151,9 @@ struct lane {
 
 struct matcher {
 	struct cd_pm *pm;
+	int64_t *absent;   /* members of this group without any trace or dump ... */
+	int nabsent;
+	bool absent_told;  /* ... already in a hang finding */
 	uint8_t *uneven;   /* per id in g: sizes may differ */
 	struct lane *ln;
 	uint32_t pg;
@@ -191,7 +194,7 @@ static enum cd_fkind key_diff(const struct key *a, const struct key *b)
 
 static const struct cd_crec *rec_of(const struct matcher *mt, int i, uint32_t k)
 {
-	return &mt->pm->r[i]->colls.v[mt->ln[i].idx[k]];
+	return mt->ln[i].rec[k];
 }
 
 /* The index in rank i's lane of its record at pos, or -1. */
@@ -724,21 +727,69 @@ static void move_lane(struct lane *l, enum realign ra, int64_t pos, int64_t by)
 	}
 }
 
+/* How far back (records) and up to which period a rank's own repeating
+ * pattern is looked for. */
+#define PATTERN_SPAN 1024
+#define PATTERN_MAX 256
+
+/* Rank i's own pattern before lane index x, for records without regions
+ * (Flight Recorder dumps: no steps to take as the template): the period p
+ * under which its latest records of this group repeat over the longest
+ * stretch, at least twice (2p records), ties to the shorter period; *len:
+ * that stretch (lane indexes x - *len .. x - 1).  0 when none. */
+static int64_t own_period(const struct matcher *mt, int i, int64_t x, int64_t *len)
+{
+	int64_t span = x < PATTERN_SPAN ? x : PATTERN_SPAN, best = 0;
+	*len = 0;
+	for (int64_t p = 1; p <= PATTERN_MAX && 2 * p <= span; p++) {
+		int64_t m = 0;   /* records that equal the one p before them */
+		while (m < span - p &&
+		       same_sig(mt, i, rec_of(mt, i, (uint32_t)(x - 1 - m)), i,
+				rec_of(mt, i, (uint32_t)(x - 1 - m - p))))
+			m++;
+		if (m >= p && m + p > *len) {
+			best = p;
+			*len = m + p;
+			if (*len == span)
+				break;   /* all it looked at repeats: no longer period does better */
+		}
+	}
+	return best;
+}
+
+/* The template of a history skip: where rank i issued before what it was
+ * expected to issue at lane index x (own_template's region, or the period
+ * of its own pattern). */
+struct tmpl {
+	int64_t at;       /* lane index of the record at this place in the template */
+	int64_t region;   /* its region (steps), -1 */
+	int64_t period;   /* its period (pattern), 0 */
+	int64_t len;      /* pattern: records that repeat, ending at x - 1 */
+};
+
 /* Every rank stopped at pos (nothing after it to realign against): did
- * rank i skip?  Its own template of this step (own_template) must hold,
- * at this place, what the others issued at pos, and k places on what rank
- * i issued at pos, and its later records then too.  *k: how many;
- * *region: the template's region. */
+ * rank i skip?  Its own template of this step (own_template; for records
+ * without regions, its own repeating pattern: own_period) must hold, at
+ * this place, what the others issued at pos, and k places on what rank i
+ * issued at pos, and its later records then too.  *k: how many; *tp: the
+ * template. */
 static bool history_skip(const struct matcher *mt, int i, int ref, int64_t pos, int64_t *k,
-			 int64_t *region)
+			 struct tmpl *tp)
 {
 	int64_t x = lane_index(mt, i, pos), off;
 	const struct cd_crec *rc = rec_at(mt, ref, pos);
+	*tp = (struct tmpl){.at = -1, .region = -1};
 	if (x < 0 || !rc || rec_at(mt, ref, pos + 1))
 		return false;
-	int64_t hs = own_template(mt, i, x, &off, region);
+	int64_t hs = own_template(mt, i, x, &off, &tp->region);
+	if (hs < 0 && rec_of(mt, i, (uint32_t)x)->region < 0 &&
+	    (tp->period = own_period(mt, i, x, &tp->len)) > 0) {
+		hs = x - tp->period;   /* one period back */
+		off = 0;
+	}
 	if (hs < 0 || !same_sig(mt, i, rec_of(mt, i, (uint32_t)(hs + off)), ref, rc))
 		return false;
+	tp->at = hs + off;
 	for (*k = 1; *k <= REALIGN_MAX_SHIFT; (*k)++) {
 		bool ok = true;
 		int compared = 0;
@@ -766,8 +817,8 @@ static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fki
 	int64_t by = 0;
 	enum realign ra = l->realigned < REALIGN_MAX_TIMES
 				  ? realign(mt, i, ref, pos, &by) : RA_NONE;
-	int64_t hregion = -1;
-	bool hist = ra == RA_NONE && history_skip(mt, i, ref, pos, &by, &hregion);
+	struct tmpl tp;
+	bool hist = ra == RA_NONE && history_skip(mt, i, ref, pos, &by, &tp);
 	if (hist)
 		ra = RA_SKIP;
 	if (ra == RA_SKIP)
@@ -794,9 +845,16 @@ static void odd_rank(struct matcher *mt, int i, const struct key *k, enum cd_fki
 		f->basis_votes[0] = mt->basis_votes[0];
 		f->basis_votes[1] = mt->basis_votes[1];
 		if (hist) {
-			f->basis = CD_BY_HISTORY;
+			f->basis = tp.period ? CD_BY_PATTERN : CD_BY_HISTORY;
 			f->basis_rank = i;
-			f->basis_region = hregion;
+			f->basis_region = tp.region;
+		}
+		if (hist && tp.period) {
+			int64_t x = lane_index(mt, i, pos);
+			f->basis_period = tp.period;
+			f->basis_from = rec_of(mt, i, (uint32_t)(x - tp.len))->seq;
+			f->basis_to = rec_of(mt, i, (uint32_t)(x - 1))->seq;
+			f->basis_at = rec_of(mt, i, (uint32_t)tp.at)->seq;
 		}
 		f->count = ra == RA_NONE ? 0 : by;
 		if (ra == RA_AGAIN)
@@ -846,39 +904,138 @@ static int classify_pos(struct matcher *mt, const struct cd_crec *const *at, con
 	return nodd;
 }
 
+static bool cd_pm_member(const struct cd_pm *pm, uint32_t pg, int64_t rank);
+
+bool cd_pm_world_pg(const struct cd_pm *pm, uint32_t pg)
+{
+	for (int i = 0; pg != CD_NOID && i < pm->n; i++)
+		if (pm->r[i]->fr_has_world_pg && cd_pm_gid(pm, i, pm->r[i]->fr_world_pg) == pg)
+			return true;
+	return false;
+}
+
+/* The missing ranks (pm->missing) that are members of group pg: by its
+ * member list, or all of them in the world group a dump names. */
+static int absent_members(const struct cd_pm *pm, uint32_t pg, int64_t *out)
+{
+	int n = 0;
+	bool world = pm->missing.n && cd_pm_world_pg(pm, pg);
+	for (uint32_t k = 0; k < pm->missing.n; k++)
+		if (world || cd_pm_member(pm, pg, pm->missing.v[k]))
+			out[n++] = pm->missing.v[k];
+	return n;
+}
+
+enum cd_flight cd_fr_flight(const struct cd_rank_summary *s, const struct cd_crec *c,
+			    uint8_t *by)
+{
+	const struct cd_fr_crec *fc = cd_rank_fr(s, c);
+	*by = CD_FLBY_NONE;
+	if (!fc || fc->record_id < 0)
+		return CD_FL_UNKNOWN;
+	if (s->fr_states) {
+		*by = CD_FLBY_STATE;
+		if (fc->state == 2 /* CD_FR_COMPLETED */ || fc->t_completed >= 0)
+			return CD_FL_ENDED;
+		if (fc->retired > 0) {
+			*by = CD_FLBY_RETIRED;   /* ended without completing: an error */
+			return CD_FL_ENDED;
+		}
+		return CD_FL_IN_FLIGHT;
+	}
+	if (fc->retired >= 0) {
+		*by = CD_FLBY_RETIRED;
+		return fc->retired ? CD_FL_ENDED : CD_FL_IN_FLIGHT;
+	}
+	/* pg_status counts what op_id counts where the dump has it */
+	int64_t op = fc->op_id > 0 ? fc->op_id : c->seq;
+	const char *pg = cd_rank_str(s, c->pg);
+	for (uint32_t k = 0; k < s->pg_status.n; k++) {
+		const struct cd_pgstat *p = &s->pg_status.v[k];
+		if (strcmp(cd_rank_str(s, p->pg), pg) != 0)
+			continue;
+		*by = CD_FLBY_PG_STATUS;
+		if (p->completed >= op)
+			return CD_FL_ENDED;
+		if (p->enqueued >= op)
+			return CD_FL_IN_FLIGHT;
+		break;
+	}
+	*by = CD_FLBY_NONE;
+	return CD_FL_UNKNOWN;
+}
+
+/* Were the ranks at pos still in their collective there, by their dumps?
+ * What told it when every rank whose dump can tell says in flight (one at
+ * least); CD_FLBY_NONE when none can tell or one says it ended. */
+static uint8_t waiting_by(const struct matcher *mt, const struct cd_crec *const *at,
+			  const int *has, int nhas)
+{
+	uint8_t by = CD_FLBY_NONE, b;
+	for (int h = 0; h < nhas; h++) {
+		enum cd_flight fl = cd_fr_flight(mt->pm->r[has[h]], at[has[h]], &b);
+		if (fl == CD_FL_ENDED)
+			return CD_FLBY_NONE;
+		if (fl == CD_FL_IN_FLIGHT && by == CD_FLBY_NONE)
+			by = b;
+	}
+	return by;
+}
+
+/* A hang finding at pos: the ranks at pos wait (others; the longest wait
+ * of those read from traces is its delay: a dump does not say when it was
+ * taken). */
+static struct cd_finding *new_hang(struct matcher *mt, const struct cd_crec *const *at,
+				   const int *has, int nhas, int64_t pos, int ref)
+{
+	struct cd_pm *pm = mt->pm;
+	struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
+	if (!f)
+		return NULL;
+	f->ref = ref;
+	f->ref_rec = at[ref];
+	for (int h = 0; h < nhas; h++) {
+		int i = has[h];
+		cd_vec_push(&f->others, i);
+		int64_t w = pm->r[i]->last_time - at[i]->time;
+		if (pm->r[i]->source == CD_SRC_TRACE && at[i]->time >= 0 &&
+		    pm->r[i]->last_time >= 0 && w > f->delay)
+			f->delay = w;
+	}
+	arrivals(mt, has, nhas, at, f);
+	f->flight_by = waiting_by(mt, at, has, nhas);
+	return f;
+}
+
 /* The ranks whose traces end before pos (list[0..nend)) leave the group.
  * They hang there (a finding, with the longest wait of the ranks at pos as
  * its delay) unless only ranks that already departed from the others
- * reached pos (they ran on alone). */
+ * reached pos (they ran on alone).  Members without any trace or dump
+ * hang at the first position where no rank was odd (nodd) and the dumps of
+ * the ranks there show it still in flight (findings.h). */
 static void record_hang(struct matcher *mt, const struct cd_crec *const *at, const int *has,
-			int nhas, const int *list, int nend, int64_t pos, int ref)
+			int nhas, const int *list, int nend, int64_t pos, int ref, int nodd)
 {
-	struct cd_pm *pm = mt->pm;
 	bool clean = false;
+	struct cd_finding *f = NULL;
 	for (int h = 0; h < nhas && !clean; h++)
 		clean = !mt->ln[has[h]].tainted;
-	for (int e = 0; nend && !clean && e < nend; e++)
-		mt->ln[list[e]].dead = true;
-	if (nend && clean) {
-		struct cd_finding *f = new_finding(pm, CD_FK_HANG, mt->pg, pos);
-		if (f) {
-			f->ref = ref;
-			f->ref_rec = at[ref];
-			for (int e = 0; e < nend; e++) {
-				cd_vec_push(&f->odd, list[e]);
-				cd_vec_push(&f->odd_rec, NULL);
-				mt->ln[list[e]].dead = true;
-			}
-			for (int h = 0; h < nhas; h++) {
-				int i = has[h];
-				cd_vec_push(&f->others, i);
-				int64_t w = pm->r[i]->last_time - at[i]->time;
-				if (at[i]->time >= 0 && pm->r[i]->last_time >= 0 && w > f->delay)
-					f->delay = w;
-			}
-			arrivals(mt, has, nhas, at, f);
+	if (nend && clean && (f = new_hang(mt, at, has, nhas, pos, ref))) {
+		for (int e = 0; e < nend; e++) {
+			cd_vec_push(&f->odd, list[e]);
+			cd_vec_push(&f->odd_rec, NULL);
 		}
 	}
+	for (int e = 0; e < nend; e++)
+		mt->ln[list[e]].dead = true;
+	if (!clean || nodd || !mt->nabsent || mt->absent_told ||
+	    waiting_by(mt, at, has, nhas) == CD_FLBY_NONE)
+		return;
+	if (!f && !(f = new_hang(mt, at, has, nhas, pos, ref)))
+		return;
+	for (int a = 0; a < mt->nabsent; a++)
+		cd_vec_push(&f->absent, mt->absent[a]);
+	mt->absent_told = true;
 }
 
 /* Match one process group position by position: who is at it, the
@@ -900,7 +1057,7 @@ static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, in
 		int ref = pick_ref(mt, at, has, nhas, &refk, pos);
 		const struct cd_crec *ref_rec = at[ref];
 		int nodd = classify_pos(mt, at, has, nhas, list, pos, ref, &refk, &nsame);
-		record_hang(mt, at, has, nhas, list, nend, pos, ref);
+		record_hang(mt, at, has, nhas, list, nend, pos, ref, nodd);
 		if (!nodd)
 			straggler(mt, pos, has, nhas, at, ref_rec, ref, scratch);
 		for (int s = 0; s < nsame; s++)
@@ -915,11 +1072,19 @@ static bool cd_pm_member(const struct cd_pm *pm, uint32_t pg, int64_t rank)
 {
 	if (pg >= pm->pg_n.n || pm->pg_n.v[pg] == UINT32_MAX)
 		return false;
-	const int64_t *v = pm->pg_members.v + pm->pg_off.v[pg];
-	return bsearch(&rank, v, pm->pg_n.v[pg], sizeof *v, cmp_i64) != NULL;
+	const struct cd_rrun *r = pm->pg_runs.v + pm->pg_off.v[pg];
+	for (uint32_t k = 0; k < pm->pg_n.v[pg]; k++, r++) {
+		if (rank == r->first)
+			return true;
+		if (r->step > 0 && rank > r->first && (rank - r->first) % r->step == 0 &&
+		    (rank - r->first) / r->step < r->n)
+			return true;
+	}
+	return false;
 }
 
-/* The members of every group, from the first trace that declares it. */
+/* The members of every group, from the first trace that declares it, as
+ * its runs (never expanded: a run stands for up to CD_RANKS_MAX ranks). */
 static bool group_members(struct cd_pm *pm)
 {
 	if (!cd_vec_reserve(&pm->pg_n, pm->g.count) || !cd_vec_reserve(&pm->pg_off, pm->g.count))
@@ -933,15 +1098,13 @@ static bool group_members(struct cd_pm *pm)
 			uint32_t g = cd_pm_gid(pm, i, s->pg_names.v[k]);
 			if (g == CD_NOID || pm->pg_n.v[g] != UINT32_MAX)
 				continue;
-			uint32_t off = pm->pg_members.n, cnt = s->pg_ranks_n.v[k];
-			if (!cd_vec_reserve(&pm->pg_members, off + cnt))
+			uint32_t off = pm->pg_runs.n, cnt = s->pg_runs_n.v[k];
+			if (cnt > UINT32_MAX - off || !cd_vec_reserve(&pm->pg_runs, off + cnt))
 				return false;
-			if (cnt) {
-				memcpy(pm->pg_members.v + off, s->pg_ranks.v + s->pg_ranks_off.v[k],
-				       cnt * sizeof *pm->pg_members.v);
-				qsort(pm->pg_members.v + off, cnt, sizeof *pm->pg_members.v, cmp_i64);
-			}
-			pm->pg_members.n = off + cnt;
+			if (cnt)
+				memcpy(pm->pg_runs.v + off, s->pg_runs.v + s->pg_runs_off.v[k],
+				       cnt * sizeof *pm->pg_runs.v);
+			pm->pg_runs.n = off + cnt;
 			pm->pg_off.v[g] = off;
 			pm->pg_n.v[g] = cnt;
 		}
@@ -949,13 +1112,175 @@ static bool group_members(struct cd_pm *pm)
 	return true;
 }
 
+/* Rank i's collectives by (group, seq, index) into ord.  A rank uses a few
+ * groups, each in seq order in its trace as a rule: its records are put
+ * group by group in trace order, and only a group found out of order is
+ * sorted (the same order a sort of them all gives, at a fraction of it). */
+static bool order_rank(const struct cd_pm *pm, int i, const struct cd_crec **ord)
+{
+	const struct cd_rank_summary *s = pm->r[i];
+	uint32_t g[16], cnt[16], ng = 0, n = s->colls.n;
+	struct pgseq *ks = malloc((n ? n : 1) * sizeof *ks);
+
+	if (!ks)
+		return false;
+	for (uint32_t k = 0; k < n; k++)
+		ks[k] = (struct pgseq){pm->tr[i][s->colls.v[k].pg], k, s->colls.v[k].seq};
+	for (uint32_t k = 0; k < n && ng <= 16; k++) {
+		uint32_t j = 0;
+		while (j < ng && g[j] != ks[k].pg)
+			j++;
+		if (j == ng && ng < 16) {
+			g[ng] = ks[k].pg;
+			cnt[ng++] = 0;
+		} else if (j == ng) {
+			ng = 17;   /* many groups: sort them all */
+			break;
+		}
+		cnt[j]++;
+	}
+	if (ng > 16) {
+		qsort(ks, n, sizeof *ks, cmp_pgseq);
+		for (uint32_t k = 0; k < n; k++)
+			ord[k] = &s->colls.v[ks[k].idx];
+		free(ks);
+		return true;
+	}
+	/* the groups by id, then each one's records in trace order */
+	for (uint32_t a = 1; a < ng; a++)
+		for (uint32_t b = a; b > 0 && g[b - 1] > g[b]; b--) {
+			uint32_t t = g[b]; g[b] = g[b - 1]; g[b - 1] = t;
+			t = cnt[b]; cnt[b] = cnt[b - 1]; cnt[b - 1] = t;
+		}
+	uint32_t at[16];
+	for (uint32_t j = 0, o = 0; j < ng; o += cnt[j++])
+		at[j] = o;
+	struct pgseq *sorted = malloc((n ? n : 1) * sizeof *sorted);
+	if (!sorted) {
+		free(ks);
+		return false;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t j = 0;
+		while (g[j] != ks[k].pg)
+			j++;
+		sorted[at[j]++] = ks[k];
+	}
+	for (uint32_t j = 0, o = 0; j < ng; o += cnt[j++]) {
+		bool in_order = true;
+		for (uint32_t k = o + 1; k < o + cnt[j] && in_order; k++)
+			in_order = sorted[k - 1].seq <= sorted[k].seq;
+		if (!in_order)
+			qsort(sorted + o, cnt[j], sizeof *sorted, cmp_pgseq);
+	}
+	for (uint32_t k = 0; k < n; k++)
+		ord[k] = &s->colls.v[sorted[k].idx];
+	free(sorted);
+	free(ks);
+	return true;
+}
+
+/* One rank's collectives of one group: ord[i][start .. start + n), its
+ * records in (group, seq) order. */
+struct seg {
+	uint32_t pg, start, n;
+	int i;
+};
+
+/* Every rank's segments (ord[i] is by group, then seq), by group and
+ * within a group by rank: *first (g.count + 1 entries) gives where each
+ * group's begin.  NULL when out of memory. */
+static struct seg *group_segments(const struct cd_pm *pm, const struct cd_crec *const *const *ord,
+				  uint32_t *nsegs,
+				  uint32_t **first)
+{
+	CD_VEC(struct seg) v = {0};
+	struct seg *out = NULL;
+	uint32_t *at = NULL;
+
+	*first = calloc((size_t)pm->g.count + 1, sizeof **first);
+	if (!*first)
+		return NULL;
+	for (int i = 0; i < pm->n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		for (uint32_t a = 0, b; a < s->colls.n; a = b) {
+			uint32_t pg = pm->tr[i][ord[i][a]->pg];
+			for (b = a + 1; b < s->colls.n && pm->tr[i][ord[i][b]->pg] == pg; b++)
+				;
+			struct seg g = {pg, a, b - a, i};
+			if (pg >= pm->g.count || !cd_vec_push(&v, g))
+				goto out;
+			(*first)[pg + 1]++;
+		}
+	}
+	for (uint32_t k = 0; k < pm->g.count; k++)
+		(*first)[k + 1] += (*first)[k];
+	out = malloc((v.n ? v.n : 1) * sizeof *out);
+	at = malloc(((size_t)pm->g.count + 1) * sizeof *at);
+	if (!out || !at) {
+		free(out);
+		out = NULL;
+		goto out;
+	}
+	memcpy(at, *first, ((size_t)pm->g.count + 1) * sizeof *at);
+	for (uint32_t k = 0; k < v.n; k++)   /* stable: ranks stay in order */
+		out[at[v.v[k].pg]++] = v.v[k];
+	*nsegs = v.n;
+out:
+	free(at);
+	cd_vec_free(&v);
+	if (!out) {
+		free(*first);
+		*first = NULL;
+	}
+	return out;
+}
+
+/* The ranks compared that are members of group pg (its runs) but issued
+ * nothing in it: each gets an empty lane in mt->act.  Returns whether it
+ * added any (mt->act is then out of order). */
+static bool member_lanes(struct matcher *mt, uint32_t pg, const struct cd_crec **const *ord,
+			 uint32_t *stamp)
+{
+	const struct cd_pm *pm = mt->pm;
+	bool added = false;
+
+	if (pg >= pm->pg_n.n || pm->pg_n.v[pg] == UINT32_MAX)
+		return false;
+	for (uint32_t k = 0; k < pm->pg_n.v[pg]; k++) {
+		const struct cd_rrun *r = &pm->pg_runs.v[pm->pg_off.v[pg] + k];
+		int64_t last = r->n > 1 && r->step > 0 ? r->first + (int64_t)(r->n - 1) * r->step
+						       : r->first;
+		int lo = 0, hi = pm->n;   /* the first rank at or above r->first */
+		while (lo < hi) {
+			int mid = lo + (hi - lo) / 2;
+			if (pm->r[mid]->rank < r->first)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (int i = lo; i < pm->n && pm->r[i]->rank <= last; i++) {
+			int64_t d = pm->r[i]->rank - r->first;
+			if ((r->step > 0 ? d % r->step : d) != 0 || stamp[i] == pg + 1)
+				continue;
+			stamp[i] = pg + 1;
+			mt->ln[i] = (struct lane){.rec = ord[i], .n = 0, .resume = INT64_MIN};
+			mt->act[mt->nact++] = i;
+			added = true;
+		}
+	}
+	return added;
+}
+
 static bool find_findings(struct cd_pm *pm)
 {
 	int n = pm->n;
 	bool ok = false;
 	struct matcher mt = {.pm = pm};
-	uint32_t **ord = calloc((size_t)(n ? n : 1), sizeof *ord);
-	uint32_t *pos = calloc((size_t)(n ? n : 1), sizeof *pos);
+	const struct cd_crec ***ord = calloc((size_t)(n ? n : 1), sizeof *ord);
+	struct seg *segs = NULL;
+	uint32_t nsegs = 0, *first = NULL, *stamp = NULL;
+	int64_t *trim_next = NULL;   /* by group: the first position every rank holds */
 	const struct cd_crec **at = calloc((size_t)(n ? n : 1), sizeof *at);
 	int *has = calloc((size_t)(n ? n : 1), sizeof *has);
 	int *list = calloc((size_t)(n ? n : 1), sizeof *list);
@@ -963,69 +1288,79 @@ static bool find_findings(struct cd_pm *pm)
 	mt.ln = calloc((size_t)(n ? n : 1), sizeof *mt.ln);
 	mt.act = calloc((size_t)(n ? n : 1), sizeof *mt.act);
 	mt.uneven = calloc(pm->g.count ? pm->g.count : 1, 1);
-	if (!ord || !pos || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act)
+	mt.absent = calloc(pm->missing.n ? pm->missing.n : 1, sizeof *mt.absent);
+	if (!ord || !at || !has || !list || !scratch || !mt.ln || !mt.uneven || !mt.act ||
+	    !mt.absent)
 		goto out;
 	for (uint32_t k = 0; k < pm->g.count; k++)
 		mt.uneven[k] = sizes_may_differ(cd_intern_str(&pm->g, k));
+	/* a bounded trace dropped its group's collectives up to trim_seq */
+	for (int i = 0; i < n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		for (uint32_t k = 0; k < s->trim_pg.n; k++) {
+			uint32_t g = cd_pm_gid(pm, i, s->trim_pg.v[k]);
+			if (g >= pm->g.count)
+				continue;
+			if (!trim_next) {
+				if (!(trim_next = malloc(pm->g.count * sizeof *trim_next)))
+					goto out;
+				for (uint32_t j = 0; j < pm->g.count; j++)
+					trim_next[j] = INT64_MIN;
+			}
+			if (s->trim_seq.v[k] >= trim_next[g])
+				trim_next[g] = s->trim_seq.v[k] + 1;
+		}
+	}
 	/* each rank's collectives by (group, seq) */
 	for (int i = 0; i < n; i++) {
 		const struct cd_rank_summary *s = pm->r[i];
 		ord[i] = malloc((s->colls.n ? s->colls.n : 1) * sizeof **ord);
 		if (!ord[i])
 			goto out;
-		struct pgseq *ks = malloc((s->colls.n ? s->colls.n : 1) * sizeof *ks);
-		if (!ks)
+		if (!order_rank(pm, i, ord[i]))
 			goto out;
-		for (uint32_t k = 0; k < s->colls.n; k++)
-			ks[k] = (struct pgseq){pm->tr[i][s->colls.v[k].pg], k, s->colls.v[k].seq};
-		qsort(ks, s->colls.n, sizeof *ks, cmp_pgseq);
-		for (uint32_t k = 0; k < s->colls.n; k++)
-			ord[i][k] = ks[k].idx;
-		free(ks);
 	}
+	/* each rank's collectives of one group are one segment of ord[i];
+	 * the segments by group (then rank), so that a group costs its own
+	 * ranks, not the job's */
+	if (!(segs = group_segments(pm, (const struct cd_crec *const *const *)ord, &nsegs,
+				    &first)) ||
+	    !(stamp = calloc((size_t)(n ? n : 1), sizeof *stamp)))
+		goto out;
 	/* group by group, in the order of their global ids */
-	for (;;) {
-		uint32_t pg = CD_NOID;
-		for (int i = 0; i < n; i++)
-			if (pos[i] < pm->r[i]->colls.n) {
-				uint32_t p = pm->tr[i][pm->r[i]->colls.v[ord[i][pos[i]]].pg];
-				if (pg == CD_NOID || p < pg)
-					pg = p;
-			}
-		if (pg == CD_NOID)
-			break;
+	for (uint32_t pg = 0; pg < pm->g.count; pg++) {
+		if (first[pg] == first[pg + 1])
+			continue;   /* no rank issued a collective in it */
 		mt.pg = pg;
-		mt.next = INT64_MIN;
 		/* bounded traces: compare only what every rank still holds */
-		for (int i = 0; i < n; i++) {
-			const struct cd_rank_summary *s = pm->r[i];
-			for (uint32_t k = 0; k < s->trim_pg.n; k++)
-				if (cd_pm_gid(pm, i, s->trim_pg.v[k]) == pg && s->trim_seq.v[k] >= mt.next)
-					mt.next = s->trim_seq.v[k] + 1;
-		}
-		for (int i = 0; i < n; i++) {
-			const struct cd_rank_summary *s = pm->r[i];
-			uint32_t e = pos[i];
-			while (e < s->colls.n && pm->tr[i][s->colls.v[ord[i][e]].pg] == pg)
-				e++;
-			mt.ln[i] = (struct lane){.idx = ord[i] + pos[i], .n = e - pos[i],
-						 .resume = INT64_MIN};
-			pos[i] = e;
+		mt.next = trim_next ? trim_next[pg] : INT64_MIN;
+		mt.nact = 0;
+		for (uint32_t k = first[pg]; k < first[pg + 1]; k++) {
+			const struct seg *g = &segs[k];
+			mt.ln[g->i] = (struct lane){.rec = ord[g->i] + g->start, .n = g->n,
+						    .resume = INT64_MIN};
+			stamp[g->i] = pg + 1;
+			mt.act[mt.nact++] = g->i;
 		}
 		/* a rank that is a member but issued nothing in this group hangs at
 		 * its first collective; a rank that is not a member is left out */
-		mt.nact = 0;
-		for (int i = 0; i < n; i++)
-			if (mt.ln[i].n > 0 || cd_pm_member(pm, pg, pm->r[i]->rank))
-				mt.act[mt.nact++] = i;
+		if (member_lanes(&mt, pg, ord, stamp))
+			qsort(mt.act, (size_t)mt.nact, sizeof *mt.act, cmp_int);
+		mt.nabsent = absent_members(pm, pg, mt.absent);
+		mt.absent_told = false;
 		match_pg(&mt, at, has, list, scratch);
+		for (int k = 0; k < mt.nact; k++)
+			mt.ln[mt.act[k]] = (struct lane){0};
 	}
 	ok = true;
 out:
+	free(segs);
+	free(first);
+	free(stamp);
+	free(trim_next);
 	for (int i = 0; ord && i < n; i++)
-		free(ord[i]);
+		free((void *)ord[i]);
 	free(ord);
-	free(pos);
 	free(at);
 	free(has);
 	free(list);
@@ -1033,6 +1368,7 @@ out:
 	free(mt.ln);
 	free(mt.act);
 	free(mt.uneven);
+	free(mt.absent);
 	return ok;
 }
 
@@ -1399,6 +1735,7 @@ void cd_pm_free(struct cd_pm *pm)
 		cd_vec_free(&pm->f.v[k].odd);
 		cd_vec_free(&pm->f.v[k].odd_rec);
 		cd_vec_free(&pm->f.v[k].others);
+		cd_vec_free(&pm->f.v[k].absent);
 	}
 	cd_vec_free(&pm->f);
 	for (uint32_t k = 0; k < pm->rows.n; k++)
@@ -1413,7 +1750,7 @@ void cd_pm_free(struct cd_pm *pm)
 	cd_vec_free(&pm->missing);
 	cd_vec_free(&pm->pg_n);
 	cd_vec_free(&pm->pg_off);
-	cd_vec_free(&pm->pg_members);
+	cd_vec_free(&pm->pg_runs);
 	free(pm->all);
 	free(pm->r);
 	memset(pm, 0, sizeof *pm);

@@ -16,6 +16,15 @@
  * the rest of that group: everything after its fault is a consequence.
  * A rank whose trace lacks seq N but holds a later one has a `gap`; a rank
  * whose trace ends before a position the others reached `hang`s there.
+ * Where every rank stopped at a position (nothing to realign against), a
+ * rank's own earlier collectives tell a skip: its previous step
+ * (CD_BY_HISTORY) or, for records without regions (Flight Recorder dumps),
+ * the period its collectives of the group repeat with (CD_BY_PATTERN).
+ *
+ * Dumps.  A rank that left no trace or dump at all (pm->missing) and is a
+ * member of a group (its member list, or the world group a dump names by
+ * desc "default_pg") `hang`s at the first position whose ranks' dumps all
+ * show it still in flight (cd_fr_flight), none ended, and no rank odd.
  *
  * Time.  Event times are t0 (the host's wall clock at the recorder's start,
  * unix ns) + t, so hosts are aligned by their clocks: a skew below late_ns
@@ -70,6 +79,15 @@ struct cd_finding {
 	int64_t basis_region;         /* history: the region of that rank's that showed it */
 	uint32_t basis_pg;            /* sibling: the group that showed it (id in pm->g) */
 	uint32_t basis_votes[2];      /* tie: the evidence for each side (sides' ranks' history) */
+	int64_t basis_period;         /* pattern: basis_rank's collectives of the group repeat
+				       * every this many ... */
+	int64_t basis_from, basis_to; /* ... over its seqs [from, to] ... */
+	int64_t basis_at;             /* ... and one period before seq it issued, at basis_at,
+				       * what the others issued at seq */
+	CD_VEC(int64_t) absent;       /* hang: members that left no trace or dump at all
+				       * (rank numbers, from pm->missing) */
+	uint8_t flight_by;            /* hang: what showed the waiting ranks still in the
+				       * collective (enum cd_flight_by) */
 };
 
 /* What decided a finding (cd_finding.basis). */
@@ -80,8 +98,25 @@ enum cd_basis {
 	CD_BY_OWN_STEPS,    /* tie: the ranks' own earlier steps at the same place in the step */
 	CD_BY_SIBLING,      /* tie: another group running the same modules at that position */
 	CD_BY_LOWEST,       /* tie with no evidence: the lowest rank's side is the reference */
+	CD_BY_PATTERN,      /* skip, records without regions (Flight Recorder dumps): the
+			     * odd rank's own collectives of the group repeat with a period
+			     * that held what was skipped, then what it issued instead
+			     * (every rank stopped there) */
 };
 extern const char *const cd_basis_names[];
+
+/* Was collective c of s still in flight when its Flight Recorder dump was
+ * taken?  Told by, in this order: the entry's state where the dump tracks
+ * states (NCCL: completed or not); else its "retired" (gloo keeps no
+ * states, but Flight Recorder retires an entry when its work ends, by
+ * completion or by an error); else the group's pg_status (enqueued but not
+ * completed; gloo's completion marks can lag).  Unknown for a collective
+ * no dump holds (a trace). */
+enum cd_flight { CD_FL_UNKNOWN, CD_FL_IN_FLIGHT, CD_FL_ENDED };
+enum cd_flight_by { CD_FLBY_NONE, CD_FLBY_STATE, CD_FLBY_RETIRED, CD_FLBY_PG_STATUS };
+extern const char *const cd_flight_by_names[];
+enum cd_flight cd_fr_flight(const struct cd_rank_summary *s, const struct cd_crec *c,
+			    uint8_t *by);
 
 /* A row of the per-module count table: a (module, direction, collective)
  * whose count differs between ranks over the regions every rank finished. */
@@ -112,9 +147,10 @@ struct cd_pm {
 	int64_t start;                /* job start: the earliest t0 (unix ns), 0 unknown */
 	int64_t late_ns;
 	bool bad, cut;
-	CD_VEC(uint32_t) pg_n;        /* per id in g: members of that group, UINT32_MAX: unknown */
-	CD_VEC(uint32_t) pg_off;      /* ... their offset in pg_members */
-	CD_VEC(int64_t) pg_members;
+	CD_VEC(uint32_t) pg_n;        /* per id in g: the runs of that group's members,
+				       * UINT32_MAX: unknown */
+	CD_VEC(uint32_t) pg_off;      /* ... their offset in pg_runs */
+	CD_VEC(struct cd_rrun) pg_runs;
 	struct cd_intern g;           /* strings of every rank */
 	uint32_t **tr;                /* per rank: summary string id -> id in g */
 	CD_VEC(struct cd_finding) f;  /* in report order: the first is the likeliest cause */
@@ -134,6 +170,10 @@ void cd_pm_free(struct cd_pm *pm);
 /* Whether the ranks differ: a finding, a duplicate or missing rank, or
  * per-module counts that differ (ranks and export exit 4). */
 bool cd_pm_differ(const struct cd_pm *pm);
+
+/* Is group pg (id in g) the world group by some dump (its entries' desc
+ * "default_pg")? */
+bool cd_pm_world_pg(const struct cd_pm *pm, uint32_t pg);
 
 /* Global id of summary string id of rank i. */
 static inline uint32_t cd_pm_gid(const struct cd_pm *pm, int i, uint32_t id)

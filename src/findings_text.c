@@ -7,30 +7,68 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_int(const void *a, const void *b)
+static int cmp_i64(const void *a, const void *b)
 {
-	int x = *(const int *)a, y = *(const int *)b;
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 	return x < y ? -1 : x > y;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+	while (b) {
+		int64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Four or more ranks evenly spaced by a step above 1 but for a few holes
+ * (a data-parallel group of a 2-D mesh, one rank of it odd):
+ * "2-8186 by 8 except 1234".  Returns false when v[0..n) is not so. */
+static bool text_strided(struct cd_out *o, const int64_t *v, uint32_t n)
+{
+	int64_t g = 0;
+	if (n < 4)
+		return false;
+	for (uint32_t i = 1; i < n; i++)
+		g = gcd64(v[i] - v[i - 1], g);
+	if (g <= 1)
+		return false;
+	int64_t holes = (v[n - 1] - v[0]) / g + 1 - (int64_t)n;
+	if (holes > 8 || holes * 4 > (int64_t)n)
+		return false;
+	cd_out_printf(o, "%" PRId64 "-%" PRId64 " by %" PRId64, v[0], v[n - 1], g);
+	for (uint32_t i = 1, k = 0; i < n; i++)
+		for (int64_t r = v[i - 1] + g; r < v[i]; r += g)
+			cd_out_printf(o, "%s%" PRId64, k++ ? "," : " except ", r);
+	return true;
+}
+
+void cd_text_rank_list(struct cd_out *o, const int64_t *v, uint32_t n)
+{
+	if (text_strided(o, v, n))
+		return;
+	for (uint32_t a = 0, b; a < n; a = b + 1) {
+		for (b = a; b + 1 < n && v[b + 1] == v[b] + 1; b++)
+			;
+		cd_out_printf(o, "%s%" PRId64, a ? "," : "", v[a]);
+		if (b > a)
+			cd_out_printf(o, "-%" PRId64, v[b]);
+	}
 }
 
 /* "rank 3" or "ranks 0-2,4-7" from indexes into pm->r (sorted by rank). */
 void cd_text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n)
 {
-	int *v = malloc((n ? n : 1) * sizeof *v);
+	int64_t *v = malloc((n ? n : 1) * sizeof *v);
 	if (!v)
 		return;
-	if (n) {
-		memcpy(v, idx, n * sizeof *v);
-		qsort(v, n, sizeof *v, cmp_int);
-	}
+	for (uint32_t k = 0; k < n; k++)
+		v[k] = pm->r[idx[k]]->rank;
+	qsort(v, n, sizeof *v, cmp_i64);
 	cd_out_str(o, n == 1 ? "rank " : "ranks ");
-	for (uint32_t a = 0, b; a < n; a = b + 1) {
-		for (b = a; b + 1 < n && pm->r[v[b + 1]]->rank == pm->r[v[b]]->rank + 1; b++)
-			;
-		cd_out_printf(o, "%s%" PRId64, a ? "," : "", pm->r[v[a]]->rank);
-		if (b > a)
-			cd_out_printf(o, "-%" PRId64, pm->r[v[b]]->rank);
-	}
+	cd_text_rank_list(o, v, n);
 	free(v);
 }
 
@@ -225,6 +263,39 @@ static void text_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd
 		cd_out_str(o, "; a tie that no earlier step or sibling group decides: the side of the "
 			      "lowest rank is taken as the reference");
 		break;
+	case CD_BY_PATTERN:
+		cd_out_printf(o, " (every rank stopped there; rank %" PRId64 "'s own collectives of pg "
+			      "%s repeat every %" PRId64 " over seq %" PRId64 "-%" PRId64 ", and at seq %"
+			      PRId64 " it issued that collective and, %" PRId64 " later, what it issued "
+			      "here)", bs->rank, cd_pm_str(pm, f->pg), f->basis_period, f->basis_from,
+			      f->basis_to, f->basis_at, f->count);
+		break;
+	default:
+		break;
+	}
+}
+
+/* "rank 2" or "ranks 2,5": members without any trace or dump */
+static void text_absent(struct cd_out *o, const struct cd_finding *f)
+{
+	cd_out_str(o, f->absent.n == 1 ? "rank " : "ranks ");
+	cd_text_rank_list(o, f->absent.v, f->absent.n);
+}
+
+/* How the waiting ranks' dumps show them still in the collective. */
+static void text_flight(struct cd_out *o, const struct cd_finding *f)
+{
+	switch (f->flight_by) {
+	case CD_FLBY_STATE:
+		cd_out_str(o, " (not completed in their dumps)");
+		break;
+	case CD_FLBY_RETIRED:
+		cd_out_str(o, " (not retired in their dumps: gloo keeps no states, but Flight "
+			      "Recorder retires an entry when its work ends)");
+		break;
+	case CD_FLBY_PG_STATUS:
+		cd_out_str(o, " (enqueued, not completed, by their dumps' pg_status)");
+		break;
 	default:
 		break;
 	}
@@ -299,7 +370,12 @@ void cd_finding_headline(struct cd_out *o, const struct cd_pm *pm, const struct 
 		text_basis(o, pm, f);
 		break;
 	case CD_FK_HANG:
-		cd_text_ranks(o, pm, f->odd.v, f->odd.n);
+		if (f->odd.n)
+			cd_text_ranks(o, pm, f->odd.v, f->odd.n);
+		if (f->odd.n && f->absent.n)
+			cd_out_str(o, " and ");
+		if (f->absent.n)
+			text_absent(o, f);
 		cd_out_str(o, " never reached ");
 		text_pos(o, pm, f);
 		cd_out_str(o, " ");
@@ -310,6 +386,14 @@ void cd_finding_headline(struct cd_out *o, const struct cd_pm *pm, const struct 
 		cd_text_ranks(o, pm, f->others.v, f->others.n);
 		cd_out_str(o, f->others.n == 1 ? " was" : " were");
 		cd_out_str(o, " waiting in");
+		text_flight(o, f);
+		if (f->absent.n) {
+			cd_out_str(o, "; ");
+			text_absent(o, f);
+			cd_out_printf(o, ", a member of pg %s%s, left no trace or dump", cd_pm_str(pm, f->pg),
+				      cd_pm_world_pg(pm, f->pg) ? " (the world group: desc default_pg)"
+								: "");
+		}
 		break;
 	case CD_FK_STRAGGLER:
 		cd_text_ranks(o, pm, f->odd.v, f->odd.n);

@@ -15,6 +15,9 @@
 
 /* "rank 3" or "ranks 0-2,4-7": idx[0..n) index pm->r. */
 void cd_text_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n);
+/* Rank numbers v[0..n) (ascending) without "ranks ": "0-2,4", or "2-8186
+ * by 8 except 1234" for four or more evenly spaced ones. */
+void cd_text_rank_list(struct cd_out *o, const int64_t *v, uint32_t n);
 /* "region 3 "step 3"" (the label from s), or "outside any region" (region < 0). */
 void cd_text_region(struct cd_out *o, const struct cd_rank_summary *s, int64_t region);
 /* "c10d.allreduce_ of 4096 bytes torch.float32" */

@@ -8,6 +8,7 @@
  * cd_fr_summarize when cd_fr_sniff_file says it is a dump.
  */
 #include "frdump.h"
+#include "reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -81,20 +82,8 @@ bool cd_fr_sniff(const uint8_t *d, size_t len)
 bool cd_fr_sniff_file(const char *path)
 {
 	uint8_t buf[64];
-	struct stat st;
-	bool yes = false;
-
-	if (strcmp(path, "-") == 0)
-		return false;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return false;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		ssize_t n = read(fd, buf, sizeof buf);
-		yes = n > 0 && cd_fr_sniff(buf, (size_t)n);
-	}
-	close(fd);
-	return yes;
+	long n = cd_reader_peek_file(path, buf, sizeof buf);
+	return n > 0 && cd_fr_sniff(buf, (size_t)n);
 }
 
 /* An int, or a string of one (the JSON dump writes pg_status as strings). */
@@ -222,7 +211,8 @@ static enum cd_status entry(const struct cd_pv *e, struct cd_fr_entry *x, size_t
 	x->coll = colon ? colon + 1 : x->profiling_name;
 	int64_t b;
 	x->is_p2p = cd_pv_int(cd_pv_get(e, "is_p2p"), &b) ? b != 0 : false;
-	x->retired = cd_pv_int(cd_pv_get(e, "retired"), &b) ? b != 0 : false;
+	x->has_retired = cd_pv_int(cd_pv_get(e, "retired"), &b);
+	x->retired = x->has_retired && b != 0;
 	x->state_text = str_or(cd_pv_get(e, "state"), "");
 	x->state = CD_FR_STATE_OTHER;
 	for (int s = 0; s < CD_FR_STATE_OTHER; s++)
@@ -610,6 +600,11 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 		fc.record_id = e->record_id;
 		fc.op_id = e->op_id;
 		fc.state = (uint8_t)e->state;
+		fc.retired = (int8_t)(e->has_retired ? e->retired : -1);
+		if (!s->fr_has_world_pg && c.pg != CD_NOID && strcmp(e->pg_desc, "default_pg") == 0) {
+			s->fr_has_world_pg = true;
+			s->fr_world_pg = c.pg;
+		}
 		fc.t_started = e->time_started_ns;
 		fc.t_completed = e->time_completed_ns;
 		fc.out_bytes = e->n_out ? tensor_bytes(e->out, e->n_out) : -1;
@@ -652,12 +647,7 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 			s->pg_conf_broken = true;
 			continue;   /* gloo's "" key: which group it is is unknown */
 		}
-		uint32_t off = s->pg_ranks.n;
-		for (uint32_t k = 0; k < c->n_ranks; k++)
-			cd_vec_push(&s->pg_ranks, c->ranks[k]);
-		cd_vec_push(&s->pg_names, sidz(s, c->name));
-		cd_vec_push(&s->pg_ranks_off, off);
-		cd_vec_push(&s->pg_ranks_n, s->pg_ranks.n - off);
+		cd_rank_add_pg(s, sidz(s, c->name), c->ranks, c->n_ranks);
 		if (strcmp(c->desc, "default_pg") == 0) {
 			s->has_world = true;
 			s->world_size = c->n_ranks;
@@ -685,7 +675,7 @@ static bool join_one(struct cd_rank_summary *t, struct cd_rank_summary *d)
 		const char *pg = cd_rank_str(t, c->pg);
 		struct cd_fr_crec fc = {.record_id = -1, .op_id = -1, .t_started = -1, .t_completed = -1,
 					.out_bytes = -1, .user_frame = UINT32_MAX,
-					.state = CD_FR_STATE_OTHER};
+					.state = CD_FR_STATE_OTHER, .retired = -1};
 		for (uint32_t k = 0; k < d->colls.n; k++) {
 			const struct cd_crec *e = &d->colls.v[k];
 			/* The recorder numbers every op of a pg, p2p included: FR's

@@ -62,6 +62,7 @@ struct cd_fr_entry {
 	const char *profiling_name;      /* "gloo:all_reduce", "nccl:send 0->1" */
 	const char *coll;                /* profiling_name after "backend:" */
 	bool is_p2p, retired;
+	bool has_retired;                /* the entry says whether it is retired */
 	enum cd_fr_state state;
 	const char *state_text;          /* as written */
 	int64_t time_created_ns;         /* -1: absent */
@@ -149,7 +150,10 @@ void cd_fr_dump_free(struct cd_fr_dump *d);
  * time_created_ns), in record order, each with a struct cd_fr_crec in
  * s->fr (record id, state, started/completed times, output bytes, its
  * frames in s->frames and the innermost one outside torch/).  p2p entries
- * are only counted (s->fr_p2p: FR numbers them apart).  pg_status goes to
+ * are only counted (s->fr_p2p: FR numbers them apart).  retired goes to
+ * fc.retired (-1 where the entry lacks it); the group whose entries'
+ * process_group desc is "default_pg" to s->fr_world_pg (gloo's pg_config
+ * does not say, its entries do).  pg_status goes to
  * s->pg_status; s->fr_states says whether any entry left "scheduled"
  * (gloo's never do).  pg_config gives the pg member lists; a "" key (gloo,
  * torch 2.14) sets s->pg_conf_broken.  World size: default_pg's members,

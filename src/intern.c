@@ -9,21 +9,43 @@ struct cd_intern_block {
 	char data[];
 };
 
+static inline uint64_t load8(const char *p)
+{
+	uint64_t w;
+	memcpy(&w, p, 8);
+	return w;
+}
+
+/* The n < 8 bytes at p in a word, every one of them (the tail of a longer
+ * string is loaded as its last 8 bytes instead: fixed-size loads only). */
+static inline uint64_t load_short(const char *p, uint32_t n)
+{
+	if (n >= 4) {
+		uint32_t a, b;
+		memcpy(&a, p, 4);
+		memcpy(&b, p + n - 4, 4);
+		return (uint64_t)b << 32 | a;
+	}
+	if (!n)
+		return 0;
+	return (uint64_t)(unsigned char)p[0] | (uint64_t)(unsigned char)p[n / 2] << 8 |
+	       (uint64_t)(unsigned char)p[n - 1] << 16;
+}
+
 static uint32_t hash(const char *p, uint32_t n)
 {
 	uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-	while (n >= 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-		h ^= h >> 32;
-		p += 8;
-		n -= 8;
+	if (n < 8) {
+		h ^= load_short(p, n);
+	} else {
+		const char *last = p + n - 8;   /* the last word, which may overlap the one before */
+		for (; p < last; p += 8) {
+			h = (h ^ load8(p)) * 0xFF51AFD7ED558CCDull;
+			h ^= h >> 32;
+		}
+		h ^= load8(last);
 	}
-	uint64_t w = 0;
-	if (n)
-		memcpy(&w, p, n);
-	h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+	h *= 0xC4CEB9FE1A85EC53ull;
 	h ^= h >> 29;
 	return (uint32_t)h;
 }
@@ -32,27 +54,19 @@ static uint32_t hash(const char *p, uint32_t n)
  * libc call per probe costs more than the compare. */
 static inline bool same(const char *a, const char *b, uint32_t n)
 {
-	while (n >= 8) {
-		uint64_t x, y;
-		memcpy(&x, a, 8);
-		memcpy(&y, b, 8);
-		if (x != y)
+	if (n < 8)   /* load_short takes every byte of a short string */
+		return load_short(a, n) == load_short(b, n);
+	for (uint32_t i = 0; i + 8 < n; i += 8)
+		if (load8(a + i) != load8(b + i))
 			return false;
-		a += 8;
-		b += 8;
-		n -= 8;
-	}
-	while (n--)
-		if (*a++ != *b++)
-			return false;
-	return true;
+	return load8(a + n - 8) == load8(b + n - 8);
 }
 
-uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
+/* The id of (p, n), whose hash is h, or CD_NOID. */
+static uint32_t find_h(const struct cd_intern *t, const char *p, uint32_t n, uint32_t h)
 {
 	if (!t->nslots)
 		return CD_NOID;
-	uint32_t h = hash(p, n);
 	for (uint32_t i = h & (t->nslots - 1);; i = (i + 1) & (t->nslots - 1)) {
 		uint32_t v = t->slots[i];
 		if (!v)
@@ -61,6 +75,11 @@ uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
 		if (it->hash == h && it->n == n && same(it->p, p, n))
 			return v - 1;
 	}
+}
+
+uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n)
+{
+	return t->nslots ? find_h(t, p, n, hash(p, n)) : CD_NOID;
 }
 
 static bool rehash(struct cd_intern *t, uint32_t nslots)
@@ -84,7 +103,13 @@ static bool rehash(struct cd_intern *t, uint32_t nslots)
 static char *pool_copy(struct cd_intern *t, const char *p, uint32_t n)
 {
 	if (!t->pool || t->pool_used + n + 1 > t->pool->size) {
-		size_t size = n + 1 > 65536 ? n + 1 : 65536;
+		/* blocks double from 512 bytes to 64 KiB: a table of a few
+		 * names (a rank's summary, thousands of them) stays small */
+		size_t size = t->pool ? t->pool->size * 2 : 512;
+		if (size > 65536)
+			size = 65536;
+		if (size < (size_t)n + 1)
+			size = (size_t)n + 1;
 		struct cd_intern_block *b = malloc(sizeof *b + size);
 		if (!b)
 			return NULL;
@@ -102,9 +127,10 @@ static char *pool_copy(struct cd_intern *t, const char *p, uint32_t n)
 	return d;
 }
 
-uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
+/* (p, n), whose hash is h, added if new. */
+static uint32_t intern_h(struct cd_intern *t, const char *p, uint32_t n, uint32_t h)
 {
-	uint32_t id = cd_intern_find(t, p, n);
+	uint32_t id = find_h(t, p, n, h);
 	if (id != CD_NOID)
 		return id;
 	if ((t->count + 1) * 2 > t->nslots && !rehash(t, t->nslots ? t->nslots * 2 : 64))
@@ -121,7 +147,6 @@ uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
 	char *d = pool_copy(t, p, n);
 	if (!d)
 		return CD_NOID;
-	uint32_t h = hash(p, n);
 	id = t->count++;
 	t->items[id].p = d;
 	t->items[id].n = n;
@@ -131,6 +156,16 @@ uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
 		i = (i + 1) & (t->nslots - 1);
 	t->slots[i] = id + 1;
 	return id;
+}
+
+uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n)
+{
+	return intern_h(t, p, n, hash(p, n));
+}
+
+uint32_t cd_intern_from(struct cd_intern *t, const struct cd_intern *from, uint32_t id)
+{
+	return intern_h(t, from->items[id].p, from->items[id].n, from->items[id].hash);
 }
 
 void cd_intern_free(struct cd_intern *t)

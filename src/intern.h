@@ -22,6 +22,9 @@ struct cd_intern {
 
 /* Id of (p, n), adding it if new; CD_NOID when out of memory. */
 uint32_t cd_intern(struct cd_intern *t, const char *p, uint32_t n);
+/* Id in t of string id of table from (added if new), without hashing it
+ * again; CD_NOID when out of memory. */
+uint32_t cd_intern_from(struct cd_intern *t, const struct cd_intern *from, uint32_t id);
 /* Id of (p, n) or CD_NOID when absent. */
 uint32_t cd_intern_find(const struct cd_intern *t, const char *p, uint32_t n);
 

@@ -14,6 +14,8 @@ void cd_out_init(struct cd_out *o, FILE *f)
 
 void cd_out_free(struct cd_out *o)
 {
+	if (o->spill)
+		fclose(o->spill);
 	free(o->buf);
 	free(o->stack);
 	memset(o, 0, sizeof *o);
@@ -28,10 +30,29 @@ static void drain(struct cd_out *o)
 	o->len = 0;
 }
 
+/* Held bytes past spill_at: into the temporary file. */
+static void spill(struct cd_out *o)
+{
+	if (!o->spill && !(o->spill = tmpfile())) {
+		o->spill_at = 0;   /* no file to be had: hold on in memory */
+		return;
+	}
+	if (o->len && !o->failed && fwrite(o->buf, 1, o->len, o->spill) != o->len) {
+		o->failed = true;
+		o->err_no = errno;
+	}
+	o->len = 0;
+}
+
 void cd_out_grow_(struct cd_out *o, size_t n)
 {
 	if (!o->hold && o->len >= FLUSH_AT / 2) {
 		drain(o);
+		if (o->cap - o->len >= n)
+			return;
+	}
+	if (o->hold && o->spill_at && o->len >= o->spill_at) {
+		spill(o);
 		if (o->cap - o->len >= n)
 			return;
 	}
@@ -63,6 +84,41 @@ enum cd_status cd_out_flush(struct cd_out *o, struct cd_err *err)
 void cd_out_discard(struct cd_out *o)
 {
 	o->len = 0;
+}
+
+void cd_out_spill_at(struct cd_out *o, size_t at)
+{
+	o->spill_at = at;
+}
+
+void cd_out_append(struct cd_out *dst, struct cd_out *src, size_t skip)
+{
+	if (src->failed && !dst->failed) {
+		dst->failed = true;
+		dst->err_no = src->err_no;
+	}
+	if (src->spill) {
+		char buf[1 << 16];
+		size_t got;
+		if (fflush(src->spill) != 0 || fseek(src->spill, 0, SEEK_SET) != 0) {
+			dst->failed = true;
+			dst->err_no = errno;
+		}
+		while (!dst->failed && (got = fread(buf, 1, sizeof buf, src->spill)) > 0) {
+			size_t k = skip < got ? skip : got;
+			skip -= k;
+			cd_out_write(dst, buf + k, got - k);
+		}
+		if (ferror(src->spill)) {
+			dst->failed = true;
+			dst->err_no = EIO;
+		}
+		fclose(src->spill);
+		src->spill = NULL;
+	}
+	if (skip < src->len)
+		cd_out_write(dst, src->buf + skip, src->len - skip);
+	src->len = 0;
 }
 
 void cd_out_printf(struct cd_out *o, const char *fmt, ...)
@@ -222,6 +278,38 @@ void cd_pj_raw(struct cd_out *o, const char *s, size_t n)
 	cd_out_write(o, s, n);
 }
 
+void cd_pj_raw_n(struct cd_out *o, const char *s, size_t n, uint64_t count)
+{
+	if (!count)
+		return;
+	cd_pj_raw(o, s, n);
+	if (--count == 0 || !o->depth)
+		return;
+	/* the rest: ",\n", the indent, the text, as item() and cd_pj_raw write
+	 * them (the container holds an item now) */
+	size_t indent = 4 * (size_t)o->depth, one = 2 + indent + n;
+	while (count && !o->failed) {
+		uint64_t k = count;
+		if (k > (FLUSH_AT + one - 1) / one)
+			k = (FLUSH_AT + one - 1) / one;   /* a buffer's worth at a time */
+		if (o->cap - o->len < k * one)
+			cd_out_grow_(o, k * one);
+		if (o->cap - o->len < k * one)
+			return;   /* out of memory: failed is set */
+		char *d = o->buf + o->len;
+		for (uint64_t i = 0; i < k; i++) {
+			d[0] = ',';
+			d[1] = '\n';
+			memset(d + 2, ' ', indent);
+			memcpy(d + 2 + indent, s, n);
+			d += one;
+		}
+		o->len += k * one;
+		o->stack[o->depth - 1].count += (uint32_t)k;
+		count -= k;
+	}
+}
+
 static void u_escape(struct cd_out *o, unsigned v)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -252,10 +340,45 @@ static unsigned utf8_next(const unsigned char **pp, const unsigned char *end)
 	return cp;
 }
 
+/* Are the 8 bytes at s all printable ASCII other than '"' and '\\' (none
+ * to escape)?  Word operations: a byte below 0x20 borrows into its high
+ * bit, '"', '\\' and 0x7F are zero bytes after an xor, and bytes from 0x80
+ * have it set already (they also spoil the borrow tests, but the answer is
+ * no then anyway). */
+static inline bool plain8(const char *s)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t w, q, b, d;
+	memcpy(&w, s, 8);
+	q = w ^ (ones * '"');
+	b = w ^ (ones * '\\');
+	d = w ^ (ones * 0x7F);
+	return !((((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) |
+		  ((d - ones) & ~d) | w) & high);
+}
+
 void cd_pj_escape(struct cd_out *o, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + n;
 
+	/* most strings need no escape: the quotes and the bytes in one go */
+	size_t plain = 0;
+	while (plain + 8 <= n && plain8(s + plain))
+		plain += 8;
+	while (plain < n && p[plain] >= 0x20 && p[plain] < 0x7F && p[plain] != '"' &&
+	       p[plain] != '\\')
+		plain++;
+	if (plain == n) {
+		if (o->cap - o->len < n + 2)
+			cd_out_grow_(o, n + 2);
+		if (o->cap - o->len < n + 2)
+			return;
+		o->buf[o->len] = '"';
+		memcpy(o->buf + o->len + 1, s, n);
+		o->buf[o->len + 1 + n] = '"';
+		o->len += n + 2;
+		return;
+	}
 	cd_out_write(o, "\"", 1);
 	while (p < end) {
 		const unsigned char *run = p;

@@ -21,6 +21,10 @@ struct cd_out {
 	bool hold;
 	bool failed;
 	int err_no;
+	/* held output past spill_at bytes (0: never) goes to spill, a
+	 * temporary file (cd_out_spill_at, cd_out_append) */
+	size_t spill_at;
+	FILE *spill;
 	/* pyjson state */
 	struct { uint32_t count; char close; } *stack;
 	uint32_t depth, stack_cap;
@@ -34,6 +38,15 @@ enum cd_status cd_out_flush(struct cd_out *o, struct cd_err *err);
 void cd_out_discard(struct cd_out *o);
 
 void cd_out_grow_(struct cd_out *o, size_t n);
+
+/* A held output (hold set) whose buffer is full with at least `at` bytes
+ * moves them to a temporary file and goes on, so that it does not stay in
+ * memory (the buffer starts at 1 MiB). */
+void cd_out_spill_at(struct cd_out *o, size_t at);
+/* Write what src holds (in its temporary file, then in memory) to dst,
+ * leaving out its first `skip` bytes; src is left empty.  A read error of
+ * the temporary file makes dst failed. */
+void cd_out_append(struct cd_out *dst, struct cd_out *src, size_t skip);
 
 static inline void cd_out_write(struct cd_out *o, const char *p, size_t n)
 {
@@ -84,6 +97,9 @@ static inline uint32_t cd_pj_depth(const struct cd_out *o)
 }
 /* A value written by the caller as raw JSON text (already escaped). */
 void cd_pj_raw(struct cd_out *o, const char *s, size_t n);
+/* count values, each the raw JSON text s: what count calls of cd_pj_raw
+ * write, with one reservation and one copy each. */
+void cd_pj_raw_n(struct cd_out *o, const char *s, size_t n, uint64_t count);
 /* Escape s as a JSON string the way Python's json module does. */
 void cd_pj_escape(struct cd_out *o, const char *s, size_t n);
 

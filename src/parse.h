@@ -14,6 +14,8 @@
 
 #include "event.h"
 
+struct cd_list_cache;
+
 struct cd_parser {
 	struct cd_arena arena;
 	void *tree;   /* general path: the cJSON tree of the last line */
@@ -21,6 +23,15 @@ struct cd_parser {
 	 * "params" lists, for reports that do not use them: their types and
 	 * keys are then not checked, by either parser. */
 	bool skip_detail;
+	/* cd_parse_line: the cJSON parser instead of the fast scanner */
+	bool general;
+	/* cd_parse_line's event, and the fields (bits 1 << enum cd_fid) its
+	 * last parse may have set: only those are cleared for the next line.
+	 * A zeroed parser is ready. */
+	struct cd_event ev;
+	uint64_t dirty;
+	/* the fast path: args and params lists met before (parse_fast.c) */
+	struct cd_list_cache *lcache;
 };
 
 /* line need not be NUL-terminated and excludes the newline.  On error
@@ -30,6 +41,13 @@ enum cd_status cd_parse_fast(struct cd_parser *ps, const char *line, size_t n,
 			     struct cd_event *e, struct cd_err *err);
 enum cd_status cd_parse_general(struct cd_parser *ps, const char *line, size_t n,
 				struct cd_event *e, struct cd_err *err);
+
+/* A stream of lines: the next one into the parser's own event, which *e
+ * points to (also on error; valid until the next call with ps).  The same
+ * result as cd_parse_fast (cd_parse_general when ps->general), without
+ * clearing the whole event for every line. */
+enum cd_status cd_parse_line(struct cd_parser *ps, const char *line, size_t n,
+			     const struct cd_event **e, struct cd_err *err);
 
 void cd_parser_free(struct cd_parser *ps);
 

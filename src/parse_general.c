@@ -66,14 +66,14 @@ static enum cd_status get_int(const cJSON *j, const char *key, int64_t *v, struc
 }
 
 static enum cd_status get_ints(struct cd_parser *ps, const cJSON *j, const char *key,
-			       const int64_t **out, uint32_t *n, struct cd_err *err)
+			       uint32_t max, const int64_t **out, uint32_t *n, struct cd_err *err)
 {
 	enum cd_status st;
 	int cnt = cJSON_GetArraySize(j);
 
 	if (!cJSON_IsArray(j))
 		return cd_fail(err, CD_ERR_TRACE, "field \"%s\" must be a list of integers", key);
-	if (cnt > CD_LIST_MAX)
+	if ((uint32_t)cnt > max)
 		return cd_fail(err, CD_ERR_TRACE, "field \"%s\" has too many entries", key);
 	int64_t *buf = cd_arena_alloc(&ps->arena, (size_t)(cnt ? cnt : 1) * sizeof *buf);
 	if (!buf)
@@ -128,11 +128,11 @@ static enum cd_status get_objs(struct cd_parser *ps, const cJSON *j, const char 
 			switch (sub) {
 			case CD_SUB_SHAPE:
 				if (kind == 'a') {
-					if ((st = get_ints(ps, f, "shape", &a->shape, &a->ndim, err)))
+					if ((st = get_ints(ps, f, "shape", CD_LIST_MAX, &a->shape, &a->ndim, err)))
 						return st;
 					a->has_shape = true;
 				} else {
-					if ((st = get_ints(ps, f, "shape", &p->shape, &p->ndim, err)))
+					if ((st = get_ints(ps, f, "shape", CD_LIST_MAX, &p->shape, &p->ndim, err)))
 						return st;
 					p->has_shape = true;
 				}
@@ -192,7 +192,9 @@ enum cd_status cd_parse_general(struct cd_parser *ps, const char *line, size_t n
 		err->column = 0;
 	cJSON *root = cJSON_ParseWithLengthOpts(line, n, &end, 0);
 	if (!root) {
-		const char *at = cJSON_GetErrorPtr();
+		/* where it failed: end (cJSON_GetErrorPtr is one for the whole
+		 * process, and other threads parse too) */
+		const char *at = end;
 		if (err && at && at >= line && at <= line + n)
 			err->column = (long long)(at - line) + 1;
 		return cd_fail(err, CD_ERR_FORMAT, "invalid JSON");
@@ -239,10 +241,10 @@ enum cd_status cd_parse_general(struct cd_parser *ps, const char *line, size_t n
 		case CD_FT_INTLIST:
 			if (f->id == CD_FI_SHAPE) {
 				e->have |= CD_F_SHAPE;
-				st = get_ints(ps, j, f->key, &e->shape, &e->nshape, err);
+				st = get_ints(ps, j, f->key, CD_LIST_MAX, &e->shape, &e->nshape, err);
 			} else {
 				e->have |= CD_F_RANKS;
-				st = get_ints(ps, j, f->key, &e->ranks, &e->nranks_list, err);
+				st = get_ints(ps, j, f->key, CD_RANKS_MAX, &e->ranks, &e->nranks_list, err);
 			}
 			if (st)
 				return st;

@@ -21,6 +21,7 @@ const char *const cd_end_names[] = {"closed", "abrupt", "cut", "empty", "error",
 struct build {
 	struct cd_rank_summary *s;
 	struct cd_trace_run *tr;
+	const struct cd_rank_hooks *h;   /* the caller's, called after ours; may be NULL */
 	CD_VEC(int64_t) pg_counter;      /* per pg string id: collectives seen (no seq field) */
 	uint64_t *slots;                 /* (module, coll, bw) -> index+1 in s->mods */
 	uint32_t nslots;
@@ -36,10 +37,9 @@ static uint32_t sidz(struct cd_rank_summary *s, const char *p)
 	return sid(s, p, strlen(p));
 }
 
-static void on_collective(void *ud, const struct cd_replay *r, const struct cd_event *e,
-			  uint32_t coll)
+static void summary_collective(struct build *b, const struct cd_replay *r,
+			       const struct cd_event *e, uint32_t coll)
 {
-	struct build *b = ud;
 	struct cd_rank_summary *s = b->s;
 	struct cd_crec c = {0};
 
@@ -124,9 +124,8 @@ static void on_end(struct build *b, const struct cd_event *e, const struct cd_re
 	}
 }
 
-static void after_event(void *ud, const struct cd_event *e, const struct cd_replay *r)
+static void summary_event(struct build *b, const struct cd_event *e, const struct cd_replay *r)
 {
-	struct build *b = ud;
 	struct cd_rank_summary *s = b->s;
 	char msg[160];
 
@@ -172,14 +171,67 @@ static void after_event(void *ud, const struct cd_event *e, const struct cd_repl
 			}
 		}
 	}
-	if (e->ev == CD_EV_PG && e->name.p) {
-		uint32_t off = s->pg_ranks.n;
-		for (uint32_t i = 0; i < e->nranks_list; i++)
-			cd_vec_push(&s->pg_ranks, e->ranks[i]);
-		cd_vec_push(&s->pg_names, sid(s, e->name.p, e->name.n));
-		cd_vec_push(&s->pg_ranks_off, off);
-		cd_vec_push(&s->pg_ranks_n, s->pg_ranks.n - off);
+	if (e->ev == CD_EV_PG && e->name.p)
+		cd_rank_add_pg(s, sid(s, e->name.p, e->name.n), e->ranks, e->nranks_list);
+}
+
+/* The replay's callbacks: the summary's, then the caller's hooks. */
+static void on_collective(void *ud, const struct cd_replay *r, const struct cd_event *e,
+			  uint32_t coll)
+{
+	struct build *b = ud;
+	summary_collective(b, r, e, coll);
+	if (b->h && b->h->on_collective)
+		b->h->on_collective(b->h->ud, r, e, coll);
+}
+
+static void after_event(void *ud, const struct cd_event *e, const struct cd_replay *r)
+{
+	struct build *b = ud;
+	summary_event(b, e, r);
+	if (b->h && b->h->after_event)
+		b->h->after_event(b->h->ud, e, r);
+}
+
+bool cd_rank_add_pg(struct cd_rank_summary *s, uint32_t name, const int64_t *ranks, uint32_t n)
+{
+	uint32_t off = s->pg_runs.n;
+	for (uint32_t i = 0; i < n;) {
+		struct cd_rrun r = {ranks[i], 0, 1};
+		/* a run only of ranks a trace can hold (0 .. CD_INT_MAX): its
+		 * step and last member cannot overflow */
+		if (i + 1 < n && ranks[i + 1] > ranks[i] && ranks[i] >= 0 &&
+		    ranks[i + 1] <= CD_INT_MAX) {
+			r.step = ranks[i + 1] - ranks[i];
+			while (i + r.n < n && ranks[i + r.n] <= CD_INT_MAX &&
+			       ranks[i + r.n] > ranks[i + r.n - 1] &&
+			       ranks[i + r.n] - ranks[i + r.n - 1] == r.step)
+				r.n++;
+		}
+		if (!cd_vec_push(&s->pg_runs, r)) {
+			s->pg_runs.n = off;
+			return false;
+		}
+		i += r.n;
 	}
+	if (!cd_vec_reserve(&s->pg_names, s->pg_names.n + 1) ||
+	    !cd_vec_reserve(&s->pg_runs_off, s->pg_runs_off.n + 1) ||
+	    !cd_vec_reserve(&s->pg_runs_n, s->pg_runs_n.n + 1)) {
+		s->pg_runs.n = off;
+		return false;
+	}
+	s->pg_names.v[s->pg_names.n++] = name;
+	s->pg_runs_off.v[s->pg_runs_off.n++] = off;
+	s->pg_runs_n.v[s->pg_runs_n.n++] = s->pg_runs.n - off;
+	return true;
+}
+
+uint64_t cd_rank_pg_size(const struct cd_rank_summary *s, uint32_t k)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < s->pg_runs_n.v[k]; i++)
+		n += s->pg_runs.v[s->pg_runs_off.v[k] + i].n;
+	return n;
 }
 
 static uint64_t mc_hash(int64_t region, uint32_t module, uint32_t coll, bool bw)
@@ -327,7 +379,14 @@ static bool name_rank(const char *path, int64_t *rank)
 
 void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_summary *s)
 {
-	struct build b = {.s = s};
+	cd_rank_summarize_with(path, general_parser, NULL, s, NULL);
+}
+
+enum cd_status cd_rank_summarize_with(const char *path, bool general_parser,
+				      const struct cd_rank_hooks *h, struct cd_rank_summary *s,
+				      struct cd_err *errp)
+{
+	struct build b = {.s = s, .h = h};
 	struct cd_replay rp;
 	struct cd_err err = {0};
 	struct cd_replay_opts ro = {.region_done = region_done, .on_collective = on_collective,
@@ -341,11 +400,16 @@ void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_sum
 	s->end_time = -1;
 	s->end_how = s->end_exc = s->end_msg = s->end_signame = CD_NOID;
 	s->path = strdup(path);
-	if (cd_replay_init(&rp, &ro, &err)) {
+	enum cd_status st = cd_replay_init(&rp, &ro, &err);
+	if (st) {
 		s->error = strdup(err.msg);
-		return;
+		if (errp)
+			*errp = err;
+		return st;
 	}
-	enum cd_status st = cd_trace_replay(path, &rp, &tr, &err);
+	st = cd_trace_replay(path, &rp, &tr, &err);
+	if (errp)
+		*errp = err;
 	if (st && !s->error) {   /* the first error in the file is the one told */
 		if (err.line > 0 && err.column > 0)
 			snprintf(msg, sizeof msg, "%lld:%lld: %s", err.line, err.column, err.msg);
@@ -398,6 +462,7 @@ void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_sum
 	cd_replay_free(&rp);
 	cd_vec_free(&b.pg_counter);
 	free(b.slots);
+	return st;
 }
 
 void cd_rank_summary_free(struct cd_rank_summary *s)
@@ -406,29 +471,48 @@ void cd_rank_summary_free(struct cd_rank_summary *s)
 	free(s->error);
 	cd_intern_free(&s->s);
 	cd_vec_free(&s->colls);
-	cd_vec_free(&s->mods);
+	if (!s->mods_borrowed)
+		cd_vec_free(&s->mods);
 	cd_vec_free(&s->rgn);
 	cd_vec_free(&s->stack);
 	cd_vec_free(&s->pg_names);
-	cd_vec_free(&s->pg_ranks_off);
-	cd_vec_free(&s->pg_ranks);
-	cd_vec_free(&s->pg_ranks_n);
+	cd_vec_free(&s->pg_runs_off);
+	cd_vec_free(&s->pg_runs_n);
+	cd_vec_free(&s->pg_runs);
 	cd_vec_free(&s->trim_pg);
 	cd_vec_free(&s->trim_seq);
 	cd_vec_free(&s->fr);
 	cd_vec_free(&s->frames);
 	cd_vec_free(&s->pg_status);
 	free(s->fr_path);
+	cd_rank_summary_free_extra(s);
+	for (uint32_t i = 0; i < s->nset; i++)
+		cd_rank_summary_free(&s->set[i]);
+	free(s->set);
 	memset(s, 0, sizeof *s);
+}
+
+void cd_rank_summary_free_extra(struct cd_rank_summary *s)
+{
+	if (s->free_extra)
+		s->free_extra(s->extra);
+	s->extra = NULL;
+	s->free_extra = NULL;
 }
 
 uint64_t cd_rank_summary_bytes(const struct cd_rank_summary *s)
 {
-	return s->s.bytes + (uint64_t)s->colls.cap * sizeof *s->colls.v +
-	       (uint64_t)s->mods.cap * sizeof *s->mods.v + (uint64_t)s->stack.cap * sizeof *s->stack.v +
+	uint64_t b = 0;
+	for (uint32_t i = 0; i < s->nset; i++)
+		b += cd_rank_summary_bytes(&s->set[i]);
+	return b + s->s.bytes + (uint64_t)s->colls.cap * sizeof *s->colls.v +
+	       (s->mods_borrowed ? 0 : (uint64_t)s->mods.cap * sizeof *s->mods.v) +
+	       (uint64_t)s->stack.cap * sizeof *s->stack.v +
 	       (uint64_t)s->rgn.cap * sizeof *s->rgn.v + (uint64_t)s->fr.cap * sizeof *s->fr.v +
 	       (uint64_t)s->frames.cap * sizeof *s->frames.v +
-	       (uint64_t)s->pg_status.cap * sizeof *s->pg_status.v;
+	       (uint64_t)s->pg_status.cap * sizeof *s->pg_status.v +
+	       (uint64_t)s->pg_runs.cap * sizeof *s->pg_runs.v +
+	       (uint64_t)(s->pg_names.cap + s->pg_runs_off.cap + s->pg_runs_n.cap) * sizeof(uint32_t);
 }
 
 const char *cd_rank_str(const struct cd_rank_summary *s, uint32_t id)

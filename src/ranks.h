@@ -21,6 +21,9 @@
 #include "status.h"
 #include "vec.h"
 
+struct cd_event;
+struct cd_replay;
+
 enum cd_phase { CD_PH_FORWARD, CD_PH_BACKWARD, CD_PH_RECOMPUTE };
 extern const char *const cd_phase_names[];
 
@@ -56,6 +59,14 @@ struct cd_modcount {
 struct cd_frame {
 	uint32_t module;
 	uint8_t phase;
+};
+
+/* Members of a process group, kept as runs: first, first + step, ...
+ * (n ranks), so that a group of every rank of a 100,000-rank job costs one
+ * run on each rank, not 100,000 numbers. */
+struct cd_rrun {
+	int64_t first, step;
+	uint32_t n;
 };
 
 /* How a trace ended.  A trace whose meta says "ends" (its recorder writes
@@ -95,6 +106,9 @@ struct cd_fr_crec {
 	uint32_t user_frame;              /* index in s->frames of the innermost frame
 					   * outside torch/, UINT32_MAX: none */
 	uint8_t state;                    /* enum cd_fr_state */
+	int8_t retired;                   /* 1: Flight Recorder retired it (its work
+					   * ended, by completion or by an error), 0: not
+					   * yet when the dump was taken, -1: not in the dump */
 };
 
 /* A Python stack frame of a dump (ids in s). */
@@ -141,9 +155,9 @@ struct cd_rank_summary {
 	bool rgn_sorted;                 /* ... which is by increasing region id */
 	CD_VEC(struct cd_frame) stack;   /* open modules at the end, outermost first */
 	CD_VEC(uint32_t) pg_names;       /* pg events: names ... */
-	CD_VEC(uint32_t) pg_ranks_off;   /* ... their member lists in pg_ranks */
-	CD_VEC(int64_t) pg_ranks;
-	CD_VEC(uint32_t) pg_ranks_n;
+	CD_VEC(uint32_t) pg_runs_off;    /* ... their members, as runs: from pg_runs.v[off] ... */
+	CD_VEC(uint32_t) pg_runs_n;      /* ... this many runs */
+	CD_VEC(struct cd_rrun) pg_runs;
 	/* a bounded trace (trim events): regions up to trim_region were dropped,
 	 * and of group trim_pg[k] the collectives up to trim_seq[k] */
 	int64_t trim_region;             /* 0: none */
@@ -159,6 +173,8 @@ struct cd_rank_summary {
 	uint32_t fr_p2p;                 /* p2p entries (not compared) */
 	bool fr_states;                  /* the dump tracks states (some entry started or
 					  * completed; gloo's stay "scheduled") */
+	bool fr_has_world_pg;            /* the dump names its world group: an entry's */
+	uint32_t fr_world_pg;            /* process_group desc "default_pg" (id in s) */
 	CD_VEC(struct cd_fr_crec) fr;    /* per collective, parallel to colls */
 	CD_VEC(struct cd_sframe) frames;
 	CD_VEC(struct cd_pgstat) pg_status;
@@ -169,6 +185,22 @@ struct cd_rank_summary {
 	bool fr_joined;
 	char *fr_path;                   /* the trace: its dump's path */
 	uint32_t fr_matched;             /* collectives found in both */
+	/* read from a summary file (summary.h): no trace to replay again */
+	bool from_summary;
+	/* a summary file holds many ranks: its reader gives the first as the
+	 * result and the others here, and cd_run_summaries makes them
+	 * summaries of their own in its array */
+	struct cd_rank_summary *set;
+	uint32_t nset;
+	bool no_rank;   /* ... or none at all (then this result is no rank either) */
+	/* mods.v belongs to another summary of the same summary file (ranks
+	 * that did the same things share their counts; never changed) */
+	bool mods_borrowed;
+	/* what a command kept of the trace beside its summary, read in the
+	 * same pass (export's timeline: export.h); s owns it:
+	 * cd_rank_summary_free calls free_extra(extra) when set */
+	void *extra;
+	void (*free_extra)(void *extra);
 };
 
 /* The dump's record of collective c of s (NULL for a trace). */
@@ -185,7 +217,36 @@ static inline const struct cd_fr_crec *cd_rank_fr(const struct cd_rank_summary *
  * before it.  general_parser: use the cJSON line parser.
  * Ownership: s owns everything it points to; free with cd_rank_summary_free. */
 void cd_rank_summarize(const char *path, bool general_parser, struct cd_rank_summary *s);
+
+/* The replay's callbacks, for a caller that reads more of the trace than
+ * the summary in the same pass: called (when set) after the summary's own
+ * for every event and every collective, with ud.  The replay and the
+ * event are the summary's: read them only. */
+struct cd_rank_hooks {
+	void (*after_event)(void *ud, const struct cd_event *e, const struct cd_replay *r);
+	void (*on_collective)(void *ud, const struct cd_replay *r, const struct cd_event *e,
+			      uint32_t coll);
+	void *ud;
+};
+
+/* cd_rank_summarize, with the caller's hooks h (NULL: none).  Returns
+ * the replay's status, and its error in *err (may be NULL): what
+ * s->error was made from, when it was (s->error also tells events after
+ * the end event, which the replay takes). */
+enum cd_status cd_rank_summarize_with(const char *path, bool general_parser,
+				      const struct cd_rank_hooks *h, struct cd_rank_summary *s,
+				      struct cd_err *err);
+
 void cd_rank_summary_free(struct cd_rank_summary *s);
+/* Free what s->extra holds now (done by cd_rank_summary_free too). */
+void cd_rank_summary_free_extra(struct cd_rank_summary *s);
+
+/* Add group name (an id in s) with its n members (in the order given) to
+ * s->pg_names and its runs.  Returns false when out of memory. */
+bool cd_rank_add_pg(struct cd_rank_summary *s, uint32_t name, const int64_t *ranks, uint32_t n);
+
+/* Members of the k-th group of s (the sum of its runs' n). */
+uint64_t cd_rank_pg_size(const struct cd_rank_summary *s, uint32_t k);
 
 /* Did the process behind a trace die (every end but a normal one, for the
  * traces that can tell)?  Legacy traces (no "ends") die only by their

@@ -39,6 +39,12 @@ static int cmp_int(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static void json_ranks(struct cd_out *o, const struct cd_pm *pm, const int *idx, uint32_t n)
 {
 	int *v = malloc((n ? n : 1) * sizeof *v);
@@ -503,8 +509,7 @@ static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 	}
 	if (pm->missing.n) {
 		cd_out_str(o, "missing ranks: ");
-		for (uint32_t i = 0; i < pm->missing.n; i++)
-			cd_out_printf(o, "%s%" PRId64, i ? "," : "", pm->missing.v[i]);
+		cd_text_rank_list(o, pm->missing.v, pm->missing.n);
 		cd_out_str(o, "\n");
 	}
 	for (uint32_t i = 0; i < pm->dups.n; i++)
@@ -548,6 +553,17 @@ static void json_basis(struct cd_out *o, const struct cd_pm *pm, const struct cd
 		cd_pj_int(o, f->basis_votes[1]);
 		cd_pj_end(o);
 	}
+	if (f->basis == CD_BY_PATTERN) {
+		cd_pj_key(o, "period");
+		cd_pj_int(o, f->basis_period);
+		cd_pj_key(o, "seqs");
+		cd_pj_begin_arr(o);
+		cd_pj_int(o, f->basis_from);
+		cd_pj_int(o, f->basis_to);
+		cd_pj_end(o);
+		cd_pj_key(o, "seq_before");
+		cd_pj_int(o, f->basis_at);
+	}
 	cd_pj_end(o);
 }
 
@@ -573,6 +589,13 @@ static void text_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 			      pm->r[f->last_rank]->rank, secs(pm, f->t_last));
 	text_groups(o, pm, f->odd.v, f->odd.n,
 		    f->kind == CD_FK_DIED ? text_state_died : text_state, "     ");
+	if (f->absent.n) {
+		cd_out_str(o, "     ");
+		cd_out_str(o, f->absent.n == 1 ? "rank " : "ranks ");
+		for (uint32_t k = 0; k < f->absent.n; k++)
+			cd_out_printf(o, "%s%" PRId64, k ? "," : "", f->absent.v[k]);
+		cd_out_str(o, ": no trace or dump to read\n");
+	}
 }
 
 /* ---- findings, as JSON ---- */
@@ -725,9 +748,35 @@ static void json_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 		cd_pj_end(o);
 		return;
 	}
-	json_ranks(o, pm, f->odd.v, f->odd.n);
+	if (f->absent.n) {
+		/* the ranks with a trace and those without any, by rank */
+		int64_t *v = malloc((f->odd.n + f->absent.n) * sizeof *v);
+		uint32_t nv = 0;
+		for (uint32_t k = 0; v && k < f->odd.n; k++)
+			v[nv++] = pm->r[f->odd.v[k]]->rank;
+		for (uint32_t k = 0; v && k < f->absent.n; k++)
+			v[nv++] = f->absent.v[k];
+		if (v)
+			qsort(v, nv, sizeof *v, cmp_i64);
+		cd_pj_begin_arr(o);
+		for (uint32_t k = 0; k < nv; k++)
+			cd_pj_int(o, v[k]);
+		cd_pj_end(o);
+		free(v);
+		cd_pj_key(o, "absent");
+		cd_pj_begin_arr(o);
+		for (uint32_t k = 0; k < f->absent.n; k++)
+			cd_pj_int(o, f->absent.v[k]);
+		cd_pj_end(o);
+	} else {
+		json_ranks(o, pm, f->odd.v, f->odd.n);
+	}
 	cd_pj_key(o, "others");
 	json_ranks(o, pm, f->others.v, f->others.n);
+	if (f->kind == CD_FK_HANG && f->flight_by != CD_FLBY_NONE) {
+		cd_pj_key(o, "in_flight_by");
+		cd_pj_cstr(o, cd_flight_by_names[f->flight_by]);
+	}
 	cd_pj_key(o, "pg");
 	cd_pj_cstr(o, cd_pm_str(pm, f->pg));
 	cd_pj_key(o, "seq");

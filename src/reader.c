@@ -1,16 +1,19 @@
 #include "reader.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
 #define NSLOTS 3
-#define CHUNK (1u << 20)
+#define CHUNK (1u << 18)
 
 enum slot_state { SLOT_FREE, SLOT_READY };
 
@@ -32,6 +35,8 @@ struct cd_reader {
 
 	pthread_t thread;
 	bool thread_started;
+	bool inline_mode;       /* no thread: cd_reader_next decompresses (cd_reader_set_inline) */
+	bool produced_all;      /* inline: the end or an error is published */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct slot slots[NSLOTS];
@@ -164,6 +169,36 @@ static bool grow(struct slot *s, size_t need)
 static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t target)
 {
 	while (s->len < target) {
+		if (!r->zstd) {
+			/* plain text: straight into the slot, the peeked bytes first */
+			if (r->peek_len) {
+				if (!grow(s, r->peek_len))
+					goto nomem;
+				memcpy(s->buf + s->len, r->peek, r->peek_len);
+				s->len += r->peek_len;
+				r->peek_len = 0;
+				continue;
+			}
+			if (r->in_eof)
+				return CD_END;
+			if (!grow(s, CHUNK / 4))
+				goto nomem;
+			size_t room = s->cap - s->len;
+			if (room > target - s->len)
+				room = target - s->len;
+			size_t got = fread(s->buf + s->len, 1, room, r->f);
+			s->len += got;
+			atomic_fetch_add(&r->file_bytes, got);
+			if (got < room) {
+				if (ferror(r->f)) {
+					snprintf(r->msg, sizeof r->msg, "read error after %llu bytes: %s",
+						 (unsigned long long)r->file_bytes, strerror(errno));
+					return CD_ERR_IO;
+				}
+				r->in_eof = feof(r->f);
+			}
+			continue;
+		}
 		if (r->in_pos == r->in_len) {
 			if (r->in_eof)
 				return CD_END;
@@ -174,15 +209,6 @@ static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t 
 			}
 			if (r->in_len == 0 && r->in_eof)
 				return CD_END;
-		}
-		if (!r->zstd) {
-			size_t n = r->in_len - r->in_pos;
-			if (!grow(s, n))
-				goto nomem;
-			memcpy(s->buf + s->len, r->in + r->in_pos, n);
-			s->len += n;
-			r->in_pos = r->in_len;
-			continue;
 		}
 		if (!grow(s, CHUNK / 4))
 			goto nomem;
@@ -244,99 +270,113 @@ static void too_long(struct cd_reader *r, size_t at)
 		       r->zstd ? "decompressed data" : "file");
 }
 
+/* Fill the next slot with whole lines and publish it; false when there is
+ * nothing more to do (the end or an error was published, or stop). */
+static bool produce_slot(struct cd_reader *r)
+{
+	struct slot *s = wait_free(r);
+	if (!s)
+		return false;
+	s->len = 0;
+	s->status = CD_OK;
+	if (r->carry_len) {
+		if (!grow(s, r->carry_len)) {
+			publish_status(r, CD_ERR_NOMEM, "out of memory");
+			return false;
+		}
+		memcpy(s->buf, r->carry, r->carry_len);
+		s->len = r->carry_len;
+		r->carry_len = 0;
+	}
+	/* The slot starts with a line (carry holds no newline); each
+	 * produce_bytes call adds at most about a chunk.  So a line
+	 * longer than the limit is the slot's first line or, at the
+	 * end of input, its last one. */
+	size_t carried = s->len;
+	size_t scan_from = s->len;
+	size_t target = s->len + CHUNK;
+	enum cd_status st;
+	const char *nl;
+	for (;;) {
+		st = produce_bytes(r, s, target);
+		nl = last_newline(s, scan_from);
+		if (nl || st != CD_OK)
+			break;
+		/* one line longer than a chunk: keep reading into this slot */
+		if (s->len > CD_MAX_LINE) {
+			too_long(r, 0);
+			return false;
+		}
+		scan_from = s->len;
+		target = s->len + CHUNK;
+	}
+	if (st == CD_OK || st == CD_END) {
+		size_t first = s->len;  /* end of the first line */
+		if (nl && s->len > CD_MAX_LINE) {
+			const char *f = memchr(s->buf + carried, '\n', s->len - carried);
+			first = (size_t)(f - s->buf);
+		}
+		size_t last = nl ? (size_t)(nl - s->buf) + 1 : 0; /* start of the last */
+		if (first > CD_MAX_LINE) {
+			too_long(r, 0);
+			return false;
+		}
+		if (st == CD_END && s->len - last > CD_MAX_LINE) {
+			too_long(r, last);
+			return false;
+		}
+	}
+	/* hand out whole lines; at the end of input, everything */
+	if (st != CD_END && nl) {
+		size_t keep = (size_t)(nl - s->buf) + 1;
+		size_t tail = s->len - keep;
+		if (tail) {
+			if (r->carry_cap < tail) {
+				char *nc = realloc(r->carry, tail);
+				if (!nc) {
+					publish_status(r, CD_ERR_NOMEM, "out of memory");
+					return false;
+				}
+				r->carry = nc;
+				r->carry_cap = tail;
+			}
+			memcpy(r->carry, s->buf + keep, tail);
+			r->carry_len = tail;
+		}
+		s->len = keep;
+	} else if (st != CD_END && st != CD_OK) {
+		s->len = 0; /* error before any complete line */
+	}
+	atomic_fetch_add(&r->data_bytes, s->len);
+	if (s->len)
+		publish(r, s);
+	if (st == CD_END) {
+		publish_status(r, CD_END, NULL);
+		return false;
+	}
+	if (st != CD_OK) {
+		publish_status(r, st, "%s", r->msg);
+		return false;
+	}
+	return true;
+}
+
 static void *producer(void *arg)
 {
 	struct cd_reader *r = arg;
-
-	for (;;) {
-		struct slot *s = wait_free(r);
-		if (!s)
-			return NULL;
-		s->len = 0;
-		s->status = CD_OK;
-		if (r->carry_len) {
-			if (!grow(s, r->carry_len)) {
-				publish_status(r, CD_ERR_NOMEM, "out of memory");
-				return NULL;
-			}
-			memcpy(s->buf, r->carry, r->carry_len);
-			s->len = r->carry_len;
-			r->carry_len = 0;
-		}
-		/* The slot starts with a line (carry holds no newline); each
-		 * produce_bytes call adds at most about a chunk.  So a line
-		 * longer than the limit is the slot's first line or, at the
-		 * end of input, its last one. */
-		size_t carried = s->len;
-		size_t scan_from = s->len;
-		size_t target = s->len + CHUNK;
-		enum cd_status st;
-		const char *nl;
-		for (;;) {
-			st = produce_bytes(r, s, target);
-			nl = last_newline(s, scan_from);
-			if (nl || st != CD_OK)
-				break;
-			/* one line longer than a chunk: keep reading into this slot */
-			if (s->len > CD_MAX_LINE) {
-				too_long(r, 0);
-				return NULL;
-			}
-			scan_from = s->len;
-			target = s->len + CHUNK;
-		}
-		if (st == CD_OK || st == CD_END) {
-			size_t first = s->len;  /* end of the first line */
-			if (nl && s->len > CD_MAX_LINE) {
-				const char *f = memchr(s->buf + carried, '\n', s->len - carried);
-				first = (size_t)(f - s->buf);
-			}
-			size_t last = nl ? (size_t)(nl - s->buf) + 1 : 0; /* start of the last */
-			if (first > CD_MAX_LINE) {
-				too_long(r, 0);
-				return NULL;
-			}
-			if (st == CD_END && s->len - last > CD_MAX_LINE) {
-				too_long(r, last);
-				return NULL;
-			}
-		}
-		/* hand out whole lines; at the end of input, everything */
-		if (st != CD_END && nl) {
-			size_t keep = (size_t)(nl - s->buf) + 1;
-			size_t tail = s->len - keep;
-			if (tail) {
-				if (r->carry_cap < tail) {
-					char *nc = realloc(r->carry, tail);
-					if (!nc) {
-						publish_status(r, CD_ERR_NOMEM, "out of memory");
-						return NULL;
-					}
-					r->carry = nc;
-					r->carry_cap = tail;
-				}
-				memcpy(r->carry, s->buf + keep, tail);
-				r->carry_len = tail;
-			}
-			s->len = keep;
-		} else if (st != CD_END && st != CD_OK) {
-			s->len = 0; /* error before any complete line */
-		}
-		atomic_fetch_add(&r->data_bytes, s->len);
-		if (s->len)
-			publish(r, s);
-		if (st == CD_END) {
-			publish_status(r, CD_END, NULL);
-			return NULL;
-		}
-		if (st != CD_OK) {
-			publish_status(r, st, "%s", r->msg);
-			return NULL;
-		}
-	}
+	while (produce_slot(r))
+		;
+	return NULL;
 }
 
 /* ---- consumer ---- */
+
+static _Thread_local bool inline_here;
+
+void cd_reader_set_inline(bool on)
+{
+	inline_here = on;
+}
 
 enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct cd_err *err)
 {
@@ -386,11 +426,14 @@ enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct c
 			goto fail;
 		}
 	}
-	if (pthread_create(&r->thread, NULL, producer, r) != 0) {
-		st = cd_fail(err, CD_ERR_NOMEM, "cannot start the reader thread");
-		goto fail;
+	r->inline_mode = inline_here;
+	if (!r->inline_mode) {
+		if (pthread_create(&r->thread, NULL, producer, r) != 0) {
+			st = cd_fail(err, CD_ERR_NOMEM, "cannot start the reader thread");
+			goto fail;
+		}
+		r->thread_started = true;
 	}
-	r->thread_started = true;
 	*out = r;
 	return CD_OK;
 fail:
@@ -417,6 +460,12 @@ enum cd_status cd_reader_next(struct cd_reader *r, const char **buf, size_t *len
 		pthread_cond_broadcast(&r->cv);
 	}
 	struct slot *s = &r->slots[r->cons % NSLOTS];
+	if (r->inline_mode && s->state != SLOT_READY && !r->produced_all) {
+		/* the held slot is free again: fill the next one here */
+		pthread_mutex_unlock(&r->mu);
+		r->produced_all = !produce_slot(r);
+		pthread_mutex_lock(&r->mu);
+	}
 	while (s->state != SLOT_READY)
 		pthread_cond_wait(&r->cv, &r->mu);
 	r->cons++;
@@ -480,4 +529,20 @@ void cd_reader_close(struct cd_reader *r)
 	pthread_mutex_destroy(&r->mu);
 	pthread_cond_destroy(&r->cv);
 	free(r);
+}
+
+long cd_reader_peek_file(const char *path, void *buf, size_t n)
+{
+	struct stat st;
+	long got = -1;
+
+	if (strcmp(path, "-") == 0)
+		return -1;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		got = (long)read(fd, buf, n);
+	close(fd);
+	return got;
 }

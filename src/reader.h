@@ -20,8 +20,9 @@
 
 struct cd_reader;
 
-/* Open path ("-" for standard input) and start the reader thread.
- * On success *out must be released with cd_reader_close(). */
+/* Open path ("-" for standard input) and start the reader thread (none in
+ * inline mode, below).  On success *out must be released with
+ * cd_reader_close(). */
 enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct cd_err *err);
 
 /* The next chunk: CD_OK with *buf and *len set (valid until the next call),
@@ -44,5 +45,18 @@ uint64_t cd_reader_file_bytes(const struct cd_reader *r);
 uint64_t cd_reader_data_bytes(const struct cd_reader *r);
 
 void cd_reader_close(struct cd_reader *r);
+
+/* Inline mode for the readers the calling thread opens from now on: no
+ * thread of their own, cd_reader_next reads and decompresses the next
+ * chunk itself.  For a thread that is one of several reading inputs side by
+ * side (the runner, run.c, with more inputs than threads), where the
+ * handing over of chunks between two threads only costs. */
+void cd_reader_set_inline(bool on);
+
+/* Up to n of the first bytes of the regular file at path into buf, without
+ * blocking (a FIFO, a device, "-" are not read): how many, or -1 when it is
+ * not a regular file or cannot be read.  For telling inputs by their
+ * content. */
+long cd_reader_peek_file(const char *path, void *buf, size_t n);
 
 #endif

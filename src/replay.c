@@ -13,6 +13,7 @@
 #include "replay.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GLOBAL 0u
@@ -108,6 +109,58 @@ legacy:
 }
 
 /* ---- helpers ---- */
+
+/* The caches in front of the interning of op names and retained ops: most
+ * lines name one of a few dozen ops, and most retained ops repeat. */
+#define NAME_SLOTS 256
+#define REC_SLOTS 1024
+struct cd_replay_cache {
+	struct name_slot {
+		uint64_t head, tail;   /* the name's first and last 8 bytes (fewer: all) */
+		uint32_t n, id;        /* id CD_NOID: empty */
+	} names[NAME_SLOTS];
+	struct rec_slot {
+		struct cd_oprec rec;
+		uint32_t id;           /* CD_NOID: empty */
+	} recs[REC_SLOTS];
+};
+
+static struct cd_replay_cache *cache_of(struct cd_replay *r)
+{
+	if (!r->cache && (r->cache = malloc(sizeof *r->cache))) {
+		for (int i = 0; i < NAME_SLOTS; i++)
+			r->cache->names[i].id = CD_NOID;
+		for (int i = 0; i < REC_SLOTS; i++)
+			r->cache->recs[i].id = CD_NOID;
+	}
+	return r->cache;
+}
+
+/* Are the bytes of s between its first and last 8 those of a (whose first
+ * and last 8 bytes are known to be equal)? */
+static inline bool same_middle(const char *a, struct cd_str s)
+{
+	for (uint32_t i = 8; i + 8 < s.n; i += 8) {
+		uint64_t x, y;
+		memcpy(&x, a + i, 8);
+		memcpy(&y, s.p + i, 8);
+		if (x != y)
+			return false;
+	}
+	return true;
+}
+
+/* The first and last 8 bytes of s (for fewer, all of them, zero-filled). */
+static void name_words(struct cd_str s, uint64_t *head, uint64_t *tail)
+{
+	*head = *tail = 0;
+	if (s.n >= 8) {
+		memcpy(head, s.p, 8);
+		memcpy(tail, s.p + s.n - 8, 8);
+	} else {
+		memcpy(head, s.p, s.n);
+	}
+}
 
 static enum cd_status nomem(struct cd_err *err)
 {
@@ -431,12 +484,24 @@ static enum cd_status retain(struct cd_replay *r, struct cd_oprec rec, struct cd
 {
 	uint32_t id = r->last_rec_id;
 	if (id == CD_NOID || memcmp(&rec, &r->last_rec, sizeof rec) != 0) {
-		uint32_t before = r->opkeys.count;
-		id = cd_intern(&r->opkeys, (const char *)&rec, sizeof rec);
-		if (id == CD_NOID || id >= CD_OPS_RUN)
-			return nomem(err);
-		if (id == before && !cd_vec_push(&r->oprecs, rec))
-			return nomem(err);
+		struct cd_replay_cache *c = cache_of(r);
+		struct rec_slot *slot = NULL;
+		if (c) {
+			uint32_t h = (rec.op * 0x9E3779B1u ^ rec.argset * 0x85EBCA77u ^ rec.flags) *
+				     0xC2B2AE3Du;
+			slot = &c->recs[h >> 22];
+			id = slot->id;
+		}
+		if (!slot || id == CD_NOID || memcmp(&slot->rec, &rec, sizeof rec) != 0) {
+			uint32_t before = r->opkeys.count;
+			id = cd_intern(&r->opkeys, (const char *)&rec, sizeof rec);
+			if (id == CD_NOID || id >= CD_OPS_RUN)
+				return nomem(err);
+			if (id == before && !cd_vec_push(&r->oprecs, rec))
+				return nomem(err);
+			if (slot)
+				*slot = (struct rec_slot){rec, id};
+		}
 		r->last_rec = rec;
 		r->last_rec_id = id;
 	}
@@ -697,10 +762,24 @@ static uint32_t argset_id(struct cd_replay *r, const struct cd_event *e, struct 
 
 static uint32_t op_id(struct cd_replay *r, struct cd_str name)
 {
+	struct cd_replay_cache *rc = cache_of(r);
+	struct name_slot *slot = NULL;
+	uint64_t head = 0, tail = 0;
+	if (rc) {
+		name_words(name, &head, &tail);
+		uint64_t h = (head ^ tail * 0x9E3779B97F4A7C15ull ^ name.n) * 0xFF51AFD7ED558CCDull;
+		slot = &rc->names[h >> 56];
+		if (slot->id != CD_NOID && slot->n == name.n && slot->head == head &&
+		    slot->tail == tail && same_middle(cd_intern_str(&r->ops, slot->id), name))
+			return slot->id;
+	}
 	uint32_t before = r->ops.count;
 	uint32_t id = cd_intern(&r->ops, name.p, name.n);
-	if (id == CD_NOID || id < before)
+	if (id == CD_NOID || id < before) {
+		if (id != CD_NOID && slot)
+			*slot = (struct name_slot){head, tail, name.n, id};
 		return id;
+	}
 	char buf[128];
 	uint32_t cn = 0;
 	const char *c = collective_name(name.p, name.n, &cn, buf, sizeof buf);
@@ -712,6 +791,8 @@ static uint32_t op_id(struct cd_replay *r, struct cd_str name)
 	}
 	if (!cd_vec_push(&r->opinfo, info))
 		return CD_NOID;
+	if (slot)
+		*slot = (struct name_slot){head, tail, name.n, id};
 	return id;
 }
 
@@ -946,6 +1027,7 @@ void cd_replay_free(struct cd_replay *r)
 	cd_vec_free(&r->outside);
 	cd_vec_free(&r->outside_src);
 	free(r->scratch);
+	free(r->cache);
 	cd_intern_free(&r->mods);
 	cd_intern_free(&r->ops);
 	cd_intern_free(&r->colls);

@@ -116,6 +116,7 @@ struct cd_shard_ref {
 };
 
 struct cd_replay;
+struct cd_replay_cache;
 
 struct cd_replay_opts {
 	bool retain_ops;         /* keep op lists (noise >= 1) */
@@ -155,6 +156,9 @@ struct cd_replay {
 	CD_VEC(struct cd_oprec) oprecs;  /* by opkeys id */
 	struct cd_oprec last_rec; /* the last op retained, and its oprecs id */
 	uint32_t last_rec_id;
+	/* Small direct-mapped caches in front of ops and opkeys (each entry
+	 * is checked in full before it is used); NULL until the first op. */
+	struct cd_replay_cache *cache;
 	char *scratch;
 	size_t scratch_cap;
 

@@ -54,6 +54,12 @@ struct cd_run_opts {
 	const struct cd_run_reader *reader;
 	int jobs;                  /* threads; 0: one per core (at most CD_RUN_MAX_JOBS) */
 	bool general_parser;       /* the trace reader: the cJSON line parser */
+	/* the trace reader: how a commdebug trace (not a dump or a summary
+	 * file) is read into its summary, with read_ctx; NULL:
+	 * cd_rank_summarize (export reads its timeline in the same pass) */
+	void (*read_trace)(const char *path, const struct cd_run_opts *o,
+			   struct cd_rank_summary *s);
+	const void *read_ctx;
 	/* out, for --stats */
 	int threads;               /* threads that read */
 	double read_s;             /* wall-clock seconds the reading took */
@@ -71,17 +77,39 @@ enum cd_status cd_run(char *const *paths, int n, const struct cd_run_reader *rd,
  * none). */
 void cd_run_results_free(const struct cd_run_reader *rd, void *res, int n);
 
+/* Work in order: work(ctx, i, res) for every i in [0, n) on `jobs` threads
+ * (0: one per core), and done(ctx, i, res) on the calling thread for each
+ * i in increasing order, as soon as work i is finished, with at most
+ * `window` items (0: twice the threads) worked on ahead of the one done
+ * next (what bounds the results held).  res: size bytes, zeroed before work, owned by the caller
+ * through done (which frees what it holds).  done returns false to stop:
+ * the items not started are skipped, done is called for none after, and
+ * drop(ctx, i, res) (NULL: nothing to free) for each one worked but not
+ * handed to done.
+ * With one thread or one item, everything runs on the calling thread, in
+ * order.  Each worker reads with inline readers when there are more items
+ * than threads and a thread per core (reader.h).  Returns CD_OK, or CD_ERR_NOMEM (nothing ran). */
+enum cd_status cd_run_ordered(int n, size_t size, int jobs, int window,
+			      void (*work)(void *ctx, int i, void *res),
+			      bool (*done)(void *ctx, int i, void *res),
+			      void (*drop)(void *ctx, int i, void *res), void *ctx,
+			      struct cd_err *err);
+
 /* commdebug traces (commdebug-trace(5)) into struct cd_rank_summary, by
- * cd_rank_summarize, and PyTorch Flight Recorder dumps, told by their
- * first bytes (cd_fr_sniff_file), by cd_fr_summarize; ctx: the struct
- * cd_run_opts (its general_parser). */
+ * cd_rank_summarize; PyTorch Flight Recorder dumps, told by their first
+ * bytes (cd_fr_sniff_file), by cd_fr_summarize; summary files (summary.h,
+ * told by their magic line), each into the summaries of its ranks (the
+ * first, and the others in its set); ctx: the struct cd_run_opts (its
+ * general_parser). */
 extern const struct cd_run_reader cd_run_trace_reader;
 
 /* cd_run with o->reader (NULL: cd_run_trace_reader) and o as its ctx:
- * the n inputs into *sums, a new array of n summaries in the order of
- * paths.  Returns CD_OK, or CD_ERR_NOMEM (err says so; *sums NULL). */
+ * the n inputs into *sums, a new array of *nsums summaries: one per input
+ * in the order of paths, except that a summary file gives one per rank it
+ * holds, in its order.  Returns CD_OK, or an error (err says so; *sums
+ * NULL). */
 enum cd_status cd_run_summaries(char *const *paths, int n, struct cd_run_opts *o,
-				struct cd_rank_summary **sums, struct cd_err *err);
+				struct cd_rank_summary **sums, int *nsums, struct cd_err *err);
 
 /* Free the n summaries of cd_run_summaries and their array (NULL: none). */
 void cd_run_free(struct cd_rank_summary *sums, int n);

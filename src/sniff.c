@@ -20,6 +20,9 @@ static const struct magic {
 	{"\xfd" "7zXZ\0", 6, true, "it is xz-compressed data (" DECOMPRESS ": unxz it first)"},
 	{"\x28\xb5\x2f\xfd", 4, false,
 	 "it is zstd-compressed data, a commdebug trace? (" SWAPPED ")"},
+	{"commdebug summary\n", 18, true,
+	 "it is a commdebug summary file (`commdebug summarize`): ranks, colls, export and "
+	 "report read it; the other commands need the traces"},
 	{"\x89PNG\r\n\x1a\n", 8, true, "it is a PNG image"},
 	{"\xff\xd8\xff", 3, true, "it is a JPEG image"},
 	{"GIF8", 4, true, "it is a GIF image"},

@@ -331,14 +331,13 @@ static uint64_t json_ops(struct cd_out *o, const struct cd_replay *r, const stru
 			count = ro->max_ops - written;
 		}
 		written += count;
-		for (uint64_t k = 0; k < count && !o->failed; k++) {
-			uint32_t len;
-			const char *text = ro->cache ? cached_op(ro->cache, o, r, op, &len) : NULL;
-			if (text)
-				cd_pj_raw(o, text, len);
-			else
+		uint32_t len;
+		const char *text = ro->cache ? cached_op(ro->cache, o, r, op, &len) : NULL;
+		if (text)
+			cd_pj_raw_n(o, text, len, count);   /* a run of one op: one lookup */
+		else
+			for (uint64_t k = 0; k < count && !o->failed; k++)
 				json_op(o, r, op);
-		}
 	}
 	cd_pj_end(o);
 	return left;

@@ -8,8 +8,8 @@
 #include "parse.h"
 #include "sniff.h"
 
-typedef enum cd_status (*parse_fn)(struct cd_parser *, const char *, size_t, struct cd_event *,
-				   struct cd_err *);
+/* after_kinds holds one bit per kind */
+_Static_assert(CD_EV__COUNT <= 32, "too many event kinds for after_kinds");
 
 static _Atomic uint64_t mem_limit;
 
@@ -51,10 +51,9 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 			       struct cd_err *err)
 {
 	struct cd_reader *rd = NULL;
-	struct cd_parser ps = {.skip_detail = run->skip_detail};
-	struct cd_event ev;
+	struct cd_parser ps = {.skip_detail = run->skip_detail, .general = run->general_parser};
+	const struct cd_event *ev;
 	enum cd_status st;
-	parse_fn parse = run->general_parser ? cd_parse_general : cd_parse_fast;
 
 	run->line = run->last_good = 0;
 	err->line = err->column = 0;
@@ -105,7 +104,7 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 				run->last_good = run->line;
 				continue;
 			}
-			st = parse(&ps, p, (size_t)(le - p), &ev, err);
+			st = cd_parse_line(&ps, p, (size_t)(le - p), &ev, err);
 			if (st && !nl && run->seen_meta) {
 				/* the input ends inside this line */
 				run->cut = true;
@@ -120,31 +119,32 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 				goto out;
 			}
 			if (!run->seen_meta) {
-				if (ev.ev != CD_EV_META) {
+				if (ev->ev != CD_EV_META) {
 					err->line = run->line;
 					err->column = 0;
 					st = cd_fail(err, CD_ERR_TRACE,
 						     "not a commdebug trace: the first event must be "
-						     "\"meta\", not \"%s\"", cd_ev_name(ev.ev));
+						     "\"meta\", not \"%s\"", cd_ev_name(ev->ev));
 					goto out;
 				}
 				run->seen_meta = true;
-				run->has_rank = (ev.have & CD_F_RANK) != 0;
-				run->has_world = (ev.have & CD_F_WORLD) != 0;
-				run->rank = ev.rank;
-				run->world_size = ev.world_size;
-				run->t0 = ev.t0;
-				run->light = ev.light;
+				run->has_rank = (ev->have & CD_F_RANK) != 0;
+				run->has_world = (ev->have & CD_F_WORLD) != 0;
+				run->rank = ev->rank;
+				run->world_size = ev->world_size;
+				run->t0 = ev->t0;
+				run->light = ev->light;
 			}
-			if ((st = cd_replay_event(rp, &ev, err))) {
+			if ((st = cd_replay_event(rp, ev, err))) {
 				err->line = run->line;
 				err->column = 0;
 				goto out;
 			}
-			if (run->after_event) {
+			if (run->after_event && (!run->after_kinds ||
+						  (run->after_kinds >> ev->ev & 1))) {
 				run->text = p;
 				run->text_n = (size_t)(le - p);
-				run->after_event(run->ud, &ev, rp);
+				run->after_event(run->ud, ev, rp);
 			}
 			run->last_good = run->line;
 			p = le + 1;

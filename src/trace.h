@@ -20,6 +20,9 @@ struct cd_trace_run {
 	void (*tick)(void *ud, const struct cd_reader *rd);
 	/* called after each event was replayed; may be NULL */
 	void (*after_event)(void *ud, const struct cd_event *e, const struct cd_replay *r);
+	/* the kinds of event after_event is called for (bits 1 << enum cd_ev);
+	 * 0: every kind */
+	uint32_t after_kinds;
 	void *ud;
 
 	/* out */

@@ -35,9 +35,10 @@ enum {
 	CD_C_REPORT = 1 << 6,
 	CD_C_BUCKETS = 1 << 7,
 	CD_C_EXPORT = 1 << 8,
+	CD_C_SUMMARIZE = 1 << 9,
 	/* the commands whose help is commdebug --help */
 	CD_C_MAIN = CD_C_ANALYZE | CD_C_COUNTS | CD_C_SHARDING | CD_C_RANKS | CD_C_COLLS,
-	CD_C_ALL = (1 << 9) - 1,
+	CD_C_ALL = (1 << 10) - 1,
 };
 
 enum cd_report_kind { CD_R_TABLE, CD_R_JSON, CD_R_COUNTS, CD_R_SHARDING, CD_R_RANKS, CD_R_COLLS };
@@ -69,6 +70,9 @@ struct cd_cli {
 	int64_t rank;
 	uint64_t max_ops;        /* report --max-ops */
 	int64_t cap, first_cap;  /* buckets --cap, --first-cap; -1: DDP's */
+	bool shard;              /* summarize --shard: K of N (auto: from the launcher) */
+	bool shard_auto;
+	int64_t shard_k, shard_n;
 	char **traces;
 	int ntraces;
 	char **owned;            /* traces found in directories (cd_cli_free) */
@@ -94,6 +98,8 @@ void cd_cli_free(struct cd_cli *cli);
 
 /* commdebug --help. */
 void cd_cli_usage(FILE *f);
+/* commdebug --version, on standard output. */
+void cd_cli_version(void);
 /* "commdebug CMD: MSG" and the --help hint on stderr; CD_EXIT_USAGE. */
 int cd_cli_usage_error(const char *cmd, const char *msg);
 
@@ -128,23 +134,36 @@ int cd_cli_run(struct cd_cli *cli);
  * traces and --nccl's (-o and, for check, its other outputs).  Returns
  * CD_EXIT_OK or CD_EXIT_USAGE (said). */
 int cd_cli_refuse_inputs(const struct cd_cli *cli, const char *out, bool siblings);
+/* Open -o's file (cli->out_path, not NULL) into *f, unless it is a file
+ * the command reads (a trace, its NCCL-side trace, --nccl's): returns
+ * CD_EXIT_OK, or CD_EXIT_USAGE / CD_EXIT_DATA (said). */
+int cd_cli_open_output(const struct cd_cli *cli, FILE **f);
 
 struct cd_out;
 struct cd_rank_summary;
+struct cd_run_opts;
 /* The runner's summaries of cli's traces (src/run.c), with cli's --jobs
- * and --parser, and the warnings about them when warn (summaries.c).
+ * and --parser: *n of them (a summary file gives one per rank it holds).
  * *sums: free with cd_run_free.  Returns CD_EXIT_OK or CD_EXIT_DATA
  * (said). */
-int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, double *read_s,
-		     int *threads);
+int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, int *n,
+		     double *read_s, int *threads);
+/* cd_cli_summaries, the traces read by with's read_trace and read_ctx
+ * (run.h; NULL: cd_rank_summarize). */
+int cd_cli_summaries_with(const struct cd_cli *cli, const struct cd_run_opts *with,
+			  struct cd_rank_summary **sums, int *n, double *read_s, int *threads);
+/* The warnings about summaries whose trace was not whole (unless done is
+ * NULL; a cut one's says "the trace is cut; DONE") and the exit code of
+ * their reading: ok, 3 cut, 1 unreadable (summarize). */
+int cd_cli_read_rc(const struct cd_rank_summary *sums, int n, const char *done);
 /* --stats of the summaries' reading (export, report, check). */
 void cd_cli_print_run_stats(const struct cd_rank_summary *sums, int n, int threads,
 			    double read_s);
 /* The cross-rank report (ranks, analyze with several traces) or the
  * collective listing (colls) of the summaries to out; returns the exit
  * code; *visits (may be NULL): the merge's work, for --stats (summaries.c). */
-int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums,
-			struct cd_out *out, uint64_t *visits);
+int cd_cli_ranks_report(enum cd_report_kind kind, bool json, int64_t late_ns,
+			struct cd_rank_summary *sums, int n, struct cd_out *out, uint64_t *visits);
 /* cd_cli_summaries, then cd_cli_ranks_report. */
 int cd_cli_run_ranks(const struct cd_cli *cli, struct cd_out *out);
 
@@ -157,5 +176,6 @@ int cmd_check(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_buckets(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_summarize(int argc, char **argv);
 
 #endif

@@ -147,24 +147,10 @@ static int by_rank(const void *a, const void *b)
 static int write_out(const struct cd_cli *o, const struct cd_out *out)
 {
 	FILE *f = stdout;
-	struct cd_err err = {0};
-	char *which = NULL;
-
-	if (o->out_path) {
-		switch (cd_paths_open_report(o->out_path, o->traces, o->ntraces, NULL, &f, &which,
-					     &err)) {
-		case CD_OUT_OPENED:
-			break;
-		case CD_OUT_IS_INPUT:
-			cd_cli_refuse_output(o->out_path, which);
-			free(which);
-			return CD_EXIT_USAGE;
-		case CD_OUT_CANNOT:
-			fprintf(stderr, "commdebug: %s: %s\n", o->out_path, err.msg);
-			return CD_EXIT_DATA;
-		}
-	}
-	int rc = CD_EXIT_OK;
+	int rc;
+	if (o->out_path && (rc = cd_cli_open_output(o, &f)) != CD_EXIT_OK)
+		return rc;
+	rc = CD_EXIT_OK;
 	if (fwrite(out->buf, 1, out->len, f) != out->len || fflush(f) != 0) {
 		fprintf(stderr, "commdebug: %s: cannot write: %s\n",
 			o->out_path ? o->out_path : "standard output", strerror(errno));

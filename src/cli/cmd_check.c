@@ -132,22 +132,22 @@ static int ranks_agree(const struct cd_cli *o, bool *agree, char *finding, size_
 	struct cd_rank_summary *sums = NULL, **ptrs = NULL;
 	struct cd_out out;
 	double read_s = 0;
-	int threads = 0;
-	int rc = cd_cli_summaries(o, &sums, &read_s, &threads);
+	int threads = 0, nsums = 0;
+	int rc = cd_cli_summaries(o, &sums, &nsums, &read_s, &threads);
 
 	if (rc != CD_EXIT_OK)
 		return rc;
-	if (!(ptrs = cd_run_ptrs(sums, o->ntraces))) {
-		cd_run_free(sums, o->ntraces);
+	if (!(ptrs = cd_run_ptrs(sums, nsums))) {
+		cd_run_free(sums, nsums);
 		fprintf(stderr, "commdebug: out of memory\n");
 		return CD_EXIT_DATA;
 	}
 	if (o->stats)
-		cd_cli_print_run_stats(sums, o->ntraces, threads, read_s);
+		cd_cli_print_run_stats(sums, nsums, threads, read_s);
 	cd_out_init(&out, NULL);
 	out.hold = true;
 	struct cd_ranks_opts ro = {.json = false};
-	int prc = cd_ranks_report(&out, ptrs, o->ntraces, &ro);
+	int prc = cd_ranks_report(&out, ptrs, nsums, &ro);
 	/* a cut trace is reported by its own replay (exit 3) */
 	*agree = prc == CD_RANKS_AGREE || prc == CD_RANKS_CUT;
 	if (prc == CD_RANKS_BAD)
@@ -173,14 +173,14 @@ static int ranks_agree(const struct cd_cli *o, bool *agree, char *finding, size_
 			snprintf(finding, n, "the ranks disagree (see commdebug ranks)");
 	}
 	cd_out_free(&out);
-	cd_run_free(sums, o->ntraces);
+	cd_run_free(sums, nsums);
 	free(ptrs);
 	return rc;
 }
 
 /* No file check writes may be one of the traces (nor the expectations
  * file, with --write: that one it reads otherwise). */
-static int refuse_inputs(const struct cd_cli *o)
+static int check_outputs(const struct cd_cli *o)
 {
 	const char *outs[3] = {o->write ? o->expect_path : NULL, o->out_path, o->junit_path};
 	for (int i = 0; i < 3; i++)
@@ -209,7 +209,7 @@ int cmd_check(int argc, char **argv)
 		return rc;
 	cd_out_init(&out, NULL);
 	out.hold = true;
-	if ((rc = refuse_inputs(&o)) != CD_EXIT_OK)
+	if ((rc = check_outputs(&o)) != CD_EXIT_OK)
 		goto done;
 	if (!o.write) {
 		if (cd_expect_load(o.expect_path, &x, &err)) {

@@ -1,9 +1,11 @@
 /* commdebug export --perfetto: a job's traces as Chrome trace-event JSON
  * for Perfetto and chrome://tracing (the layout is in export.h).
  *
- * Two passes: every trace is summarized (by the runner, src/run.c) and
- * the post-mortem's findings are computed; then each trace is read again,
- * in rank order, and written as it is read.  The output goes to a
+ * One read: every trace is read once by the runner (src/run.c) into its
+ * summary and, beside it, its timeline (cd_tl_summarize, with its NCCL-side
+ * trace); the post-mortem's findings are computed from the summaries; then
+ * each rank is written from its timeline, in rank order (on --jobs threads,
+ * each into a part of its own, joined in order).  The output goes to a
  * temporary file next to FILE, renamed over FILE when all went well. */
 #include "cli.h"
 
@@ -17,15 +19,21 @@
 #include "../findings.h"
 #include "../ranks.h"
 #include "../run.h"
+#include "../spool.h"
+#include "../timeline.h"
 #include "paths.h"
+
+/* The timelines of all the traces are held in memory up to this, and in a
+ * temporary file beyond (spool.h); a build with -DCD_EXPORT_MEM=0 sends
+ * every full chunk to the file (to test that path on any input). */
+#ifndef CD_EXPORT_MEM
+#define CD_EXPORT_MEM (64u << 20)
+#endif
 
 static const char *check_args(struct cd_cli *cli)
 {
 	if (!cli->out_path)
 		return "no output file given (-o FILE)";
-	for (int i = 0; i < cli->ntraces; i++)
-		if (strcmp(cli->traces[i], "-") == 0)
-			return "standard input cannot be exported: export reads each trace twice";
 	return NULL;
 }
 
@@ -69,13 +77,54 @@ static bool check_summary(const struct cd_rank_summary *s)
 	return true;
 }
 
-/* ---- pass two ---- */
+/* ---- reading ---- */
 
 static bool is_file(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
+
+struct reading {
+	const struct cd_cli *o;
+	struct cd_spool *sp;
+};
+
+/* The runner's reader of a commdebug trace (run.h's read_trace): its
+ * summary and its timeline, with its NCCL-side trace (--nccl's, or
+ * name.nccl.zst when there is one; none with --no-nccl). */
+static void read_trace(const char *path, const struct cd_run_opts *ro, struct cd_rank_summary *s)
+{
+	const struct reading *rd = ro->read_ctx;
+	const struct cd_cli *o = rd->o;
+	char *sib = o->no_nccl ? NULL
+		    : o->nccl_path ? strdup(o->nccl_path) : cd_paths_nccl_name(path);
+
+	if (sib && !o->nccl_path && !is_file(sib)) {
+		free(sib);
+		sib = NULL;
+	}
+	cd_tl_summarize(path, sib, ro->general_parser, rd->sp, s);
+	free(sib);
+}
+
+/* --stats: what the timelines hold. */
+static void print_timeline_stats(const struct cd_rank_summary *sums, int n, const struct cd_spool *sp)
+{
+	uint64_t records = 0, bytes = 0;
+	for (int i = 0; i < n; i++) {
+		const struct cd_tl *tl = sums[i].extra;
+		if (sums[i].free_extra != cd_tl_free || !tl)
+			continue;
+		records += tl->records;
+		bytes += tl->log.bytes;
+	}
+	fprintf(stderr, "commdebug: stats: timeline_records=%" PRIu64 " timeline_bytes=%" PRIu64
+			" timeline_spilled_bytes=%" PRIu64 "\n",
+		records, bytes, cd_spool_spilled(sp));
+}
+
+/* ---- writing ---- */
 
 static bool in_list(struct cd_rank_summary *const *v, int n, const struct cd_rank_summary *s)
 {
@@ -105,56 +154,139 @@ static int64_t pid_of(const struct cd_pm *pm, const struct cd_rank_summary *s, i
 	return CD_EXPORT_PID_OTHER + i;
 }
 
-/* Write every trace to f; returns the exit code. */
+/* One rank: what to write, and what came of it. */
+struct rank_job {
+	struct cd_rank_summary *s;
+	int64_t pid;
+	/* out */
+	struct cd_export part;     /* on threads: the part it was written to */
+	struct cd_out part_out;
+	struct cd_export_rank_res res;
+	struct cd_err err;
+	enum cd_status st;
+};
+
+struct writing {
+	const struct cd_cli *o;
+	const struct cd_pm *pm;
+	struct cd_export *x;
+	struct rank_job *job;      /* pm->nall */
+	int rc;
+};
+
+/* What rank i's writing said: errors and warnings, in the ranks' order;
+ * false to stop. */
+static bool job_report(struct writing *p, struct rank_job *j)
+{
+	if (j->st) {
+		cd_cli_print_error(j->res.nccl_failed ? j->res.nccl_path : j->s->path, &j->err);
+		p->rc = CD_EXIT_DATA;
+		return false;
+	}
+	if (j->res.nccl_refused)
+		cd_cli_print_warning(j->res.nccl_path, 0, "its meta names another rank; not joined");
+	if (j->res.nccl_cut)
+		cd_cli_print_warning(j->res.nccl_path, 0, "the trace is cut; exported what it holds");
+	if ((j->res.cut || j->res.nccl_cut) && p->rc == CD_EXIT_OK)
+		p->rc = CD_EXIT_CUT;
+	return true;
+}
+
+/* Rank i is written and reported: its timeline goes. */
+static void job_release(struct rank_job *j)
+{
+	cd_rank_summary_free_extra(j->s);
+}
+
+/* On a thread: rank i into a part of its own. */
+static void job_work(void *ctx, int i, void *res)
+{
+	struct writing *p = ctx;
+	struct rank_job *j = &p->job[i];
+	(void)res;
+	if (j->s->fr_joined)
+		return;
+	cd_export_part(p->x, &j->part, &j->part_out);
+	j->st = cd_export_rank(&j->part, j->s, j->pid, &j->res, &j->err);
+}
+
+/* In order: rank i's part joins the document. */
+static bool job_done(void *ctx, int i, void *res)
+{
+	struct writing *p = ctx;
+	struct rank_job *j = &p->job[i];
+	(void)res;
+	if (j->s->fr_joined)
+		return true;
+	cd_export_join(p->x, &j->part);
+	cd_out_free(&j->part_out);
+	bool go_on = job_report(p, j);
+	job_release(j);
+	return go_on;
+}
+
+static void job_drop(void *ctx, int i, void *res)
+{
+	struct writing *p = ctx;
+	(void)res;
+	if (!p->job[i].s->fr_joined)
+		cd_out_free(&p->job[i].part_out);
+}
+
+/* Write every rank to f; returns the exit code.  Several ranks are
+ * written side by side on --jobs threads, each into a part of its own,
+ * joined in order: the same bytes as one after the other. */
 static int write_all(const struct cd_cli *o, const struct cd_pm *pm, FILE *f,
 		     const char *out_name)
 {
 	struct cd_out out;
 	struct cd_export x;
 	struct cd_err err = {0};
-	int rc = CD_EXIT_OK;
+	struct writing p = {.o = o, .pm = pm, .x = &x, .rc = CD_EXIT_OK};
 
 	cd_out_init(&out, f);
-	cd_export_begin(&x, &out, pm, o->general_parser, o->no_nccl);
-	for (int i = 0; i < pm->nall; i++) {
-		const struct cd_rank_summary *s = pm->all[i];
-		struct cd_export_rank_res res;
-		if (s->fr_joined)
-			continue;   /* a dump joined with its rank's trace: on that trace's
-				     * collectives (cd_export_rank), not a process of its own */
-		int64_t pid = pid_of(pm, s, i);
-		char *sib = o->no_nccl ? NULL : o->nccl_path ? strdup(o->nccl_path)
-					  : cd_paths_nccl_name(s->path);
-
-		if (sib && !o->nccl_path && !is_file(sib)) {
-			free(sib);
-			sib = NULL;
-		}
-		if (cd_export_rank(&x, s, pid, sib, &res, &err)) {
-			cd_cli_print_error(res.nccl_failed ? sib : s->path, &err);
-			rc = CD_EXIT_DATA;
-			free(sib);
-			break;
-		}
-		if (res.nccl_refused)
-			cd_cli_print_warning(sib, 0, "its meta names another rank; not joined");
-		if (res.nccl_cut)
-			cd_cli_print_warning(sib, 0, "the trace is cut; exported what it holds");
-		if ((res.cut || res.nccl_cut) && rc == CD_EXIT_OK)
-			rc = CD_EXIT_CUT;
-		free(sib);
+	cd_export_begin(&x, &out, pm);
+	if (!(p.job = calloc((size_t)(pm->nall ? pm->nall : 1), sizeof *p.job))) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		p.rc = CD_EXIT_DATA;
+		goto out;
 	}
+	for (int i = 0; i < pm->nall; i++) {
+		p.job[i].s = pm->all[i];
+		p.job[i].pid = pid_of(pm, pm->all[i], i);
+	}
+	if (pm->nall > 1 && o->jobs != 1) {
+		if (cd_run_ordered(pm->nall, 0, o->jobs, 0, job_work, job_done, job_drop, &p, &err)) {
+			fprintf(stderr, "commdebug: %s\n", err.msg);
+			p.rc = CD_EXIT_DATA;
+		}
+	} else {
+		/* one at a time, straight into the output */
+		for (int i = 0; i < pm->nall; i++) {
+			struct rank_job *j = &p.job[i];
+			if (j->s->fr_joined)
+				continue;   /* a dump joined with its rank's trace: on that trace's
+					     * collectives (cd_export_rank), not a process of its own */
+			j->st = cd_export_rank(&x, j->s, j->pid, &j->res, &j->err);
+			bool go_on = job_report(&p, j);
+			job_release(j);
+			if (!go_on)
+				break;
+		}
+	}
+	free(p.job);
+out:
 	cd_export_end(&x);
 	if (cd_out_flush(&out, &err)) {
 		fprintf(stderr, "commdebug: %s: %s\n", out_name, err.msg);
-		rc = CD_EXIT_DATA;
+		p.rc = CD_EXIT_DATA;
 	}
 	cd_out_free(&out);
-	if (rc != CD_EXIT_DATA && x.st.untimed)
+	if (p.rc != CD_EXIT_DATA && x.st.untimed)
 		fprintf(stderr, "commdebug: warning: %" PRIu64 " event%s without a time (\"t\") "
 				"left out (counted in otherData)\n", x.st.untimed,
 			x.st.untimed == 1 ? "" : "s");
-	return rc;
+	return p.rc;
 }
 
 int cmd_export(int argc, char **argv)
@@ -162,27 +294,33 @@ int cmd_export(int argc, char **argv)
 	struct cd_cli o = {0};
 	struct cd_rank_summary *sums = NULL, **ptrs = NULL;
 	struct cd_pm pm;
+	struct reading rd = {.o = &o};
+	struct cd_run_opts with = {.read_trace = read_trace, .read_ctx = &rd};
 	bool have_pm = false;
 	double read_s = 0;
-	int threads = 0;
+	int threads = 0, n = 0;
 	int rc = cd_cli_parse(&o, &cmd, argc, argv);
 
 	if (rc >= 0)
 		return rc;
 	if ((rc = cd_cli_refuse_inputs(&o, o.out_path, true)) != CD_EXIT_OK)
 		goto out;
-	if ((rc = cd_cli_summaries(&o, &sums, &read_s, &threads)) != CD_EXIT_OK)
-		goto out;
-	if (!(ptrs = cd_run_ptrs(sums, o.ntraces)))
+	if (!(rd.sp = cd_spool_new(CD_EXPORT_MEM)))
 		goto nomem;
-	if (o.stats)
-		cd_cli_print_run_stats(sums, o.ntraces, threads, read_s);
-	for (int i = 0; i < o.ntraces; i++)
+	if ((rc = cd_cli_summaries_with(&o, &with, &sums, &n, &read_s, &threads)) != CD_EXIT_OK)
+		goto out;
+	if (!(ptrs = cd_run_ptrs(sums, n)))
+		goto nomem;
+	if (o.stats) {
+		cd_cli_print_run_stats(sums, n, threads, read_s);
+		print_timeline_stats(sums, n, rd.sp);
+	}
+	for (int i = 0; i < n; i++)
 		if (!check_summary(&sums[i]))
 			rc = CD_EXIT_DATA;
 	if (rc != CD_EXIT_OK)
 		goto out;
-	if (!cd_pm_build(&pm, ptrs, o.ntraces, o.late_ns)) {
+	if (!cd_pm_build(&pm, ptrs, n, o.late_ns)) {
 		cd_pm_free(&pm);
 		goto nomem;
 	}
@@ -212,7 +350,8 @@ nomem:
 out:
 	if (have_pm)
 		cd_pm_free(&pm);
-	cd_run_free(sums, o.ntraces);
+	cd_run_free(sums, n);   /* the timelines, then their spool */
+	cd_spool_free(rd.sp);
 	free(ptrs);
 	cd_cli_free(&o);
 	return rc;

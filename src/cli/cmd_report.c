@@ -30,8 +30,9 @@
 #include "../findings.h"
 #include "../html/page.h"
 #include "../ranks.h"
-#include "../run.h"
 #include "../replay.h"
+#include "../run.h"
+#include "../summary.h"
 #include "../tables.h"
 #include "../trace.h"
 #include "nccl_side.h"
@@ -82,6 +83,8 @@ struct pass {
 	struct cd_trace_run *tr;
 	struct cd_report_cache cache;
 	bool want_nccl;
+	bool select;                       /* this read: only region sel_region */
+	int64_t sel_region;
 	/* out */
 	struct cd_out tree, counts, nccl;  /* JSON documents (held) */
 	bool rendered;
@@ -110,7 +113,7 @@ static enum cd_status pass_region(void *ud, const struct cd_replay *r, struct cd
 	(void)err;
 	if (!r->region_cut)
 		p->last_complete = r->region;
-	if (!p->quiet && !p->o->select) {
+	if (!p->quiet && !p->select) {
 		struct preg *g = p->nregs < REGS_KEPT ? &p->head[p->nregs]
 						      : &p->tail[(p->nregs - REGS_KEPT) % REGS_KEPT];
 		free(g->label);
@@ -121,9 +124,9 @@ static enum cd_status pass_region(void *ud, const struct cd_replay *r, struct cd
 	}
 	/* only the final region is shown (or the one asked for); a cut final
 	 * region gives way to the last complete one when there is one */
-	if (!p->o->select && r->more_regions)
+	if (!p->select && r->more_regions)
 		return CD_OK;
-	if (!p->o->select && r->region_cut && p->last_complete >= 0) {
+	if (!p->select && r->region_cut && p->last_complete >= 0) {
 		p->again = true;
 		return CD_OK;
 	}
@@ -199,27 +202,24 @@ static int run_pass(struct pass *p, int64_t region)
 	struct cd_err err = {0};
 	int rc = CD_EXIT_OK;
 	bool replay_ok = false;
-	struct cd_cli sel = *p->o;
 
-	if (region >= 0) {
-		sel.select = true;
-		sel.region = region;
-	}
-	p->o = &sel;
+	p->select = region >= 0 || p->o->select;
+	p->sel_region = region >= 0 ? region : p->o->region;
 	p->last_complete = -1;
-	p->want_nccl = !sel.no_nccl;
+	p->want_nccl = !p->o->no_nccl;
 	if (p->want_nccl)
 		cd_nside_find(&p->ns, &no, p->path);
 	bool sibling = p->ns.sibling != NULL;
 	struct cd_replay_opts ro = {
 		.retain_ops = true, .want_tree = true, .want_params = true,
-		.select = sel.select, .region = sel.region,
+		.select = p->select, .region = p->sel_region,
 		.region_done = pass_region, .defer_done = true,
 		.on_collective = sibling ? pass_charge : NULL,
 		.warn = pass_warn, .ud = p,
 	};
 	struct cd_trace_run tr = {.after_event = p->want_nccl ? pass_event : NULL,
-				  .general_parser = sel.general_parser, .ud = p};
+				  .after_kinds = CD_NSIDE_EVENTS,
+				  .general_parser = p->o->general_parser, .ud = p};
 	p->tr = &tr;
 	if (cd_replay_init(&rp, &ro, &err)) {
 		cd_cli_print_error(p->path, &err);
@@ -257,7 +257,7 @@ static int run_pass(struct pass *p, int64_t region)
 		rc = CD_EXIT_DATA;
 	} else if (!p->rendered) {
 		fprintf(stderr, "commdebug: %s: no region %" PRId64 " in the trace\n", p->path,
-			sel.region);
+			p->sel_region);
 		rc = CD_EXIT_DATA;
 	}
 	if (p->tree.failed || p->counts.failed || p->nccl.failed) {
@@ -268,7 +268,6 @@ out:
 	if (replay_ok)
 		cd_replay_free(&rp);
 	p->tr = NULL;
-	p->o = NULL;
 	return rc;
 }
 
@@ -441,10 +440,12 @@ static int write_page(const struct cd_cli *o, const struct pass *p, const struct
 	return rc;
 }
 
-/* Flight Recorder dumps only: a page of the post-mortem alone (no module
- * tree or counts: a dump has no modules). */
-static int write_fr_page(const struct cd_cli *o, const struct cd_out *ranks)
+/* Flight Recorder dumps or summary files only: a page of the post-mortem
+ * alone (no module tree or counts: a dump has no modules, a summary keeps
+ * none). */
+static int write_postmortem_page(const struct cd_cli *o, const struct cd_out *ranks)
 {
+	bool summaries = cd_summary_sniff_file(o->traces[0]);
 	struct cd_out meta, page;
 	struct cd_html_part parts[2];
 	char title[512];
@@ -461,13 +462,13 @@ static int write_fr_page(const struct cd_cli *o, const struct cd_out *ranks)
 	for (int i = 0; i < o->ntraces; i++)
 		cd_pj_cstr(&meta, o->traces[i]);
 	cd_pj_end(&meta);
-	cd_pj_key(&meta, "flight_recorder_only");
+	cd_pj_key(&meta, summaries ? "summaries_only" : "flight_recorder_only");
 	cd_pj_bool(&meta, true);
 	cd_pj_end(&meta);
 	parts[0] = (struct cd_html_part){"meta", meta.buf, meta.len};
 	parts[1] = (struct cd_html_part){"ranks", ranks->buf, ranks->len};
-	snprintf(title, sizeof title, "commdebug report: %s%s (Flight Recorder)", o->traces[0],
-		 o->ntraces > 1 ? " and other ranks" : "");
+	snprintf(title, sizeof title, "commdebug report: %s%s (%s)", o->traces[0],
+		 o->ntraces > 1 ? " and other ranks" : "", summaries ? "summaries" : "Flight Recorder");
 	cd_html_page(&page, title, parts, 2);
 	if (meta.failed || page.failed) {
 		fprintf(stderr, "commdebug: out of memory\n");
@@ -486,19 +487,16 @@ static int write_fr_page(const struct cd_cli *o, const struct cd_out *ranks)
 static int postmortem(const struct cd_cli *o, struct cd_out *out, const char **path,
 		      bool *has_rank, int64_t *rank)
 {
-	struct cd_cli rk = *o;
 	struct cd_rank_summary *sums = NULL, **order = NULL;
 	double read_s = 0;
-	int threads = 0, n = o->ntraces;
-	int rc = cd_cli_summaries(o, &sums, &read_s, &threads);
+	int threads = 0, n = 0;
+	int rc = cd_cli_summaries(o, &sums, &n, &read_s, &threads);
 
 	if (rc != CD_EXIT_OK)
 		return rc;
 	if (o->stats)
 		cd_cli_print_run_stats(sums, n, threads, read_s);
-	rk.kind = CD_R_RANKS;
-	rk.json = true;
-	rc = cd_cli_ranks_report(&rk, sums, out, NULL);
+	rc = cd_cli_ranks_report(CD_R_RANKS, true, o->late_ns, sums, n, out, NULL);
 	if (rc == CD_EXIT_DATA)
 		goto out;
 	if (out->failed || !(order = cd_run_ptrs(sums, n))) {
@@ -510,20 +508,26 @@ static int postmortem(const struct cd_cli *o, struct cd_out *out, const char **p
 	*path = NULL;
 	for (int k = 0; k < n && !*path; k++) {
 		const struct cd_rank_summary *s = order[k];
-		if (!(s->has_rank || s->rank_from_name) || s->source != CD_SRC_TRACE)
+		if (!(s->has_rank || s->rank_from_name) || s->source != CD_SRC_TRACE ||
+		    s->from_summary)
 			continue;
 		if (o->has_rank ? s->rank != o->rank
 				: s->end == CD_END_EMPTY || s->end == CD_END_ERROR)
 			continue;
-		*path = o->traces[s - sums];
+		for (int i = 0; i < o->ntraces && !*path; i++)
+			if (strcmp(o->traces[i], s->path) == 0)
+				*path = o->traces[i];
+		if (!*path)
+			continue;
 		*has_rank = true;
 		*rank = s->rank;
 	}
 	bool fr = false;
 	for (int k = 0; k < n; k++)
-		fr |= sums[k].source != CD_SRC_TRACE;
+		fr |= sums[k].source != CD_SRC_TRACE || sums[k].from_summary;
 	if (!*path && fr && !o->has_rank) {
-		/* dumps (and no trace to draw a tree from): the post-mortem alone */
+		/* dumps or summary files (and no trace to draw a tree from): the
+		 * post-mortem alone */
 	} else if (!*path) {
 		if (o->has_rank)
 			fprintf(stderr, "commdebug: no trace of rank %" PRId64 " among the %d traces\n",
@@ -557,14 +561,14 @@ int cmd_report(int argc, char **argv)
 	if ((rc = cd_cli_refuse_inputs(&o, o.out_path, true)) != CD_EXIT_OK)
 		goto done;
 	path = o.traces[0];
-	if ((o.ntraces > 1 || cd_paths_fr_file(path)) &&
+	if ((o.ntraces > 1 || cd_paths_fr_file(path) || cd_summary_sniff_file(path)) &&
 	    (prc = postmortem(&o, &ranks, &path, &has_rank, &rank)) == CD_EXIT_DATA) {
 		rc = prc;
 		goto done;
 	}
 	if (!path) {
-		/* Flight Recorder dumps only */
-		rc = write_fr_page(&o, &ranks);
+		/* Flight Recorder dumps or summary files only */
+		rc = write_postmortem_page(&o, &ranks);
 		if (rc == CD_EXIT_OK && (prc == CD_EXIT_DIFFER || prc == CD_EXIT_CUT))
 			rc = prc;
 		goto done;

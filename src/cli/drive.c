@@ -275,6 +275,7 @@ static int run_trace(struct cd_cli *cli, const char *path, struct cd_out *out, c
 	};
 	struct cd_trace_run tr = {
 		.after_event = run.want_nccl ? nccl_event_cb : NULL,
+		.after_kinds = CD_NSIDE_EVENTS,
 		.general_parser = cli->general_parser,
 		/* args and params feed only the op lists and parameter info */
 		.skip_detail = !ro.retain_ops && !ro.want_params,
@@ -352,26 +353,6 @@ out:
 	return rc;
 }
 
-/* Open -o's file, unless it is a file the command reads. */
-static int open_output(struct cd_cli *cli, FILE **f)
-{
-	struct cd_err err = {0};
-	char *which = NULL;
-
-	switch (cd_paths_open_report(cli->out_path, cli->traces, cli->ntraces, cli->nccl_path, f,
-				     &which, &err)) {
-	case CD_OUT_OPENED:
-		return CD_EXIT_OK;
-	case CD_OUT_IS_INPUT:
-		cd_cli_refuse_output(cli->out_path, which);
-		free(which);
-		return CD_EXIT_USAGE;
-	case CD_OUT_CANNOT:
-		break;
-	}
-	fprintf(stderr, "commdebug: %s: %s\n", cli->out_path, err.msg);
-	return CD_EXIT_DATA;
-}
 
 int cd_cli_run(struct cd_cli *cli)
 {
@@ -380,7 +361,7 @@ int cd_cli_run(struct cd_cli *cli)
 	struct cd_err err = {0};
 	int rc = CD_EXIT_OK;
 
-	if (cli->out_path && (rc = open_output(cli, &f)) != CD_EXIT_OK) {
+	if (cli->out_path && (rc = cd_cli_open_output(cli, &f)) != CD_EXIT_OK) {
 		cd_cli_free(cli);
 		return rc;
 	}

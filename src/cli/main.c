@@ -4,10 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef CD_VERSION
-#define CD_VERSION "0.0"
-#endif
-
 /* The dispatch; what each command is for is said in --help (opts.c). */
 static const struct {
 	const char *name;
@@ -22,6 +18,7 @@ static const struct {
 	{"report", cmd_report},
 	{"buckets", cmd_buckets},
 	{"export", cmd_export},
+	{"summarize", cmd_summarize},
 };
 
 int main(int argc, char **argv)
@@ -37,7 +34,7 @@ int main(int argc, char **argv)
 		return CD_EXIT_OK;
 	}
 	if (strcmp(c, "-V") == 0 || strcmp(c, "--version") == 0 || strcmp(c, "version") == 0) {
-		printf("commdebug %s (trace format version 1)\n", CD_VERSION);
+		cd_cli_version();
 		return CD_EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -62,6 +62,9 @@ int cd_nside_load(struct cd_nside *ns, const struct cd_nside_opts *o, const char
 /* The replay hooks: every event of the trace (after it was replayed), and
  * every collective it counted.  line: the event's line in the trace. */
 void cd_nside_event(struct cd_nside *ns, const struct cd_event *e, long long line);
+/* The kinds of event cd_nside_event reads (struct cd_trace_run's after_kinds). */
+#define CD_NSIDE_EVENTS \
+	(1u << CD_EV_META | 1u << CD_EV_PG | 1u << CD_EV_NCCL | 1u << CD_EV_NCCL_LOST)
 void cd_nside_charge(struct cd_nside *ns, const struct cd_replay *r, const struct cd_event *e);
 
 /* Whether cd_nside_finish will write a report (no error so far, calls). */

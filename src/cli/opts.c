@@ -18,13 +18,13 @@
 
 enum {
 	O_COLOR = 256, O_PARSER, O_STATS, O_EACH, O_JOBS, O_NCCL, O_NO_NCCL, O_MAX_MEM, O_LATE,
-	O_PERFETTO, O_JUNIT, O_RANK, O_MAX_OPS, O_CAP, O_FIRST_CAP, O_JSON_REGIONS,
+	O_PERFETTO, O_JUNIT, O_RANK, O_MAX_OPS, O_CAP, O_FIRST_CAP, O_JSON_REGIONS, O_SHARD,
 };
 
 enum {
 	C_MAIN = CD_C_MAIN,
 	C_RUNS = CD_C_ANALYZE | CD_C_RANKS | CD_C_COLLS | CD_C_REPORT | CD_C_EXPORT | CD_C_CHECK |
-		 CD_C_BUCKETS,
+		 CD_C_BUCKETS | CD_C_SUMMARIZE,
 	C_NCCL = CD_C_ANALYZE | CD_C_REPORT | CD_C_EXPORT,
 	C_LATE = CD_C_ANALYZE | CD_C_RANKS | CD_C_REPORT | CD_C_EXPORT,
 	C_STATS = CD_C_ALL,
@@ -63,6 +63,9 @@ static const struct opt opts[] = {
 	{"cap", O_CAP, "BYTES", CD_C_BUCKETS, "plan with this bucket cap (default: DDP's)"},
 	{"first-cap", O_FIRST_CAP, "BYTES", CD_C_BUCKETS,
 	 "plan with this first-bucket cap (default: DDPOptimizer's)"},
+	{"shard", O_SHARD, "K/N", CD_C_SUMMARIZE,
+	 "only the traces whose rank is K modulo N; auto: K and N\nfrom the launcher "
+	 "(SLURM_PROCID/SLURM_NTASKS,\nOMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE)"},
 	{"each", O_EACH, NULL, CD_C_ANALYZE,
 	 "analyze --json with several traces: each trace's\ndocuments before the comparison "
 	 "(tables: always)"},
@@ -96,7 +99,8 @@ static const struct {
 	{'r', CD_C_REPORT, "the tree and counts of region N (default: the last\nregion that "
 			   "ended with region_exit)"},
 	{'r', CD_C_BUCKETS, "observed all-reduces of region N only"},
-	{O_JOBS, CD_C_REPORT | CD_C_CHECK | CD_C_BUCKETS, "threads reading traces (default: cores)"},
+	{O_JOBS, CD_C_REPORT | CD_C_CHECK | CD_C_BUCKETS | CD_C_SUMMARIZE,
+	 "threads reading traces (default: cores)"},
 	{O_JOBS, CD_C_EXPORT, "threads reading traces in the first pass (default:\ncores)"},
 	{O_LATE, CD_C_REPORT | CD_C_EXPORT,
 	 "a rank reaching a collective this much after the\nothers is a straggler (default 5)"},
@@ -109,7 +113,8 @@ static const struct {
 	{'o', CD_C_REPORT, "the page to write (- for standard output); required"},
 	{'o', CD_C_EXPORT, "write to FILE (- for standard output); required"},
 	{'o', CD_C_CHECK, "write the result to FILE instead of standard output"},
-	{O_PARSER, CD_C_CHECK | CD_C_REPORT | CD_C_BUCKETS | CD_C_EXPORT,
+	{'o', CD_C_SUMMARIZE, "the summary file to write (- for standard output);\nrequired"},
+	{O_PARSER, CD_C_CHECK | CD_C_REPORT | CD_C_BUCKETS | CD_C_EXPORT | CD_C_SUMMARIZE,
 	 "line parser: fast (default) or general"},
 };
 
@@ -157,6 +162,7 @@ static const struct {
 	{"report", "one self-contained HTML page: post-mortem, counts, module tree"},
 	{"buckets", "DDP's gradient buckets: observed, DDPOptimizer's plan, compared"},
 	{"export", "a job's traces as Chrome trace-event JSON (Perfetto)"},
+	{"summarize", "a share of a job's traces into one small file for ranks"},
 };
 
 void cd_cli_usage(FILE *f)
@@ -179,8 +185,8 @@ void cd_cli_usage(FILE *f)
 		"Exit status: 0 ok, 1 bad or unreadable trace, 2 usage error,\n"
 		"3 trace cut short (what was read was analyzed), 4 ranks disagree,\n"
 		"5 an expectation does not hold (check).\n"
-		"'commdebug check --help', 'report --help', 'buckets --help' and 'export\n"
-		"--help' list the options of check, report, buckets and export.\n"
+		"'commdebug check --help', 'report --help', 'buckets --help', 'export\n"
+		"--help' and 'summarize --help' list the options of those commands.\n"
 		"See commdebug(1), commdebug-trace(5) and commdebug-expect(5).\n");
 }
 
@@ -271,6 +277,23 @@ static bool size_arg(const char *s, uint64_t *out)
 	return true;
 }
 
+/* --shard: K/N with 0 <= K < N <= 2^24, or auto. */
+static bool shard_arg(const char *s, struct cd_cli *cli)
+{
+	char k[32];
+	const char *slash = strchr(s, '/');
+	if (strcmp(s, "auto") == 0) {
+		cli->shard_auto = true;
+		return true;
+	}
+	if (!slash || (size_t)(slash - s) >= sizeof k)
+		return false;
+	memcpy(k, s, (size_t)(slash - s));
+	k[slash - s] = '\0';
+	return int_arg(k, 0, (1 << 24) - 1, &cli->shard_k) &&
+	       int_arg(slash + 1, 1, 1 << 24, &cli->shard_n) && cli->shard_k < cli->shard_n;
+}
+
 /* One option's value into cli.  Returns -1 to go on, or an exit code. */
 static int take(struct cd_cli *cli, const struct cd_cmd *cmd, int c, const char *arg,
 		const char **color)
@@ -321,6 +344,11 @@ static int take(struct cd_cli *cli, const struct cd_cmd *cmd, int c, const char 
 	case O_FIRST_CAP:
 		if (!int_arg(arg, 0, 9007199254740991LL, &cli->first_cap))
 			return bad_value(n, "--first-cap takes a number of bytes (0 or more)", arg);
+		break;
+	case O_SHARD:
+		if (!shard_arg(arg, cli))
+			return bad_value(n, "--shard takes K/N (0 <= K < N) or auto", arg);
+		cli->shard = true;
 		break;
 	case O_JOBS:
 		if (!int_arg(arg, 1, 256, &v))
@@ -432,7 +460,7 @@ int cd_cli_parse(struct cd_cli *cli, const struct cd_cmd *cmd, int argc, char **
 			usage_of(stdout, cmd);
 			return CD_EXIT_OK;
 		} else if (c == 'V') {
-			printf("commdebug %s (trace format version 1)\n", CD_VERSION);
+			cd_cli_version();
 			return CD_EXIT_OK;
 		} else if (c == ':') {
 			snprintf(buf, sizeof buf, "option '%s' needs a value", argv[optind - 1]);
@@ -474,4 +502,29 @@ int cd_cli_refuse_inputs(const struct cd_cli *cli, const char *out, bool sibling
 		free(sib);
 	}
 	return rc;
+}
+
+int cd_cli_open_output(const struct cd_cli *cli, FILE **f)
+{
+	struct cd_err err = {0};
+	char *which = NULL;
+
+	switch (cd_paths_open_report(cli->out_path, cli->traces, cli->ntraces, cli->nccl_path, f,
+				     &which, &err)) {
+	case CD_OUT_OPENED:
+		return CD_EXIT_OK;
+	case CD_OUT_IS_INPUT:
+		cd_cli_refuse_output(cli->out_path, which);
+		free(which);
+		return CD_EXIT_USAGE;
+	case CD_OUT_CANNOT:
+		break;
+	}
+	fprintf(stderr, "commdebug: %s: %s\n", cli->out_path, err.msg);
+	return CD_EXIT_DATA;
+}
+
+void cd_cli_version(void)
+{
+	printf("commdebug %s (trace format version 1)\n", CD_VERSION);
 }

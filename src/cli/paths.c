@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "out.h"
 #include "../frdump.h"
+#include "../summary.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -115,10 +116,29 @@ static const char *kind(mode_t m)
 	       : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
 }
 
-/* The traces of directory a, appended to out. */
-static bool expand_one(const char *a, struct cd_paths *out,
-		       void (*note)(void *ud, const char *path, const char *why), void *ud,
-		       struct cd_err *err)
+/* A regular file's content that makes it an input whatever its name: a
+ * Flight Recorder dump (<prefix><rank>, *.pkl) or a summary file. */
+static bool input_by_content(const char *path)
+{
+	return cd_paths_fr_file(path) || cd_summary_sniff_file(path);
+}
+
+static void note_kind(const char *p, mode_t m,
+		      void (*note)(void *ud, const char *path, const char *why), void *ud)
+{
+	char why[128];
+	if (!note)
+		return;
+	snprintf(why, sizeof why, "%s, not a regular file; skipped", kind(m));
+	note(ud, p, why);
+}
+
+/* The traces of directory a, appended to out; its subdirectories (the
+ * node directories of a job) appended to subdirs when given, else noted
+ * and skipped.  Returns how many traces it added, or -1 (err says why). */
+static int expand_files(const char *a, struct cd_paths *out, struct cd_paths *subdirs,
+			void (*note)(void *ud, const char *path, const char *why), void *ud,
+			struct cd_err *err)
 {
 	struct dirent **ents;
 	int k = scandir(a, &ents, trace_entry, alphasort);
@@ -127,7 +147,7 @@ static bool expand_one(const char *a, struct cd_paths *out,
 
 	if (k < 0) {
 		cd_fail(err, CD_ERR_IO, "cannot read the directory: %s", strerror(errno));
-		return false;
+		return -1;
 	}
 	size_t al = strlen(a);
 	const char *sep = al && a[al - 1] == '/' ? "" : "/";
@@ -144,22 +164,29 @@ static bool expand_one(const char *a, struct cd_paths *out,
 			ok = false;
 			continue;
 		}
-		/* a name no trace has: a Flight Recorder dump
-		 * (<prefix><rank>, *.pkl), known by its content, or left out */
-		if (!cd_paths_trace_name(p + al + strlen(sep)) &&
-		    !cd_paths_fr_file(p)) {
+		bool is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+		if (is_dir && subdirs) {
+			if (!push(subdirs, p)) {
+				cd_fail(err, CD_ERR_NOMEM, "out of memory");
+				ok = false;
+			}
+			continue;
+		}
+		if (is_dir) {   /* two levels down: told when named like a trace */
+			if (cd_paths_trace_name(p + al + strlen(sep)))
+				note_kind(p, st.st_mode, note, ud);
+			free(p);
+			continue;
+		}
+		/* a name no trace has: kept when its content says what it is */
+		if (!cd_paths_trace_name(p + al + strlen(sep)) && !input_by_content(p)) {
 			free(p);
 			continue;
 		}
 		/* never open what is not a regular file: a FIFO would block;
 		 * a name that cannot be stat'ed is kept, and its open fails */
 		if (stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {
-			if (note) {
-				char why[128];
-				snprintf(why, sizeof why, "%s, not a regular file; skipped",
-					 kind(st.st_mode));
-				note(ud, p, why);
-			}
+			note_kind(p, st.st_mode, note, ud);
 			free(p);
 			continue;
 		}
@@ -171,10 +198,51 @@ static bool expand_one(const char *a, struct cd_paths *out,
 		added++;
 	}
 	free(ents);
-	if (ok && pending_traces(a, sep, added == 0, note, ud, err) > 0 && added == 0)
-		return false;
-	if (ok && added == 0) {
-		cd_fail(err, CD_ERR_TRACE, "no traces (*.zst, *.jsonl, *.json) in this directory");
+	if (ok && pending_traces(a, sep, added == 0 && (!subdirs || !subdirs->n), note, ud, err) > 0 &&
+	    added == 0 && (!subdirs || !subdirs->n))
+		return -1;
+	return ok ? added : -1;
+}
+
+/* The traces of directory a, appended to out: its own, or, when it has
+ * none, those of its subdirectories (one level down: a job's node
+ * directories; a subdirectory without traces is noted and skipped). */
+static bool expand_one(const char *a, struct cd_paths *out,
+		       void (*note)(void *ud, const char *path, const char *why), void *ud,
+		       struct cd_err *err)
+{
+	struct cd_paths subdirs = {0};
+	int before = out->n;
+	int added = expand_files(a, out, &subdirs, note, ud, err);
+	bool ok = added >= 0;
+
+	for (int i = 0; ok && i < subdirs.n; i++) {
+		if (added > 0) {
+			/* beside traces: one named like a trace is told */
+			const char *base = strrchr(subdirs.v[i], '/');
+			if (cd_paths_trace_name(base ? base + 1 : subdirs.v[i]))
+				note_kind(subdirs.v[i], S_IFDIR, note, ud);
+			continue;
+		}
+		struct cd_err sub = {0};
+		int n = expand_files(subdirs.v[i], out, NULL, note, ud, &sub);
+		if (n < 0 && strncmp(sub.msg, "out of memory", 13) == 0) {
+			*err = sub;
+			ok = false;
+		} else if (n <= 0 && note) {
+			char why[600];
+			snprintf(why, sizeof why, "%s; skipped",
+				 n < 0 ? sub.msg : "no traces (*.zst, *.jsonl, *.json) in this directory");
+			note(ud, subdirs.v[i], why);
+		}
+	}
+	bool from_subdirs = added == 0 && subdirs.n > 0;
+	cd_paths_free(&subdirs);
+	if (ok && out->n == before) {
+		cd_fail(err, CD_ERR_TRACE, from_subdirs
+			? "no traces (*.zst, *.jsonl, *.json) in this directory or in its "
+			  "subdirectories"
+			: "no traces (*.zst, *.jsonl, *.json) in this directory");
 		return false;
 	}
 	return ok;

@@ -18,20 +18,38 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, double *read_s,
-		     int *threads)
+int cd_cli_summaries(const struct cd_cli *cli, struct cd_rank_summary **sums, int *n,
+		     double *read_s, int *threads)
+{
+	return cd_cli_summaries_with(cli, NULL, sums, n, read_s, threads);
+}
+
+int cd_cli_summaries_with(const struct cd_cli *cli, const struct cd_run_opts *with,
+			  struct cd_rank_summary **sums, int *n, double *read_s, int *threads)
 {
 	struct cd_run_opts ro = {.jobs = cli->jobs, .general_parser = cli->general_parser};
 	struct cd_err err = {0};
 
-	if (cd_run_summaries(cli->traces, cli->ntraces, &ro, sums, &err)) {
+	if (with) {
+		ro.read_trace = with->read_trace;
+		ro.read_ctx = with->read_ctx;
+	}
+	if (cd_run_summaries(cli->traces, cli->ntraces, &ro, sums, n, &err)) {
 		fprintf(stderr, "commdebug: %s\n", err.msg);
 		return CD_EXIT_DATA;
 	}
-	if (!cd_fr_join(*sums, cli->ntraces)) {
-		fprintf(stderr, "commdebug: out of memory\n");
-		cd_run_free(*sums, cli->ntraces);
+	if (*n == 0) {
+		fprintf(stderr, "commdebug: no rank to read: the summary files given hold none "
+				"(each was written by a shard that had no trace)\n");
+		cd_run_free(*sums, 0);
 		*sums = NULL;
+		return CD_EXIT_DATA;
+	}
+	if (!cd_fr_join(*sums, *n)) {
+		fprintf(stderr, "commdebug: out of memory\n");
+		cd_run_free(*sums, *n);
+		*sums = NULL;
+		*n = 0;
 		return CD_EXIT_DATA;
 	}
 	if (read_s)
@@ -51,8 +69,16 @@ void cd_cli_print_run_stats(const struct cd_rank_summary *sums, int n, int threa
 		n, bytes, n ? bytes / (uint64_t)n : 0, threads, read_s);
 }
 
-/* One line on standard error per trace that is not whole. */
-static void warn_trace(const struct cd_rank_summary *s)
+static void cut_warning(const char *path, const char *done)
+{
+	char msg[128];
+	snprintf(msg, sizeof msg, "the trace is cut; %s", done);
+	cd_cli_print_warning(path, 0, msg);
+}
+
+/* One line on standard error per trace that is not whole; of a cut one,
+ * "the trace is cut; " and done. */
+static void warn_trace(const struct cd_rank_summary *s, const char *done)
 {
 	if (s->end == CD_END_EMPTY)
 		fprintf(stderr, "commdebug: %s: warning: %s; reported as a finding about its rank\n",
@@ -61,7 +87,7 @@ static void warn_trace(const struct cd_rank_summary *s)
 	else if (s->error)
 		cd_cli_print_summary_error(s->path, s->error);
 	else if (s->cut)
-		cd_cli_print_warning(s->path, 0, "the trace is cut; compared what it holds");
+		cut_warning(s->path, done);
 	else if (!s->has_rank)
 		cd_cli_print_warning(s->path, 0, "its meta event has no rank; left out");
 }
@@ -80,21 +106,28 @@ static int colls_rc(const struct cd_rank_summary *sums, int n)
 	return rc;
 }
 
-int cd_cli_ranks_report(const struct cd_cli *cli, struct cd_rank_summary *sums,
-			struct cd_out *out, uint64_t *visits)
+int cd_cli_read_rc(const struct cd_rank_summary *sums, int n, const char *done)
 {
-	int n = cli->ntraces, rc;
+	for (int i = 0; done && i < n; i++)
+		warn_trace(&sums[i], done);
+	return colls_rc(sums, n);
+}
+
+int cd_cli_ranks_report(enum cd_report_kind kind, bool json, int64_t late_ns,
+			struct cd_rank_summary *sums, int n, struct cd_out *out, uint64_t *visits)
+{
+	int rc;
 	struct cd_rank_summary **ptrs = cd_run_ptrs(sums, n);
-	struct cd_ranks_opts ro = {.json = cli->json, .late_ns = cli->late_ns};
+	struct cd_ranks_opts ro = {.json = json, .late_ns = late_ns};
 
 	if (!ptrs) {
 		fprintf(stderr, "commdebug: out of memory\n");
 		return CD_EXIT_DATA;
 	}
 	for (int i = 0; i < n; i++)
-		warn_trace(&sums[i]);
-	if (cli->kind == CD_R_COLLS) {
-		cd_colls_report(out, ptrs, n, cli->json);
+		warn_trace(&sums[i], "compared what it holds");
+	if (kind == CD_R_COLLS) {
+		cd_colls_report(out, ptrs, n, json);
 		rc = colls_rc(sums, n);
 	} else {
 		switch (cd_ranks_report(out, ptrs, n, &ro)) {
@@ -115,12 +148,12 @@ int cd_cli_run_ranks(const struct cd_cli *cli, struct cd_out *out)
 	struct cd_rank_summary *sums = NULL;
 	uint64_t visits = 0;
 	double read_s = 0;
-	int threads = 0, n = cli->ntraces, rc;
+	int threads = 0, n = 0, rc;
 
-	if ((rc = cd_cli_summaries(cli, &sums, &read_s, &threads)) != CD_EXIT_OK)
+	if ((rc = cd_cli_summaries(cli, &sums, &n, &read_s, &threads)) != CD_EXIT_OK)
 		return rc;
 	double t_merge = now();
-	rc = cd_cli_ranks_report(cli, sums, out, &visits);
+	rc = cd_cli_ranks_report(cli->kind, cli->json, cli->late_ns, sums, n, out, &visits);
 	double t_end = now();
 	if (cli->stats) {
 		uint64_t bytes = 0;

@@ -83,6 +83,11 @@
 				": the post-mortem across ranks (a dump has no modules: no module tree or counts)"));
 			return lines;
 		}
+		if (meta.summaries_only) {
+			lines.push(el("p.sub", null, plural((meta.traces || []).length, "summary file") +
+				": the post-mortem across ranks (a summary keeps no module tree or counts: give the traces for those)"));
+			return lines;
+		}
 		lines.push(el("p.sub", null,
 			plural((meta.traces || []).length, "trace") + "; module tree and counts of " +
 			(shown.rank !== null && shown.rank !== undefined ? "rank " + shown.rank + " (" + shown.path + ")" : shown.path) +

@@ -14,10 +14,15 @@
 #    tests/bench/out/export-RANKS-EVENTS/, made once and reused while
 #    gen_trace.py is not newer.
 # For each: `zstd -dc` of the files (the baseline, one process) and
-# `commdebug export --perfetto -o FILE` (two passes: summaries in parallel, then
-# each trace streamed to FILE), 3 runs each, median wall time and peak RSS,
-# and their ratio.  Timings never fail the run: the exit status is 0 unless a
-# command fails or the analyzer is not built.
+# `commdebug export --perfetto -o FILE` (one read of each trace: its summary and
+# timeline, on threads when there are several traces; then each rank written
+# from its timeline) with its default threads and with --jobs=1, and, when
+# $BENCH_BEFORE names another commdebug binary (an earlier build), that one's
+# export with its default threads, all in alternation, $BENCH_RUNS rounds
+# (default 5; lib.sh's alt_run): median wall time, the median of the per-round
+# ratios to the baseline with their range, the CPU time ratio, peak RSS, and
+# the issue's goal (export <= 2x).  Timings never fail the run: the exit
+# status is 0 unless a command fails or the analyzer is not built.
 set -u
 
 orig=$PWD
@@ -44,7 +49,7 @@ esac
 bin=$build/commdebug
 gpt2=${CD_BENCH_GPT2:-/work/shared/traces/gpt2-400steps.zst}
 dir=tests/bench/out/export-$ranks-$events
-runs=3
+runs=${BENCH_RUNS:-5}
 name=export.sh
 cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 
@@ -52,6 +57,8 @@ for tool in python3 zstd; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
 [ -x "$bin" ] || die "analyzer not built: $bin missing"
+before=${BENCH_BEFORE:-}
+[ -z "$before" ] || [ -x "$before" ] || die "BENCH_BEFORE=$before is not an executable"
 
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -80,7 +87,8 @@ if [ ! -f "$dir/.done" ] || [ tests/bench/gen_trace.py -nt "$dir/.done" ]; then
 	: >"$dir/.done"
 fi
 
-row() { printf '  %-36s %9s %11s %13s  %s\n' "$@"; }
+row() { printf '  %-36s %8s %10s %-13s %6s %9s  %s\n' "$@"; }
+goals=()
 
 # bench LABEL FILE...: the baseline and the export of FILE...
 bench() {
@@ -89,25 +97,46 @@ bench() {
 	read -r n_events n_bytes < <(zstd -dcq "$@" | wc -lc) || die "cannot read $*"
 	printf '\n  %s: %d file(s), %d events, %.1f MiB JSONL\n' "$label" "$#" "$n_events" \
 		"$(awk -v b="$n_bytes" 'BEGIN { print b / 1048576 }')"
-	row "" "median s" "x zstd -dc" "peak RSS MiB" "exit"
-	measure "0" zstd -dcq "$@"
-	local base_s=$med_s
-	row "zstd -dc (baseline)" "$med_s" "1.00" "$(mib "$med_kib")" ""
-	measure "0 3" "$bin" export --perfetto -o "$tmp/out.json" "$@"
-	row "commdebug export --perfetto" "$med_s" "$(ratio "$med_s" "$base_s")" \
+	row "" "median s" "x zstd -dc" "(range)" "CPU x" "RSS MiB" "exit"
+	alt_reset
+	alt_add zstd 0 zstd -dcq "$@"
+	alt_add par "0 3 4" "$bin" export --perfetto -o "$tmp/out.json" "$@"
+	alt_add one "0 3 4" "$bin" export --perfetto --jobs=1 -o "$tmp/out.json" "$@"
+	[ -z "$before" ] || alt_add old "0 3 4" "$before" export --perfetto -o "$tmp/old.json" "$@"
+	alt_run
+	alt_get zstd
+	row "zstd -dc (baseline)" "$med_s" "1.00" "(spread $(alt_spread zstd)%)" "1.00" \
+		"$(mib "$med_kib")" ""
+	alt_get par
+	alt_ratio par zstd
+	row "commdebug export --perfetto" "$med_s" "$ratio" "($ratio_lo-$ratio_hi)" "$cpu_ratio" \
 		"$(mib "$med_kib")" "$last_rc"
-	printf '  %-36s %.1f MiB, %s trace events\n' "output" \
+	goals+=("$(printf '%-44s %5sx  (range %s-%s, %d rounds)  goal <= 2x: %s' \
+		"export, $label" "$ratio" "$ratio_lo" "$ratio_hi" "$runs" "$(verdict "$ratio" 2)")")
+	local par_s=$med_s
+	alt_get one
+	alt_ratio one zstd
+	row "commdebug export --jobs=1" "$med_s" "$ratio" "($ratio_lo-$ratio_hi)" "$cpu_ratio" \
+		"$(mib "$med_kib")" "$last_rc"
+	printf '  %-36s %.1f MiB, %s trace events; --jobs=1 / default: %s x\n' "output" \
 		"$(awk -v b="$(wc -c <"$tmp/out.json")" 'BEGIN { print b / 1048576 }')" \
-		"$(sed -n 's/.*"trace_events_written":\([0-9]*\).*/\1/p' "$tmp/out.json")"
-	measure "0 3" "$bin" export --perfetto --jobs=1 -o "$tmp/out.json" "$@"
-	row "commdebug export --jobs=1" "$med_s" "$(ratio "$med_s" "$base_s")" \
-		"$(mib "$med_kib")" "$last_rc"
-	rm -f "$tmp/out.json"
+		"$(sed -n 's/.*"trace_events_written":\([0-9]*\).*/\1/p' "$tmp/out.json")" \
+		"$(ratio "$med_s" "$par_s")"
+	if [ -n "$before" ]; then
+		alt_get old
+		alt_ratio old zstd
+		row "BENCH_BEFORE's export" "$med_s" "$ratio" "($ratio_lo-$ratio_hi)" "$cpu_ratio" \
+			"$(mib "$med_kib")" "$last_rc"
+		goals+=("$(printf '%-44s %5sx  (range %s-%s, %d rounds)  (before)' \
+			"export before, $label" "$ratio" "$ratio_lo" "$ratio_hi" "$runs")")
+		cmp -s "$tmp/out.json" "$tmp/old.json" || printf '  %s\n' "the output differs from BENCH_BEFORE's"
+	fi
+	rm -f "$tmp/out.json" "$tmp/old.json"
 }
 
 echo "commdebug export --perfetto benchmark"
-printf '  build %s; median of %d runs on %d cores; peak RSS from %s\n' "$bin" "$runs" "$cores" \
-	"$([ -x /usr/bin/time ] && echo /usr/bin/time || echo "python3 getrusage")"
+printf '  build %s; %d alternating rounds, medians; machine: %s; peak RSS from %s\n' "$bin" \
+	"$runs" "$(machine_load)" "$([ -x /usr/bin/time ] && echo /usr/bin/time || echo "python3 getrusage")"
 if [ -f "$gpt2" ]; then
 	bench "real trace $gpt2" "$gpt2"
 else
@@ -119,4 +148,8 @@ for ((r = 0; r < ranks; r++)); do
 	files+=("$dir/rank$r.jsonl.zst")
 done
 bench "generated job $dir" "${files[@]}"
+printf '\n  goals (issue 25), machine at the end: %s\n' "$(machine_load)"
+for g in "${goals[@]}"; do
+	printf '    %s\n' "$g"
+done
 exit 0

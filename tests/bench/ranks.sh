@@ -8,10 +8,13 @@
 # (--rank R --world RANKS --seed R: the same run on every rank, only the
 # timestamps differ, so the ranks agree and every collective is compared) into
 # tests/bench/out/ranks-RANKS/, once: they are reused while EVENTS is the same
-# and gen_trace.py is not newer.  Then measures, 3 times each (median wall time,
-# peak RSS), `zstd -dc` of all the files (one process, and one per core), and
-# `commdebug ranks DIR` with its default number of threads and with --jobs=1,
-# and prints the ratios.  Then the merge at scale: BIG (default 1024) and BIG/4
+# and gen_trace.py is not newer.  Then runs in alternation, $BENCH_RUNS rounds
+# (default 5; lib.sh's alt_run): `zstd -dc` of all the files in one process
+# (the baseline) and one per core, and `commdebug ranks DIR` with its default
+# number of threads and with --jobs=1; prints each one's median wall time, the
+# median of its per-round ratios to the baseline with their range, its CPU
+# time ratio and peak RSS, the parallel speedup, and the issue's goal (ranks
+# <= 1.5x zstd -dc of all files).  Then the merge at scale: BIG (default 1024) and BIG/4
 # ranks of a small generated job with two faults (tests/cli/cases/ranks-1024/
 # gen.awk: 20 steps, 4 blocks, 160 collectives per rank) through `commdebug
 # ranks --stats`, its merge time (merge_s: matching, findings, report; not
@@ -49,7 +52,7 @@ esac
 bin=$build/commdebug
 dir=tests/bench/out/ranks-$ranks
 stamp=$dir/.events
-runs=3
+runs=${BENCH_RUNS:-5}
 name=ranks.sh
 cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 
@@ -93,7 +96,7 @@ done
 # ------------------------------------------------------------------ timing
 . "$root/tests/bench/lib.sh"
 
-row() { printf '  %-34s %9s %11s %13s %14s  %s\n' "$@"; }
+row() { printf '  %-34s %8s %10s %-13s %6s %9s %10s  %s\n' "$@"; }
 
 z_bytes=$(cat "${files[@]}" | wc -c)
 read -r n_events n_bytes < <(zstd -dcq "${files[@]}" | wc -lc) || die "cannot read the traces"
@@ -104,37 +107,48 @@ printf '  traces  %s: %d ranks, %d events (%d per rank), %.1f MiB JSONL, %.1f Mi
 	"$(awk -v b="$n_bytes" 'BEGIN { print b / 1048576 }')" \
 	"$(awk -v b="$z_bytes" 'BEGIN { print b / 1048576 }')"
 printf '  build   %s\n' "$bin"
-printf '  median of %d runs on %d cores; peak RSS from %s\n\n' "$runs" "$cores" \
+printf '  %d alternating rounds, medians; machine: %s; peak RSS from %s\n\n' "$runs" \
+	"$(machine_load)" \
 	"$([ -x /usr/bin/time ] && echo /usr/bin/time ||
 		echo "python3 getrusage (no /usr/bin/time; includes python3 itself)")"
-row "" "median s" "x zstd -dc" "peak RSS MiB" "RSS/rank KiB" "exit"
-
-measure "0" zstd -dcq "${files[@]}"
-base_s=$med_s
-row "zstd -dc, all files (baseline)" "$med_s" "1.00" "$(mib "$med_kib")" "" ""
+row "" "median s" "x zstd -dc" "(range)" "CPU x" "RSS MiB" "RSS/rank" "exit"
 
 printf '%s\n' "${files[@]}" >"$tmp/list"
-measure "0" sh -c 'xargs -P "$1" -n 1 zstd -dcq <"$2"' _ "$cores" "$tmp/list"
-row "zstd -dc, one per core" "$med_s" "$(ratio "$med_s" "$base_s")" "$(mib "$med_kib")" \
-	"" "(RSS: largest)"
+alt_reset
+alt_add zstd 0 zstd -dcq "${files[@]}"
+alt_add zstdn 0 sh -c 'xargs -P "$1" -n 1 zstd -dcq <"$2"' _ "$cores" "$tmp/list"
+if [ -x "$bin" ]; then
+	alt_add par "0 3 4" "$bin" ranks "$dir"
+	alt_add one "0 3 4" "$bin" ranks --jobs=1 "$dir"
+fi
+alt_run
+alt_get zstd
+row "zstd -dc, all files (baseline)" "$med_s" "1.00" "(spread $(alt_spread zstd)%)" "1.00" \
+	"$(mib "$med_kib")" "" ""
+# crow NAME LABEL
+crow() {
+	alt_get "$1"
+	alt_ratio "$1" zstd
+	row "$2" "$med_s" "$ratio" "($ratio_lo-$ratio_hi)" "$cpu_ratio" "$(mib "$med_kib")" \
+		"$(awk -v k="$med_kib" -v n="$ranks" 'BEGIN { printf "%.0f KiB", k / n }')" "$last_rc"
+}
+crow zstdn "zstd -dc, one per core"
 
 status=0
 if [ -x "$bin" ]; then
-	measure "0 3 4" "$bin" ranks "$dir"
-	par_s=$med_s
-	row "commdebug ranks DIR" "$med_s" "$(ratio "$med_s" "$base_s")" "$(mib "$med_kib")" \
-		"$(awk -v k="$med_kib" -v n="$ranks" 'BEGIN { printf "%.0f", k / n }')" "$last_rc"
-
-	measure "0 3 4" "$bin" ranks --jobs=1 "$dir"
+	crow par "commdebug ranks DIR"
+	par_s=$med_s par_ratio=$ratio par_lo=$ratio_lo par_hi=$ratio_hi
+	crow one "commdebug ranks --jobs=1 DIR"
 	one_s=$med_s
-	row "commdebug ranks --jobs=1 DIR" "$med_s" "$(ratio "$med_s" "$base_s")" "$(mib "$med_kib")" \
-		"$(awk -v k="$med_kib" -v n="$ranks" 'BEGIN { printf "%.0f", k / n }')" "$last_rc"
 
 	printf '\n  %-34s %s x (--jobs=1 %s s / default %s s, %d cores)\n' "parallel speedup" \
 		"$(ratio "$one_s" "$par_s")" "$one_s" "$par_s" "$cores"
 	printf '  %-34s %s events/s, %s MiB/s of JSONL\n' "throughput (default)" \
 		"$(awk -v n="$n_events" -v s="$par_s" 'BEGIN { if (s < 0.001) s = 0.001; printf "%.0f", n / s }')" \
 		"$(awk -v b="$n_bytes" -v s="$par_s" 'BEGIN { if (s < 0.001) s = 0.001; printf "%.0f", b / 1048576 / s }')"
+	printf '\n  goal (issue 25), machine at the end: %s\n' "$(machine_load)"
+	printf '    %-34s %5sx  (range %s-%s, %d rounds)  goal <= 1.5x: %s\n' \
+		"ranks on $ranks ranks" "$par_ratio" "$par_lo" "$par_hi" "$runs" "$(verdict "$par_ratio" 1.5)"
 else
 	printf '\n  analyzer not built: %s missing; ranks measurements skipped\n' "$bin"
 	status=1

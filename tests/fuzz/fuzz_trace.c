@@ -2,12 +2,16 @@
  *
  * The input becomes a file (memfd) read by the real reader (so zstd input
  * is fuzzed too when it starts with the magic number); every line goes
- * through both parsers, which must agree whenever the fast one accepts;
+ * through both parsers, which must agree whenever the fast one accepts, and
+ * through cd_parse_line's streams (with and without skip_detail), which
+ * must give what a fresh parse gives;
  * accepted events are replayed and every report is rendered; NCCL calls
  * are joined to the replayed collectives and their report rendered; the
- * trace is also summarized as a rank (with each parser) and the two merged,
- * and the two are exported as a job (export --perfetto), which must always
- * be valid JSON. */
+ * trace is also summarized as a rank (with each parser, and with the
+ * export's timeline: the same summary as cd_rank_summarize's) and the two
+ * merged, and the two are exported as a job (export --perfetto, the second
+ * with the trace itself as its NCCL-side trace, its timeline spilled to a
+ * file), which must always be valid JSON. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +30,9 @@
 #include "ranks.h"
 #include "reader.h"
 #include "replay.h"
+#include "spool.h"
 #include "tables.h"
+#include "timeline.h"
 
 struct ctx {
 	struct cd_report_cache cache;
@@ -64,6 +70,29 @@ static void charge(void *ud, const struct cd_replay *r, const struct cd_event *e
 		c->nccl_failed = true;
 }
 
+/* The line through the stream sl gives what the fresh parser fresh gives
+ * (status, message, column, event); and, with gen, what the general parser
+ * gives whenever the fast one accepts. */
+static void stream_check(struct cd_parser *sl, struct cd_parser *fresh, struct cd_parser *gen,
+			 const char *p, size_t n)
+{
+	struct cd_event a, b;
+	const struct cd_event *l;
+	struct cd_err ea = {0}, el = {0}, eb = {0};
+	enum cd_status sa = cd_parse_fast(fresh, p, n, &a, &ea);
+	enum cd_status sl_st = cd_parse_line(sl, p, n, &l, &el);
+	if (sa != sl_st || strcmp(ea.msg, el.msg) != 0 || ea.column != el.column ||
+	    (sa == CD_OK && !cd_event_equal(&a, l))) {
+		fprintf(stderr, "stream and fresh parse differ on: %.*s\n", (int)n, p);
+		abort();
+	}
+	if (gen && sa == CD_OK &&
+	    (cd_parse_general(gen, p, n, &b, &eb) != CD_OK || !cd_event_equal(&a, &b))) {
+		fprintf(stderr, "parsers disagree (skip_detail) on: %.*s\n", (int)n, p);
+		abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -78,7 +107,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cd_replay_opts ro = {.retain_ops = true, .want_tree = true, .want_params = true,
 				    .region_done = render_all, .on_collective = charge, .ud = &ctx};
 	struct cd_replay rp;
-	struct cd_parser pf = {0}, pg = {0};
+	struct cd_parser pf = {0}, pg = {0}, pl = {0}, pls = {.skip_detail = true};
+	/* fresh parsers of their own for the streams' comparisons: an event is
+	 * valid only until its parser reads the next line */
+	struct cd_parser pfl = {0}, pfs = {.skip_detail = true}, pgs = {.skip_detail = true};
 	struct cd_reader *rd = NULL;
 	struct cd_err err = {0};
 	if (cd_replay_init(&rp, &ro, &err) || cd_reader_open(path, &rd, &err))
@@ -96,6 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct cd_err ea = {0}, eb = {0};
 			enum cd_status sa = cd_parse_fast(&pf, p, (size_t)(le - p), &a, &ea);
 			enum cd_status sb = cd_parse_general(&pg, p, (size_t)(le - p), &b, &eb);
+			stream_check(&pl, &pfl, NULL, p, (size_t)(le - p));
+			stream_check(&pls, &pfs, &pgs, p, (size_t)(le - p));
 			if (sa == CD_OK) {
 				/* the fast parser never accepts what the general one rejects */
 				if (sb != CD_OK || !cd_event_equal(&a, &b)) {
@@ -145,27 +179,48 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cd_bk_trace_free(&bt);
 	}
 
-	/* the post-mortem path: the same trace as two ranks, merged */
-	struct cd_rank_summary a = {0}, b = {0};
-	cd_rank_summarize(path, false, &a);
-	cd_rank_summarize(path, true, &b);
+	/* the post-mortem path: the same trace as two ranks, merged; read with
+	 * the export's timelines (one in memory, one in the spool's file) */
+	struct cd_spool *sp_mem = cd_spool_new(1u << 20), *sp_file = cd_spool_new(0);
+	if (!sp_mem || !sp_file)
+		abort();
+	struct cd_rank_summary a = {0}, b = {0}, a0 = {0};
+	cd_tl_summarize(path, NULL, false, sp_mem, &a);
+	cd_tl_summarize(path, path, true, sp_file, &b);
+	cd_rank_summarize(path, false, &a0);
 	struct cd_rank_summary *both[2] = {&a, &b};
-	struct cd_out o;
+	struct cd_out o, o0;
 	cd_out_init(&o, NULL);
-	o.hold = true;
+	cd_out_init(&o0, NULL);
+	o.hold = o0.hold = true;
 	cd_ranks_report(&o, both, 2, &(struct cd_ranks_opts){.json = false});
 	cd_ranks_report(&o, both, 2, &(struct cd_ranks_opts){.json = true});
+	o.len = 0;
+	/* the timeline's read summarizes as cd_rank_summarize does */
+	struct cd_rank_summary *one[1] = {&a}, *one0[1] = {&a0};
+	cd_ranks_report(&o, one, 1, &(struct cd_ranks_opts){.json = true});
+	cd_colls_report(&o, one, 1, true);
+	cd_ranks_report(&o0, one0, 1, &(struct cd_ranks_opts){.json = true});
+	cd_colls_report(&o0, one0, 1, true);
+	if (!o.failed && !o0.failed &&
+	    (o.len != o0.len || (o.len && memcmp(o.buf, o0.buf, o.len) != 0))) {
+		fprintf(stderr, "the timeline's summary differs from cd_rank_summarize's:\n%.*s\n---\n%.*s\n",
+			(int)o.len, o.buf, (int)o0.len, o0.buf);
+		abort();
+	}
 	cd_out_free(&o);
+	cd_out_free(&o0);
+	cd_rank_summary_free(&a0);
 	struct cd_pm pm;
 	if (cd_pm_build(&pm, both, 2, 0)) {
 		struct cd_export x;
 		cd_out_init(&o, NULL);
 		o.hold = true;
-		cd_export_begin(&x, &o, &pm, false, false);
+		cd_export_begin(&x, &o, &pm);
 		for (int i = 0; i < pm.nall; i++) {
 			struct cd_export_rank_res res;
 			struct cd_err ee = {0};
-			if (cd_export_rank(&x, pm.all[i], i, NULL, &res, &ee) != CD_OK)
+			if (cd_export_rank(&x, pm.all[i], i, &res, &ee) != CD_OK)
 				break;
 		}
 		cd_export_end(&x);
@@ -182,8 +237,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cd_pm_free(&pm);
 	cd_rank_summary_free(&a);
 	cd_rank_summary_free(&b);
+	cd_spool_free(sp_mem);
+	cd_spool_free(sp_file);
 	cd_parser_free(&pf);
 	cd_parser_free(&pg);
+	cd_parser_free(&pl);
+	cd_parser_free(&pls);
+	cd_parser_free(&pfl);
+	cd_parser_free(&pfs);
+	cd_parser_free(&pgs);
 	cd_replay_free(&rp);
 	cd_report_cache_free(&ctx.cache);
 	close(fd);

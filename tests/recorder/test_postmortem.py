@@ -1034,11 +1034,15 @@ def test_job_fsdp_straggler(ctx):
           want)
     check(first["times"]["delay_s"] > fault["seconds"] - 1,
           "fsdp-straggler: only %.1f s late", first["times"]["delay_s"])
-    for r in range(job.world):
-        if r != rank:
-            errs = [e["msg"] for e in job.ledgers[r] if e["ev"] == "error"]
-            check(errs and "Timed out" in errs[0], "fsdp-straggler: rank %d did not time "
-                  "out: %r", r, errs)
+    # the waiting ranks time out; on a loaded machine one may first lose a
+    # peer that timed out before it (gloo closes the connection)
+    errs = {r: [e["msg"] for e in job.ledgers[r] if e["ev"] == "error"]
+            for r in range(job.world) if r != rank}
+    for r, e in errs.items():
+        check(e and ("Timed out" in e[0] or "Connection" in e[0]),
+              "fsdp-straggler: rank %d raised neither a timeout nor a lost peer: %r", r, e)
+    check(any(e and "Timed out" in e[0] for e in errs.values()),
+          "fsdp-straggler: no waiting rank timed out: %r", errs)
 
 
 def test_job_fsdp_kill(ctx):

@@ -4,31 +4,47 @@
  * their phase, every thread's B and E balance and its times never go
  * back, and a span left open is closed by the exporter (args.unclosed). */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "export.h"
 #include "ranks.h"
+#include "spool.h"
+#include "timeline.h"
 
-/* Export the trace text (no t0: ts = t / 1000); the parsed document. */
-static cJSON *export_text(const char *text, struct cd_export_stats *st)
+/* The trace text in a new temporary file; its path (free()). */
+static char *trace_file(const char *text)
 {
-	char path[] = "/tmp/cd-test-export-XXXXXX";
-	int fd = mkstemp(path);
+	char *path = strdup("/tmp/cd-test-export-XXXXXX");
+	int fd = path ? mkstemp(path) : -1;
 	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
 		abort();
 	close(fd);
+	return path;
+}
+
+/* Export the trace at path (no t0: ts = t / 1000) with a spool of budget
+ * bytes in memory; the document (free()), its statistics, and the bytes
+ * the timeline spilled to the spool's file. */
+static char *export_doc(const char *path, uint64_t budget, struct cd_export_stats *st,
+			uint64_t *spilled)
+{
+	struct cd_spool *sp = cd_spool_new(budget);
+	CHECK(sp != NULL);
 	struct cd_rank_summary s = {0};
-	cd_rank_summarize(path, false, &s);
+	cd_tl_summarize(path, NULL, false, sp, &s);
+	CHECK(s.extra != NULL);
 	FILE *f = tmpfile();
 	struct cd_out o;
 	cd_out_init(&o, f);
 	struct cd_export x;
 	struct cd_export_rank_res res = {0};
 	struct cd_err err = {0};
-	cd_export_begin(&x, &o, NULL, false, true);
-	CHECK(cd_export_rank(&x, &s, 0, NULL, &res, &err) == CD_OK);
+	cd_export_begin(&x, &o, NULL);
+	CHECK(cd_export_rank(&x, &s, 0, &res, &err) == CD_OK);
 	cd_export_end(&x);
 	CHECK(cd_out_flush(&o, &err) == CD_OK);
 	*st = x.st;
@@ -38,13 +54,25 @@ static cJSON *export_text(const char *text, struct cd_export_stats *st)
 	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n)
 		abort();
 	buf[n] = 0;
+	fclose(f);
+	cd_out_free(&o);
+	if (spilled)
+		*spilled = cd_spool_spilled(sp);
+	cd_rank_summary_free(&s);   /* its timeline, then the spool */
+	cd_spool_free(sp);
+	return buf;
+}
+
+/* The document of trace text, parsed. */
+static cJSON *export_text(const char *text, struct cd_export_stats *st)
+{
+	char *path = trace_file(text);
+	char *buf = export_doc(path, 1u << 20, st, NULL);
 	cJSON *doc = cJSON_Parse(buf);
 	CHECK(doc != NULL);
 	free(buf);
-	fclose(f);
-	cd_out_free(&o);
-	cd_rank_summary_free(&s);
 	unlink(path);
+	free(path);
 	return doc;
 }
 
@@ -224,10 +252,88 @@ static void test_unclosed(void)
 	cJSON_Delete(doc);
 }
 
+static void test_spilled_timeline(void)
+{
+	/* a timeline of many chunks: written to the spool's file when its
+	 * budget is 0, kept in memory with room; the same document */
+	size_t cap = 1u << 23, len = 0;
+	char *t = malloc(cap);
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	len += (size_t)snprintf(t + len, cap - len, "%s", META);
+	for (int i = 0; i < 20000; i++)
+		len += (size_t)snprintf(t + len, cap - len,
+			"{\"ev\":\"fw_pre\",\"mod\":\"m%d\",\"type\":\"T\",\"t\":%d}\n"
+			"{\"ev\":\"nccl\",\"func\":\"AllReduce\",\"comm\":\"c%d\",\"seq\":%d,"
+			"\"bytes\":%d,\"t\":%d}\n"
+			"{\"ev\":\"nccl\",\"comm\":\"c%d\",\"seq\":%d,\"state\":\"completed\","
+			"\"dur\":500,\"t\":%d}\n"
+			"{\"ev\":\"fw_post\",\"mod\":\"m%d\",\"t\":%d}\n",
+			i % 50, i * 1000, i % 3, i, 4 * i, i * 1000 + 100, i % 3, i, i * 1000 + 900,
+			i % 50, i * 1000 + 999);
+	CHECK(len < cap);
+	struct cd_export_stats a, b;
+	uint64_t spilled_a = 0, spilled_b = 0;
+	char *path = trace_file(t);
+	char *kept = export_doc(path, 1u << 30, &a, &spilled_a);
+	char *spilled = export_doc(path, 0, &b, &spilled_b);
+	CHECK(spilled_a == 0);
+	CHECK(spilled_b > 2 * CD_SLOG_CHUNK);
+	CHECK(strcmp(kept, spilled) == 0);
+	CHECK(a.spans == 20000 && a.nccl_calls == 20000 && a.gpu_slices == 20000);
+	cJSON *doc = cJSON_Parse(spilled);
+	CHECK(doc != NULL);
+	cJSON_Delete(doc);
+	free(kept);
+	free(spilled);
+	free(t);
+	unlink(path);
+	free(path);
+}
+
+static void test_long_names(void)
+{
+	/* a module name and a region label longer than a record: the
+	 * timeline writes them in several records; the document has them
+	 * whole */
+	char mod[5001], label[2501], *t = malloc(16384);
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	for (int i = 0; i < 5000; i++)
+		mod[i] = (char)('a' + i % 26);
+	mod[5000] = 0;
+	for (int i = 0; i < 2500; i++)
+		label[i] = (char)('A' + i % 26);
+	label[2500] = 0;
+	snprintf(t, 16384, "%s"
+		 "{\"ev\":\"region_enter\",\"region\":1,\"label\":\"%s\",\"t\":1000}\n"
+		 "{\"ev\":\"fw_pre\",\"mod\":\"%s\",\"type\":\"\",\"t\":2000}\n"
+		 "{\"ev\":\"fw_post\",\"mod\":\"%s\",\"t\":3000}\n"
+		 "{\"ev\":\"region_exit\",\"region\":1,\"t\":4000}\n", META, label, mod, mod);
+	struct cd_export_stats st;
+	cJSON *doc = export_text(t, &st);
+	const cJSON *evs = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+	CHECK(tid_of(evs, mod) == 1000);
+	CHECK(tid_of(evs, label) == 2);
+	CHECK(st.spans == 1);
+	const cJSON *e;
+	cJSON_ArrayForEach(e, evs)
+		if (tid_of(evs, mod) == (int)num_of(e, "tid") && strcmp(str_of(e, "ph"), "B") == 0) {
+			const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+			CHECK(strcmp(str_of(args, "type"), "") == 0);
+		}
+	cJSON_Delete(doc);
+	free(t);
+}
+
 int main(void)
 {
 	TEST(test_overlap_goes_to_another_thread);
 	TEST(test_nested_share_a_thread);
 	TEST(test_unclosed);
+	TEST(test_spilled_timeline);
+	TEST(test_long_names);
 	return check_done();
 }

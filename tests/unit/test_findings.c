@@ -530,6 +530,252 @@ static void test_tie_lowest(void)
 	done(&pm);
 }
 
+/* ---- Flight Recorder dumps: records without regions, their states ---- */
+
+#define FRMOD "(no module: Flight Recorder)"
+
+/* A rank's Flight Recorder dump as cd_fr_summarize makes one: states
+ * tracked (NCCL) or not (gloo); world: the pg whose entries' desc is
+ * "default_pg" (NULL: none). */
+static struct cd_rank_summary *dump(int64_t r, int64_t world, bool states, const char *world_pg)
+{
+	struct cd_rank_summary *s = rank(r, world);
+	s->source = CD_SRC_FR_PICKLE;
+	s->fr_states = states;
+	if (world_pg) {
+		s->fr_has_world_pg = true;
+		s->fr_world_pg = str(s, world_pg);
+	}
+	return s;
+}
+
+/* One collective of a dump (no region), with what the dump says of it:
+ * retired (1, 0, -1: not in the dump) and state (0 scheduled, 1 started,
+ * 2 completed). */
+static void frcoll(struct cd_rank_summary *s, const char *pg, int64_t seq, const char *name,
+		   int64_t bytes, int64_t t, int retired, int state)
+{
+	coll(s, pg, seq, name, bytes, FRMOD, -1, t);
+	struct cd_fr_crec fc = {.record_id = s->colls.n - 1, .op_id = -1, .t_started = -1,
+				.t_completed = -1, .out_bytes = bytes, .user_frame = UINT32_MAX,
+				.state = (uint8_t)state, .retired = (int8_t)retired};
+	cd_vec_push(&s->fr, fc);
+}
+
+/* The real skip job's shape (testdata/fr/skip): per step a world
+ * all_reduce of 64 bytes and a broadcast of 32; rank `odd` issues `last`
+ * at seq 5 where the others all_reduce, and every rank stops there. */
+static void gloo_job(int odd, const char *last, int nranks)
+{
+	for (int r = 0; r < nranks; r++) {
+		struct cd_rank_summary *s = dump(r, nranks, false, "0");
+		for (int64_t q = 1; q <= 4; q++)
+			frcoll(s, "0", q, q % 2 ? "all_reduce" : "broadcast", q % 2 ? 64 : 32, q, 1, 0);
+		if (r == odd)
+			frcoll(s, "0", 5, last, strcmp(last, "broadcast") == 0 ? 32 : 64, 5, 0, 0);
+		else
+			frcoll(s, "0", 5, "all_reduce", 64, 5, 0, 0);
+	}
+}
+
+static void test_pattern_skip(void)
+{
+	/* rank 1 broadcasts at seq 5 where ranks 0,2,3 all_reduce, and every
+	 * rank stops there (nothing to realign against).  A dump has no
+	 * regions, so no earlier step to take as the template; rank 1's own
+	 * collectives of pg 0 (seq 1-4: all_reduce broadcast all_reduce
+	 * broadcast) repeat every 2, and one period back (seq 3) it issued the
+	 * all_reduce the others issued here, then (1 later) the broadcast it
+	 * issued here: a skip of 1, told by its pattern */
+	struct cd_pm pm;
+	gloo_job(1, "broadcast", 4);
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		const struct cd_finding *f = &pm.f.v[0];
+		CHECK(f->kind == CD_FK_SKIP && f->count == 1);
+		CHECK(f->seq == 5 && f->seq_end == 5);
+		CHECK(f->odd.n == 1 && pm.r[f->odd.v[0]]->rank == 1);
+		CHECK(f->others.n == 3);
+		CHECK(f->basis == CD_BY_PATTERN && pm.r[f->basis_rank]->rank == 1);
+		CHECK(f->basis_period == 2 && f->basis_from == 1 && f->basis_to == 4);
+		CHECK(f->basis_at == 3);
+		CHECK(f->ref_rec && strcmp(cd_rank_str(pm.r[f->ref], f->ref_rec->coll), "all_reduce") == 0);
+	}
+	done(&pm);
+}
+
+static void test_pattern_other_coll(void)
+{
+	/* rank 1 all_gathers at seq 5 instead: its pattern held the all_reduce
+	 * one period back, but not the all_gather 1 later (a broadcast): no
+	 * skip, a type_mismatch decided at the position */
+	struct cd_pm pm;
+	gloo_job(1, "all_gather", 4);
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		CHECK(pm.f.v[0].kind == CD_FK_TYPE && pm.f.v[0].basis == CD_BY_POS);
+		CHECK(pm.f.v[0].odd.n == 1 && pm.r[pm.f.v[0].odd.v[0]]->rank == 1);
+	}
+	done(&pm);
+}
+
+static void test_pattern_needs_two_periods(void)
+{
+	/* seq 1 all_reduce, seq 2 broadcast, then rank 1 broadcasts at seq 3
+	 * where ranks 0 and 2 all_reduce: a period of 2 seen once is no
+	 * pattern (it must repeat: 2 periods), so a type_mismatch */
+	struct cd_pm pm;
+	for (int r = 0; r < 3; r++) {
+		struct cd_rank_summary *s = dump(r, 3, false, "0");
+		frcoll(s, "0", 1, "all_reduce", 64, 1, 1, 0);
+		frcoll(s, "0", 2, "broadcast", 32, 2, 1, 0);
+		frcoll(s, "0", 3, r == 1 ? "broadcast" : "all_reduce", r == 1 ? 32 : 64, 3, 0, 0);
+	}
+	build(&pm, 0);
+	CHECK(pm.f.n == 1 && pm.f.v[0].kind == CD_FK_TYPE);
+	done(&pm);
+}
+
+/* Ranks 0,1,3 of 4 (rank 2 left no dump): pg 0 seq 1-3 retired, seq 4
+ * as `last_retired` says. */
+static void absent_job(bool states, int last_retired, int last_state, const char *world_pg)
+{
+	for (int r = 0; r < 4; r++) {
+		if (r == 2)
+			continue;
+		struct cd_rank_summary *s = dump(r, 4, states, world_pg);
+		for (int64_t q = 1; q <= 3; q++)
+			frcoll(s, "0", q, "all_reduce", 64, q, 1, states ? 2 : 0);
+		frcoll(s, "0", 4, "all_reduce", 64, 4, last_retired, last_state);
+	}
+}
+
+static void test_hang_absent(void)
+{
+	/* gloo (no states): ranks 0,1,3 wait in pg 0 seq 4, not retired in
+	 * their dumps; rank 2 left nothing and is a member of pg 0 (the world
+	 * group, by the entries' desc): it hangs there, the only finding */
+	struct cd_pm pm;
+	absent_job(false, 0, 0, "0");
+	build(&pm, 0);
+	CHECK(pm.missing.n == 1 && pm.missing.v[0] == 2);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		const struct cd_finding *f = &pm.f.v[0];
+		CHECK(f->kind == CD_FK_HANG && f->seq == 4);
+		CHECK(f->odd.n == 0);
+		CHECK(f->absent.n == 1 && f->absent.v[0] == 2);
+		CHECK(f->others.n == 3);
+		CHECK(f->flight_by == CD_FLBY_RETIRED);
+		CHECK(f->delay == -1);   /* a dump does not say when it was taken */
+		CHECK(cd_pm_world_pg(&pm, f->pg));
+	}
+	done(&pm);
+}
+
+static void test_hang_absent_ended(void)
+{
+	/* the same, but seq 4 retired (ended: perhaps by an error): nobody is
+	 * shown waiting, so no hang; rank 2 is only missing */
+	struct cd_pm pm;
+	absent_job(false, 1, 0, "0");
+	build(&pm, 0);
+	CHECK(pm.missing.n == 1 && pm.f.n == 0);
+	done(&pm);
+}
+
+static void test_hang_absent_not_member(void)
+{
+	/* in flight, but no dump names pg 0 the world group and no member list
+	 * names rank 2: it is not known to be a member, so no hang */
+	struct cd_pm pm;
+	absent_job(false, 0, 0, NULL);
+	build(&pm, 0);
+	CHECK(pm.missing.n == 1 && pm.f.n == 0);
+	done(&pm);
+}
+
+static void test_hang_absent_states(void)
+{
+	/* NCCL-shaped: states tracked, pg 0's members [0, 1, 2, 3] from
+	 * pg_config; seq 4 "started" on ranks 0,1,3: rank 2 hangs, told by the
+	 * state */
+	struct cd_pm pm;
+	absent_job(true, 0, 1, NULL);
+	for (int i = 0; i < nsums; i++) {
+		struct cd_rank_summary *s = &sums[i];
+		static const int64_t members[] = {0, 1, 2, 3};
+		cd_rank_add_pg(s, str(s, "0"), members, 4);
+	}
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		CHECK(pm.f.v[0].kind == CD_FK_HANG && pm.f.v[0].seq == 4);
+		CHECK(pm.f.v[0].absent.n == 1 && pm.f.v[0].absent.v[0] == 2);
+		CHECK(pm.f.v[0].flight_by == CD_FLBY_STATE);
+	}
+	done(&pm);
+}
+
+static void test_hang_absent_pg_status(void)
+{
+	/* a dump without "retired" or states: pg_status says seq 4 was
+	 * enqueued (4) but not completed (3) */
+	struct cd_pm pm;
+	absent_job(false, -1, 0, "0");
+	for (int i = 0; i < nsums; i++) {
+		struct cd_pgstat p = {str(&sums[i], "0"), 4, -1, 3};
+		for (uint32_t k = 0; k < sums[i].fr.n; k++)
+			sums[i].fr.v[k].retired = -1;
+		cd_vec_push(&sums[i].pg_status, p);
+	}
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		CHECK(pm.f.v[0].kind == CD_FK_HANG && pm.f.v[0].seq == 4);
+		CHECK(pm.f.v[0].absent.n == 1 && pm.f.v[0].flight_by == CD_FLBY_PG_STATUS);
+	}
+	done(&pm);
+}
+
+static void test_hang_absent_traces(void)
+{
+	/* traces (no dump facts) with a missing rank: nothing shows anyone
+	 * waiting, so as before no finding */
+	struct cd_pm pm;
+	for (int r = 0; r < 4; r++)
+		if (r != 2)
+			same4(rank(r, 4));
+	build(&pm, 0);
+	CHECK(pm.missing.n == 1 && pm.f.n == 0);
+	done(&pm);
+}
+
+static void test_hang_dump_behind(void)
+{
+	/* every rank has a dump; rank 3's ends after seq 3 while ranks 0-2 wait
+	 * in seq 4 (not retired): rank 3 hangs there, told by "retired" */
+	struct cd_pm pm;
+	for (int r = 0; r < 4; r++) {
+		struct cd_rank_summary *s = dump(r, 4, false, "0");
+		for (int64_t q = 1; q <= 3; q++)
+			frcoll(s, "0", q, "all_reduce", 64, q, 1, 0);
+		if (r != 3)
+			frcoll(s, "0", 4, "all_reduce", 64, 4, 0, 0);
+	}
+	build(&pm, 0);
+	CHECK(pm.f.n == 1);
+	if (pm.f.n == 1) {
+		const struct cd_finding *f = &pm.f.v[0];
+		CHECK(f->kind == CD_FK_HANG && f->seq == 4);
+		CHECK(f->odd.n == 1 && pm.r[f->odd.v[0]]->rank == 3 && f->absent.n == 0);
+		CHECK(f->flight_by == CD_FLBY_RETIRED && f->delay == -1);
+	}
+	done(&pm);
+}
+
 int main(void)
 {
 	TEST(test_agree);
@@ -546,5 +792,15 @@ int main(void)
 	TEST(test_tie_own_steps);
 	TEST(test_tie_sibling);
 	TEST(test_tie_lowest);
+	TEST(test_pattern_skip);
+	TEST(test_pattern_other_coll);
+	TEST(test_pattern_needs_two_periods);
+	TEST(test_hang_absent);
+	TEST(test_hang_absent_ended);
+	TEST(test_hang_absent_not_member);
+	TEST(test_hang_absent_states);
+	TEST(test_hang_absent_pg_status);
+	TEST(test_hang_absent_traces);
+	TEST(test_hang_dump_behind);
 	return check_done();
 }

@@ -134,6 +134,27 @@ static void test_summary(void)
 	CHECK(s.pg_names.n == 2);
 	cd_rank_summary_free(&s);
 
+	/* gloo, dumped while rank 2 slept: every entry "scheduled", but the
+	 * world all_reduce it waits in (record 6) is not retired, the earlier
+	 * ones are; the world group is told by the entries' desc, as pg_config
+	 * is keyed by "" */
+	memset(&s, 0, sizeof s);
+	snprintf(path, sizeof path, "%s/sleep/inflight/fr_rank0", dir);
+	cd_fr_summarize(path, &s);
+	CHECK(s.error == NULL && !s.fr_states && s.pg_conf_broken);
+	CHECK(s.colls.n == 7 && s.fr.n == 7);
+	for (uint32_t k = 0; k < s.fr.n && k < 7; k++)
+		CHECK(s.fr.v[k].retired == (k == 6 ? 0 : 1));
+	CHECK(s.fr_has_world_pg && strcmp(cd_rank_str(&s, s.fr_world_pg), "0") == 0);
+	cd_rank_summary_free(&s);
+
+	/* NCCL-shaped: retired but the last, which is "started" */
+	memset(&s, 0, sizeof s);
+	snprintf(path, sizeof path, "%s/nccl-hand/pickle/nccl_trace_rank_2", dir);
+	cd_fr_summarize(path, &s);
+	CHECK(s.fr.n == 4 && s.fr.v[3].retired == 0 && s.fr.v[0].retired == 1);
+	cd_rank_summary_free(&s);
+
 	memset(&s, 0, sizeof s);
 	snprintf(path, sizeof path, "%s/expected.txt", dir);
 	cd_fr_summarize(path, &s);
@@ -153,6 +174,7 @@ static void test_sniff_version(void)
 			"\"collective_seq_id\": 1, \"process_group\": [\"0\", \"default_pg\"]}], \"rank\": 7}";
 	CHECK(cd_fr_parse((const uint8_t *)j, strlen(j), "fr_rank3", &d, &err) == CD_OK);
 	CHECK(d.rank == 7 && !d.rank_from_name && d.n_entries == 1 && d.entries[0].time_created_ns == -1);
+	CHECK(!d.entries[0].has_retired && !d.entries[0].retired);   /* absent: unknown */
 	cd_fr_dump_free(&d);
 	const char *bad = "{\"version\": \"2.10\", \"entries\": [1]}";
 	CHECK(cd_fr_parse((const uint8_t *)bad, strlen(bad), NULL, &d, &err) == CD_ERR_TRACE);

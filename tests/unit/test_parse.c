@@ -2,12 +2,47 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "fields.h"
 #include "parse.h"
 
 static struct cd_parser pf, pg;
+/* cd_parse_line's streams, fed every line the tests parse: each line must
+ * give what a fresh parse gives, whatever came before it; and with
+ * skip_detail, fresh fast and general parsers to compare them with */
+static struct cd_parser pl, pls = {.skip_detail = true};
+static struct cd_parser pfs = {.skip_detail = true}, pgs = {.skip_detail = true};
+
+/* The line through the streams agrees with the fresh parsers. */
+static bool stream_agrees(const char *line)
+{
+	struct cd_event a, b;
+	const struct cd_event *l;
+	struct cd_err ea = {0}, eb = {0}, el = {0};
+	size_t n = strlen(line);
+	pl.skip_detail = pf.skip_detail;
+	enum cd_status sa = cd_parse_fast(&pf, line, n, &a, &ea);
+	enum cd_status sl = cd_parse_line(&pl, line, n, &l, &el);
+	if (sa != sl || strcmp(ea.msg, el.msg) != 0 || ea.column != el.column ||
+	    (sa == CD_OK && !cd_event_equal(&a, l))) {
+		fprintf(stderr, "  %s\n  fresh: %d %s / stream: %d %s\n", line, sa, ea.msg, sl, el.msg);
+		return false;
+	}
+	/* skipping args and params: fast and general agree, the stream too */
+	sa = cd_parse_fast(&pfs, line, n, &a, &ea);
+	enum cd_status sb = cd_parse_general(&pgs, line, n, &b, &eb);
+	sl = cd_parse_line(&pls, line, n, &l, &el);
+	if (sa != sl || strcmp(ea.msg, el.msg) != 0 || (sa == CD_OK && !cd_event_equal(&a, l)) ||
+	    (sa == CD_OK && (sb != CD_OK || !cd_event_equal(&a, &b)))) {
+		fprintf(stderr, "  %s\n  skipping: fresh %d %s / stream %d %s / general %d %s\n", line,
+			sa, ea.msg, sl, el.msg, sb, eb.msg);
+		return false;
+	}
+	return true;
+}
 
 static enum cd_status fast(const char *line, struct cd_event *e, struct cd_err *err)
 {
+	CHECK(stream_agrees(line));
 	return cd_parse_fast(&pf, line, strlen(line), e, err);
 }
 
@@ -263,6 +298,113 @@ static void test_global_reserved(void)
 	CHECK(agree("{\"ev\":\"fw_pre\",\"mod\":\"global\",\"type\":\"T\"}"));
 }
 
+/* Every field is found by its key, in both parsers' lookup. */
+static void test_field_table(void)
+{
+	for (int id = 0; id < CD_FI__COUNT; id++) {
+		const struct cd_field *f = cd_field_at((enum cd_fid)id);
+		CHECK(f && (int)f->id == id && f->len == strlen(f->key));
+		CHECK(f && cd_field_lookup(f->key, f->len) == f);
+	}
+	CHECK(!cd_field_lookup("tt", 2));
+	CHECK(!cd_field_lookup("world_siz", 9));
+}
+
+/* The op lines' shortcut: each way of leaving it reads on as usual. */
+static void test_op_shapes(void)
+{
+	static const char *const ok[] = {
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":true,\"dt\":true,\"args\":[],\"fake\":true,\"t\":0}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"t\":7}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":123456789012345}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":12345678}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":98765432}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":100000009}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":1234567}",
+
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":1234567890123456}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5 }",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5,\"x\":1}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false, \"dt\":false,\"t\":5}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"dt\":false,\"bw\":false,\"t\":5}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":null,\"dt\":false,\"t\":5}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"args\":null,\"t\":5}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"fake\":false}",
+		"{\"ev\":\"op\",\"name\":\"c10d.allreduce_.default\",\"bw\":false,\"dt\":false,"
+		"\"pg\":\"0\",\"seq\":1,\"bytes\":4,\"dtype\":\"f\",\"shape\":[1],\"t\":5}",
+		"{\"ev\":\"op\",\"name\":\"a.b\"}",
+		/* args lists kept by their text: the same, one longer, one with an
+		 * escape, one with a null mesh, one with a shape that differs at the end */
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"},{\"shape\":[],\"placements\":\"P\"}],\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"fake\":false,\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\\u00e9\",\"mesh\":\"M\\n\"}],\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":null}],\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,4],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}] ,\"t\":8}",
+		"{\"ev\":\"op\",\"name\":\"a.b\",\"dt\":true,\"args\":[ ]}",
+		/* params lists, kept the same way */
+		"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"bw\":false,\"params\":[{\"name\":\"w\","
+		"\"shape\":[4,2],\"dtype\":\"torch.float32\",\"nbytes\":32,\"requires_grad\":true,"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"},{\"name\":\"b\"}],\"grad_in\":false,\"t\":9}",
+		"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"bw\":false,\"params\":[{\"name\":\"w\","
+		"\"shape\":[4,2],\"dtype\":\"torch.float32\",\"nbytes\":32,\"requires_grad\":true,"
+		"\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"},{\"name\":\"b\"}],\"grad_in\":true,\"t\":10}",
+		"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"params\":[{\"name\":\"w\\u00e9\","
+		"\"shape\":[4,2],\"dtype\":null,\"nbytes\":32}],\"t\":10}",
+		"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"params\":[],\"t\":10}",
+	};
+	static const char *const bad[][2] = {
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":-5}", "negative"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5.5}", "integer"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":99999999999999999}",
+		 "out of range"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5}x", "after the end"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":1234567:}", "expected"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":12345678/}", "expected"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5", "expected"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"bw\":false,\"t\":5}", "duplicate"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5,\"t\":5}", "duplicate"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":fals,\"dt\":false,\"t\":5}", "true or false"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"args\":[{]}", "key expected"},
+		{"{\"ev\":\"op\",\"name\":\"\",\"bw\":false,\"dt\":false,\"t\":5}", "empty"},
+		/* a kept list's text followed by more of a list is not that list */
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		 "\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],{}],\"t\":8}", "key expected"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,-3],"
+		 "\"placements\":\"(Shard(dim=0),)\",\"mesh\":\"M\"}],\"t\":8}", "negative"},
+		{"{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":true,\"args\":[{\"shape\":[2,3],"
+		 "\"placements\":5}],\"t\":8}", "must be a string"},
+		{"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"params\":[{\"name\":\"w\","
+		 "\"nbytes\":-32}],\"t\":10}", "negative nbytes"},
+		{"{\"ev\":\"fw_pre\",\"mod\":\"m\",\"type\":\"T\",\"params\":[{\"shape\":[1]}],\"t\":10}",
+		 "has no \"name\""},
+	};
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+		CHECK(agree(ok[i]));
+	/* cJSON takes these; the fast parser, stricter, does not */
+	CHECK(stream_agrees("{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":05}"));
+	CHECK(stream_agrees("{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":1e3}"));
+	CHECK(stream_agrees("{\"ev\":\"op\",\"name\":\"a.b\",\"bw\":false,\"dt\":false,\"t\":5.0}"));
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CHECK(reject(bad[i][0], bad[i][1]));
+	/* and the streams after each kind of line */
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+		for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+			CHECK(stream_agrees(ok[i]));
+			CHECK(stream_agrees(bad[k][0]));
+			CHECK(stream_agrees("{\"ev\":\"meta\",\"format\":\"commdebug-trace\",\"version\":1,"
+					    "\"rank\":1,\"world_size\":2,\"host\":\"h\",\"t0\":5}"));
+		}
+}
+
 int main(void)
 {
 	TEST(test_op_fields);
@@ -276,7 +418,13 @@ int main(void)
 	TEST(test_duplicate_keys);
 	TEST(test_global_reserved);
 	TEST(test_ddp);
+	TEST(test_field_table);
+	TEST(test_op_shapes);
 	cd_parser_free(&pf);
 	cd_parser_free(&pg);
+	cd_parser_free(&pl);
+	cd_parser_free(&pls);
+	cd_parser_free(&pfs);
+	cd_parser_free(&pgs);
 	return check_done();
 }

@@ -320,6 +320,17 @@ int main(void)
 	TEST(test_checksum);
 	TEST(test_line_limit);
 	TEST(test_missing_and_empty);
+	/* the same with no reader thread (cd_reader_set_inline) */
+	cd_reader_set_inline(true);
+	TEST(test_plain_roundtrip);
+	TEST(test_zstd_frames);
+	TEST(test_zstd_cut);
+	TEST(test_long_line);
+	TEST(test_corrupt);
+	TEST(test_checksum);
+	TEST(test_line_limit);
+	TEST(test_missing_and_empty);
+	cd_reader_set_inline(false);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)
