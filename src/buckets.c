@@ -605,7 +605,8 @@ static void end_pass(struct coll_ctx *c, const struct cd_event *e)
 	for (uint32_t i = 0; i < c->pending.n; i++) {
 		struct cd_bk_fire *f = &c->t->ddp.v[c->pending.v[i].d].steps.v[c->pending.v[i].s]
 					.fires.v[c->pending.v[i].f];
-		f->ops_left = (int64_t)(c->bw_ops - f->op_no);
+		/* a light trace has no ops to count: n/a */
+		f->ops_left = c->run->light ? -1 : (int64_t)(c->bw_ops - f->op_no);
 		if (e && (e->have & CD_F_T) && f->t >= 0 && c->bw_t0 >= 0 && e->t > c->bw_t0 &&
 		    f->t >= c->bw_t0 && f->t <= e->t)
 			f->left = (double)(e->t - f->t) / (double)(e->t - c->bw_t0);

@@ -24,6 +24,7 @@ static const char *const ev_names[CD_EV__COUNT] = {
 	[CD_EV_NCCL_LOST] = "nccl_lost",
 	[CD_EV_DDP] = "ddp",
 	[CD_EV_END] = "end",
+	[CD_EV_TRIM] = "trim",
 };
 
 const char *cd_ev_name(enum cd_ev ev)
@@ -96,6 +97,7 @@ static const struct cd_field fields[CD_FI__COUNT] = {
 	[CD_FI_SIGNAL] = {"signal", 6, CD_FI_SIGNAL, CD_FT_INT},
 	[CD_FI_CODE] = {"code", 4, CD_FI_CODE, CD_FT_INT},
 	[CD_FI_ENDS] = {"ends", 4, CD_FI_ENDS, CD_FT_BOOL},
+	[CD_FI_LIGHT] = {"light", 5, CD_FI_LIGHT, CD_FT_BOOL},
 };
 
 /* Where each field is stored in struct cd_event, to clear only the fields
@@ -121,7 +123,7 @@ static const struct { uint16_t off, size; } storage[CD_FI__COUNT] = {
 	[CD_FI_STREAM] = AT(stream), [CD_FI_DUR] = AT(dur), [CD_FI_STATE] = AT(state),
 	[CD_FI_PSEQ] = AT(pseq), [CD_FI_BUCKET] = AT(bucket), [CD_FI_HOW] = AT(how),
 	[CD_FI_EXC] = AT(exc), [CD_FI_MSG] = AT(msg), [CD_FI_SIGNAL] = AT(signal),
-	[CD_FI_CODE] = AT(code), [CD_FI_ENDS] = AT(ends),
+	[CD_FI_CODE] = AT(code), [CD_FI_ENDS] = AT(ends), [CD_FI_LIGHT] = AT(light),
 };
 #undef AT
 #undef SPAN
@@ -136,7 +138,7 @@ static const uint8_t by_len[][16] = {
 	[4] = {F(NAME), F(ARGS), F(FAKE), F(TYPE), F(RANK), F(HOST), F(DESC), F(FUNC), F(ROOT),
 	       F(PEER), F(COMM), F(PSEQ), F(CODE), F(ENDS)},
 	[5] = {F(BYTES), F(DTYPE), F(SHAPE), F(LABEL), F(TORCH), F(RANKS), F(COUNT), F(REDOP),
-	       F(STATE)},
+	       F(STATE), F(LIGHT)},
 	[6] = {F(REGION), F(PARAMS), F(FORMAT), F(NRANKS), F(STREAM), F(BUCKET), F(SIGNAL)},
 	[7] = {F(GRAD_IN), F(VERSION), F(BACKEND)},
 	[8] = {F(GRAD_OUT), F(RECORDER)},
@@ -311,6 +313,7 @@ void cd_field_set_bool(struct cd_event *e, const struct cd_field *f, bool v)
 	case CD_FI_GRAD_IN: e->grad_in = v; break;
 	case CD_FI_GRAD_OUT: e->grad_out = v; break;
 	case CD_FI_ENDS: e->ends = v; break;
+	case CD_FI_LIGHT: e->light = v; break;
 	default: break;
 	}
 }
@@ -469,6 +472,14 @@ enum cd_status cd_event_validate(const struct cd_event *e, struct cd_err *err)
 			return cd_fail(err, CD_ERR_TRACE, "nranks %lld is out of range",
 				       (long long)e->nranks);
 		break;
+	case CD_EV_TRIM:
+		/* regions up to region dropped; with pg, that group's collectives
+		 * up to seq were in them */
+		if ((st = need(e, CD_F_REGION, "region", err)))
+			return st;
+		if ((e->have & CD_F_SEQ) && e->seq < 0)
+			return cd_fail(err, CD_ERR_TRACE, "negative seq in trim event");
+		break;
 	case CD_EV_END:
 		/* how the process ended (an unknown "how" is kept: ranks reports it
 		 * as such, so a newer recorder's traces still read) */
@@ -512,7 +523,8 @@ bool cd_event_equal(const struct cd_event *a, const struct cd_event *b)
 {
 	if (a->ev != b->ev || a->have != b->have || a->bw != b->bw || a->dt != b->dt ||
 	    a->fake != b->fake || a->grad_in != b->grad_in || a->grad_out != b->grad_out ||
-	    a->ends != b->ends || a->signal != b->signal || a->code != b->code)
+	    a->ends != b->ends || a->light != b->light || a->signal != b->signal ||
+	    a->code != b->code)
 		return false;
 	if (a->t != b->t || a->region != b->region || a->version != b->version ||
 	    a->rank != b->rank || a->world_size != b->world_size || a->pid != b->pid ||

@@ -51,6 +51,7 @@ enum cd_ev {
 	CD_EV_NCCL_LOST,   /* NCCL calls the recorder could not queue */
 	CD_EV_DDP,         /* a DDP module's buckets (read whole by buckets.c) */
 	CD_EV_END,         /* how the recording process ended (read by ranks.c) */
+	CD_EV_TRIM,        /* regions a bounded trace dropped (read by ranks.c) */
 	CD_EV__COUNT,
 };
 
@@ -117,6 +118,7 @@ struct cd_event {
 	/* flags; false when absent */
 	bool bw, dt, fake, grad_in, grad_out;
 	bool ends;              /* meta: this recorder ends its traces with an end event */
+	bool light;             /* meta: recorded light (no op events but collectives) */
 
 	int64_t t;
 	int64_t region;

@@ -24,6 +24,7 @@ enum cd_fid {
 	CD_FI_BACKEND, CD_FI_SRC, CD_FI_FUNC, CD_FI_COUNT, CD_FI_REDOP, CD_FI_ROOT,
 	CD_FI_PEER, CD_FI_COMM, CD_FI_NRANKS, CD_FI_STREAM, CD_FI_DUR, CD_FI_STATE, CD_FI_PSEQ,
 	CD_FI_BUCKET, CD_FI_HOW, CD_FI_EXC, CD_FI_MSG, CD_FI_SIGNAL, CD_FI_CODE, CD_FI_ENDS,
+	CD_FI_LIGHT,
 	CD_FI__COUNT
 };
 /* the parsers keep the fields met in one event as bits of a uint64_t */

@@ -1280,6 +1280,7 @@ static bool find_findings(struct cd_pm *pm)
 	const struct cd_crec ***ord = calloc((size_t)(n ? n : 1), sizeof *ord);
 	struct seg *segs = NULL;
 	uint32_t nsegs = 0, *first = NULL, *stamp = NULL;
+	int64_t *trim_next = NULL;   /* by group: the first position every rank holds */
 	const struct cd_crec **at = calloc((size_t)(n ? n : 1), sizeof *at);
 	int *has = calloc((size_t)(n ? n : 1), sizeof *has);
 	int *list = calloc((size_t)(n ? n : 1), sizeof *list);
@@ -1293,6 +1294,23 @@ static bool find_findings(struct cd_pm *pm)
 		goto out;
 	for (uint32_t k = 0; k < pm->g.count; k++)
 		mt.uneven[k] = sizes_may_differ(cd_intern_str(&pm->g, k));
+	/* a bounded trace dropped its group's collectives up to trim_seq */
+	for (int i = 0; i < n; i++) {
+		const struct cd_rank_summary *s = pm->r[i];
+		for (uint32_t k = 0; k < s->trim_pg.n; k++) {
+			uint32_t g = cd_pm_gid(pm, i, s->trim_pg.v[k]);
+			if (g >= pm->g.count)
+				continue;
+			if (!trim_next) {
+				if (!(trim_next = malloc(pm->g.count * sizeof *trim_next)))
+					goto out;
+				for (uint32_t j = 0; j < pm->g.count; j++)
+					trim_next[j] = INT64_MIN;
+			}
+			if (s->trim_seq.v[k] >= trim_next[g])
+				trim_next[g] = s->trim_seq.v[k] + 1;
+		}
+	}
 	/* each rank's collectives by (group, seq) */
 	for (int i = 0; i < n; i++) {
 		const struct cd_rank_summary *s = pm->r[i];
@@ -1314,7 +1332,8 @@ static bool find_findings(struct cd_pm *pm)
 		if (first[pg] == first[pg + 1])
 			continue;   /* no rank issued a collective in it */
 		mt.pg = pg;
-		mt.next = INT64_MIN;
+		/* bounded traces: compare only what every rank still holds */
+		mt.next = trim_next ? trim_next[pg] : INT64_MIN;
 		mt.nact = 0;
 		for (uint32_t k = first[pg]; k < first[pg + 1]; k++) {
 			const struct seg *g = &segs[k];
@@ -1338,6 +1357,7 @@ out:
 	free(segs);
 	free(first);
 	free(stamp);
+	free(trim_next);
 	for (int i = 0; ord && i < n; i++)
 		free((void *)ord[i]);
 	free(ord);

@@ -155,6 +155,22 @@ static void summary_event(struct build *b, const struct cd_event *e, const struc
 		s->rgn.v[s->rgn.n - 1].done = true;
 		s->rgn.v[s->rgn.n - 1].t_exit = t;
 	}
+	if (e->ev == CD_EV_TRIM) {
+		if (e->region > s->trim_region)
+			s->trim_region = e->region;
+		if (e->pg.p && (e->have & CD_F_SEQ)) {
+			uint32_t pg = sid(s, e->pg.p, e->pg.n);
+			uint32_t k = 0;
+			while (k < s->trim_pg.n && s->trim_pg.v[k] != pg)
+				k++;
+			if (k == s->trim_pg.n) {
+				cd_vec_push(&s->trim_pg, pg);
+				cd_vec_push(&s->trim_seq, e->seq);
+			} else if (e->seq > s->trim_seq.v[k]) {
+				s->trim_seq.v[k] = e->seq;
+			}
+		}
+	}
 	if (e->ev == CD_EV_PG && e->name.p)
 		cd_rank_add_pg(s, sid(s, e->name.p, e->name.n), e->ranks, e->nranks_list);
 }
@@ -463,6 +479,8 @@ void cd_rank_summary_free(struct cd_rank_summary *s)
 	cd_vec_free(&s->pg_runs_off);
 	cd_vec_free(&s->pg_runs_n);
 	cd_vec_free(&s->pg_runs);
+	cd_vec_free(&s->trim_pg);
+	cd_vec_free(&s->trim_seq);
 	cd_vec_free(&s->fr);
 	cd_vec_free(&s->frames);
 	cd_vec_free(&s->pg_status);

@@ -158,6 +158,11 @@ struct cd_rank_summary {
 	CD_VEC(uint32_t) pg_runs_off;    /* ... their members, as runs: from pg_runs.v[off] ... */
 	CD_VEC(uint32_t) pg_runs_n;      /* ... this many runs */
 	CD_VEC(struct cd_rrun) pg_runs;
+	/* a bounded trace (trim events): regions up to trim_region were dropped,
+	 * and of group trim_pg[k] the collectives up to trim_seq[k] */
+	int64_t trim_region;             /* 0: none */
+	CD_VEC(uint32_t) trim_pg;
+	CD_VEC(int64_t) trim_seq;
 	bool has_last_op;
 	uint32_t last_op, last_op_module;
 	/* Flight Recorder dumps (source != CD_SRC_TRACE) */

@@ -480,6 +480,9 @@ static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 				      s->path, s->events, s->events == 1 ? "" : "s", s->regions,
 				      s->regions == 1 ? "" : "s", s->colls.n, s->colls.n == 1 ? "" : "s");
 			text_end(o, s);
+			if (s->trim_region > 0)
+				cd_out_printf(o, "; bounded: regions up to %" PRId64 " dropped",
+					      s->trim_region);
 			if (!s->has_rank && s->end != CD_END_EMPTY && s->end != CD_END_ERROR)
 				cd_out_str(o, "; no rank in its meta event: left out");
 			if (s->end != CD_END_CLOSED && timed(pm, s->last_time))

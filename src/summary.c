@@ -18,7 +18,9 @@
 #define CD_VERSION "0.0"
 #endif
 
-enum { TAG_HEADER = 'H', TAG_CLASS = 'C', TAG_RANK = 'R', TAG_END = 'E' };
+/* 'T': what a bounded trace dropped (trim events), after its rank's 'R'
+ * record; a reader that does not know it skips it */
+enum { TAG_HEADER = 'H', TAG_CLASS = 'C', TAG_RANK = 'R', TAG_END = 'E', TAG_TRIM = 'T' };
 
 /* ---- bytes out ---- */
 
@@ -550,6 +552,16 @@ static enum cd_status put_one(struct zout *z, struct classes *cl,
 	body.n = 0;
 	put_rank(&body, s, &m, cls);
 	st = put_record(z, TAG_RANK, &body, err);
+	if (!st && (s->trim_region || s->trim_pg.n)) {
+		body.n = 0;
+		w_s(&body, s->trim_region);
+		w_u(&body, s->trim_pg.n);
+		for (uint32_t k = 0; k < s->trim_pg.n; k++) {
+			w_id(&body, rn(&m, s->trim_pg.v[k]));
+			w_s(&body, s->trim_seq.v[k]);
+		}
+		st = put_record(z, TAG_TRIM, &body, err);
+	}
 out:
 	free(body.p);
 	free(m.to);
@@ -991,6 +1003,24 @@ static bool get_rank(struct rbuf *r, struct class *cls, uint32_t ncls,
 	return true;
 }
 
+/* A trim record into the rank read last.  false: out of memory. */
+static bool get_trim(struct rbuf *r, struct cd_rank_summary *s)
+{
+	s->trim_region = r_s(r);
+	uint32_t n = r_count(r);
+	for (uint32_t k = 0; k < n && !r->bad; k++) {
+		uint32_t pg = r_id(r, s->s.count);
+		int64_t seq = r_s(r);
+		if (!r->bad && pg == CD_NOID)
+			r_fail(r, "a trim record names no group");
+		if (!r->bad && (!cd_vec_push(&s->trim_pg, pg) || !cd_vec_push(&s->trim_seq, seq)))
+			return false;
+	}
+	if (!r->bad && r->p != r->end)
+		r_fail(r, "a trim record has bytes left over");
+	return true;
+}
+
 static void get_header(struct rbuf *r, struct cd_summary_info *info, bool *oom)
 {
 	uint64_t v = r_u(r);
@@ -1075,6 +1105,11 @@ static enum cd_status read_records(struct reading *x, struct cd_summary_info *in
 			memset(&x->sums[x->n], 0, sizeof x->sums[0]);
 			if (!get_rank(&r, x->cls, x->ncls, &x->sums[x->n++]))
 				return cd_fail(err, CD_ERR_NOMEM, "out of memory");
+			break;
+		case TAG_TRIM:
+			if (!x->n || !get_trim(&r, &x->sums[x->n - 1]))
+				return x->n ? cd_fail(err, CD_ERR_NOMEM, "out of memory")
+					    : bad_at(err, at, "a trim record before any rank");
 			break;
 		case TAG_END: {
 			uint64_t nr = r_u(&r), nc = r_u(&r);

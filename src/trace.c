@@ -133,6 +133,7 @@ enum cd_status cd_trace_replay(const char *path, struct cd_replay *rp, struct cd
 				run->rank = ev->rank;
 				run->world_size = ev->world_size;
 				run->t0 = ev->t0;
+				run->light = ev->light;
 			}
 			if ((st = cd_replay_event(rp, ev, err))) {
 				err->line = run->line;

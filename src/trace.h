@@ -34,6 +34,7 @@ struct cd_trace_run {
 	bool cut;                /* the trace ends early; what was read was replayed */
 	const char *cut_why;
 	bool has_rank, has_world;
+	bool light;              /* the meta event says the trace was recorded light */
 	int64_t rank, world_size, t0;
 	uint64_t file_bytes, data_bytes;
 	uint64_t frames;            /* zstd frames met */

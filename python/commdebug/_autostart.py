@@ -69,14 +69,22 @@ def step_hook(rec):
     return undo
 
 
-def begin(out, every_step, label):
+def begin(out, every_step, label, light=False, keep=None):
     """Record this process from now on into OUT/rank{rank}.zst: one region
     named label, or with every_step one per optimizer step ("step 1",
-    "step 2", ...).  Returns stop(*exc_info), which ends the region (with
-    the exception being handled, if any) and closes the trace."""
+    "step 2", ...); light: in light mode; keep: bounded (see _bounded).  Returns stop(*exc_info), which
+    ends the region (with the exception being handled, if any) and closes
+    the trace."""
     _started.append(True)
     from .recorder import Recorder
-    rec = Recorder(os.path.join(out, "rank{rank}.zst"), label="step 1" if every_step else label)
+    path = os.path.join(out, "rank{rank}.zst")
+    label = "step 1" if every_step else label
+    try:
+        rec = Recorder(path, label=label, light=light, keep=keep if light else None)
+    except RuntimeError as e:
+        # a job is never stopped for its recording: full mode instead
+        sys.stderr.write("%s; recording in full mode\n" % e)
+        rec = Recorder(path, label=label)
     undo = step_hook(rec) if every_step else (lambda: None)
     rec.__enter__()
 
@@ -97,6 +105,11 @@ def start():
     if not out:
         return
     every = os.environ.get("COMMDEBUG_RECORD_EVERY_STEP") == "1"
+    light = os.environ.get("COMMDEBUG_RECORD_LIGHT") == "1"
+    try:
+        keep = int(os.environ.get("COMMDEBUG_RECORD_KEEP", "0")) or None
+    except ValueError:
+        keep = None
     argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     label = os.environ.get("COMMDEBUG_RECORD_LABEL") or argv0 or "python"
-    atexit.register(begin(out, every, label))
+    atexit.register(begin(out, every, label, light, keep))

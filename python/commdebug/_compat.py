@@ -144,6 +144,10 @@ except Exception:
     _TracingContext = None
 
 
+_get_mode = getattr(torch._C, "_get_dispatch_mode", None)
+_FAKE_KEY = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "FAKE", None)
+
+
 def fake_context():
     """True when ops run under a fake mode that is not visible from the op's
     arguments: a FakeTensorMode below ours on the dispatch-mode stack, or a
@@ -152,6 +156,9 @@ def fake_context():
         ctx = getattr(_tracing_tls, "tracing_context", None)
         if ctx is not None and getattr(ctx, "fake_mode", None) is not None:
             return True
+    if _get_mode is not None and _FAKE_KEY is not None:
+        # torch 2.x keeps a FakeTensorMode in the stack's slot for its key
+        return _get_mode(_FAKE_KEY) is not None
     if _len_mode_stack is not None and FakeTensorMode is not None:
         n = _len_mode_stack()
         for i in range(n):
@@ -330,7 +337,66 @@ def _fallback_multi_grad_hook(tensors, fn, mode, prepend=False):
 EMULATE_BW_PRE = _global_bw_pre is None
 
 
+try:
+    from torch.autograd.graph import _get_grad_fn_or_grad_acc as _grad_fn_of
+except Exception:
+    _grad_fn_of = None
+_mgh_lock = threading.Lock()
+
+
+def _lean_multi_grad_hook(tensors, fn, mode):
+    """torch's register_multi_grad_hook (2.x), doing what it does with less
+    work per registration: the same gradient hooks, in the same order, the
+    gradient accumulators of leaves found by torch's own function (a view
+    that dispatches what torch's does), and in mode "all" the gradients held
+    the same way until the last arrives (holding one changes what the
+    autograd engine dispatches: it copies a gradient it cannot steal).  No
+    handle is returned: the recorder removes none."""
+    if mode == "any":
+        ran = {}
+
+        def any_hook(grad):
+            task = _cur_task()
+            with _mgh_lock:
+                prev = ran.get(task)
+                ran[task] = True
+            if not prev:
+                fn(grad)
+
+        for t in tensors:
+            if t.requires_grad:
+                t.register_hook(any_hook)
+        return
+    grad_fns = [_grad_fn_of(t) for t in tensors]
+    n = len(tensors)
+    count = {}
+    buffer = {}
+    nb = [0]
+
+    def make(idx):
+        def all_hook(grad):
+            task = _cur_task()
+            with _mgh_lock:
+                c = count.get(task, 0)
+                count[task] = c + 1
+                if c == 0:
+                    buffer[task] = [None] * n
+                    nb[0] = sum(map(torch._C._will_engine_execute_node, grad_fns))
+            buf = buffer[task]
+            buf[idx] = grad
+            if c == nb[0] - 1:
+                fn(buf)
+                del count[task]
+                del buffer[task]
+        return all_hook
+
+    for i, t in enumerate(tensors):
+        t.register_hook(make(i))
+
+
 def multi_grad_hook(tensors, fn, mode="all"):
+    if _native_has_mode and _grad_fn_of is not None and _cur_task is not None:
+        return _lean_multi_grad_hook(tensors, fn, mode)
     if _native_mgh is not None and (_native_has_mode or mode == "all"):
         if _native_has_mode:
             return _native_mgh(tensors, fn, mode=mode)
@@ -378,3 +444,28 @@ def in_compiled_region():
     except Exception:
         return False
 
+
+def skip_in_dynamo(functions):
+    """Dynamo must not treat these, or what they call, as frames to compile
+    when they run inside compiled code's call (an OptimizedModule's hooks, a
+    GraphModule's, a kernel): that would change its frame counts and could
+    fail.  Inlined while tracing, they are still traced (and return at once:
+    is_compiling())."""
+    try:
+        from torch._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+        strategy = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+    except Exception:
+        return
+    seen = set()
+    todo = [getattr(fn, "__code__", None) for fn in functions]
+    while todo:
+        code = todo.pop()
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        try:
+            set_code_exec_strategy(code, strategy)
+        except Exception:
+            pass
+        todo.extend(c for c in code.co_consts if hasattr(c, "co_code"))

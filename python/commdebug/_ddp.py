@@ -132,7 +132,7 @@ class DDPEvents:
         if ("pg" not in ev or "cap" not in ev) and "note" not in ev:
             # readers need both to analyze the buckets; without them, say why
             ev["note"] = "DDP's process group or bucket cap could not be read"
-        self._emit(_dumps(ev, separators=(",", ":"))[:-1])
+        self._emit_state(_dumps(ev, separators=(",", ":"))[:-1])
 
     def _ddp_failed(self, ddp, rebuilt, e):
         msg = "could not read DDP's buckets (%s: %s)" % (type(e).__name__, e)

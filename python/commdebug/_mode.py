@@ -26,6 +26,7 @@ from ._process import _active
 
 _dumps = json.dumps
 _is_bw = C.is_bw
+_shapes = {}             # torch.Size -> its JSON text (collectives repeat their shapes)
 _clock = time.monotonic_ns
 
 
@@ -38,10 +39,11 @@ class OpEvents:
         """Per-OpOverload cache entry, keyed by id(func) (OpOverload's
         __hash__ is Python code; the entry keeps func alive, so its id stays
         its own): (fw fragment, bw fragment, collective details or None,
-        func).  The fragments are the op event up to its time; a
-        higher-order operator (run, not recorded) has None for both."""
+        func, fw fragment of a call on fake tensors, bw fragment of one).
+        The fragments are the op event up to its time; a higher-order
+        operator (run, not recorded) has None for all."""
         if not isinstance(func, C.OpOverload):
-            info = self._op_cache[id(func)] = (None, None, None, func)
+            info = self._op_cache[id(func)] = (None, None, None, func, None, None)
             return info
         name = str(func)
         nj = _dumps(name)
@@ -65,7 +67,9 @@ class OpEvents:
                 pass
             coll = (nj, pg_idx, pg_kind, idx[0], idx[1],
                     ns == "c10d" and base == "allreduce_")
-        info = (fw, bw, coll, func)
+        fake = '"fake":true'
+        info = (fw, bw, coll, func, fw.replace('"fake":false', fake),
+                bw.replace('"fake":false', fake))
         self._op_cache[id(func)] = info
         return info
 
@@ -76,7 +80,7 @@ class OpEvents:
         self._last_seq = None
         if pg_name is not None:
             seq = self._last_seq = self._next_seq(pg_name)
-            s = ',"pg":' + _dumps(pg_name) + ',"seq":' + str(seq)
+            s = ',"pg":' + self._nj(pg_name) + ',"seq":' + str(seq)
         ts = []
         if in_idx is not None and in_idx < len(args):
             K.tensors_of(args[in_idx], ts)
@@ -89,8 +93,15 @@ class OpEvents:
                     nbytes += int(t.numel()) * t.element_size()
                 except Exception:
                     pass
-            s += ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype),
-                                                          _shape_json(ts[0].shape))
+            shape = ts[0].shape
+            sj = _shapes.get(shape)
+            if sj is None:
+                sj = _shapes[shape] = _shape_json(shape)
+                if len(_shapes) > 4096:
+                    _shapes.clear()
+            s += ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype), sj)
+            if self._bounded is not None:
+                self._bounded.note_coll(self.region, pg_name, nbytes)
             return s, ts[0]
         return s + ',"bytes":0', None
 
@@ -132,7 +143,8 @@ class OpEvents:
         (DistributedDataParallel's reducer), followed by its coll event.
         Returns the group's name (None when unknown)."""
         nj, pg_idx, pg_kind, in_idx, out_idx, allreduce = coll
-        origin = _issuer()
+        # (who issued it matters only for a backward all-reduce, and on 1.13)
+        origin = _issuer() if (allreduce and bw) or C.TORCH < (2,) else ()
         from_engine = allreduce and bw and (origin is None or origin in _ENGINE_ENTRIES)
         held = None
         if C.TORCH < (2,) and (origin is None or not origin[0].startswith(_PY_COLLECTIVES)) \
@@ -206,7 +218,9 @@ class OpEvents:
 # dynamo's disabled copy (torch._dynamo.eval_frame's _fn).  Those wrappers
 # are found from the mode's class (_dispatch_wrappers), not by their names.
 _SKIP_MODULES = ("commdebug._mode", "commdebug.recorder", "commdebug._events", "commdebug._ddp",
-                 "commdebug._process", "commdebug._compat", "torch.utils._python_dispatch")
+                 "commdebug._process", "commdebug._compat", "commdebug._light",
+                 "commdebug._collkernels", "commdebug._tracker", "commdebug._bounded",
+                 "torch.utils._python_dispatch")
 # The Python functions that hand a backward pass to the C++ autograd engine
 # (Variable._execution_engine.run_backward): torch.autograd.backward and
 # grad on 1.13; torch.autograd.graph._engine_run_backward, which both call,
@@ -276,14 +290,22 @@ def _issuer():
 
 def _make_mode(rec):
     """The TorchDispatchMode of one Recorder.  Its __torch_dispatch__ is the
-    hot path: everything it needs is bound in this closure, the op event is a
-    cached prefix plus the time, and nothing is allocated for ordinary ops
-    beyond the line itself."""
+    hot path: everything it needs is bound in this closure, and an ordinary
+    op costs a cache lookup, the call and one tuple (its event's cached text
+    and the time, which the writer thread formats: _writer.TraceWriter._text).
+
+    TorchDispatchMode.__init_subclass__ wraps __torch_dispatch__ in
+    torch._disable_dynamo (torch._compile's inner, then dynamo's disabled
+    copy of the function, which sets and restores dynamo's frame callback):
+    about 1 us of every op on torch 2.14.  The recorder's mode makes dynamo
+    skip compiled frames anyway ("non-infra torch dispatch mode present"), so
+    the function is set on the class after it is made, unwrapped, and dynamo
+    is told to skip its code (and what it calls) instead: the same effect at
+    no cost per op."""
     cache = rec._op_cache
     op_info = rec._op_info
     w = rec._w
     append = w.buf.append
-    mono0 = rec._mono0
     clock = _clock
     is_bw = _is_bw
     DT = C.DTensor
@@ -295,33 +317,62 @@ def _make_mode(rec):
     class _RecorderMode(C.TorchDispatchMode):
         supports_higher_order_operators = True
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            info = cache.get(id(func))
-            if info is None:
-                info = op_info(func)
-            fw, bwf, coll, _ = info
-            if fw is None:
-                return func(*args, **(kwargs or {}))
-            bw = is_bw()
-            if DT is not None and DT in types:
-                line = dtensor_line(func, bw, args)
-                append(line + ',"t":' + str(clock() - mono0) + "}\n")
-                return NotImplemented
-            fake = (Fake is not None and Fake in types) or fake_context()
-            if coll is not None:
-                return coll_call(func, coll, bw, fake, args, kwargs)
-            out = func(*args, **kwargs) if kwargs else func(*args)
-            now = clock()
-            if fake:
-                append((bwf if bw else fw).replace('"fake":false', '"fake":true')
-                       + str(now - mono0) + "}\n")
-            else:
-                append((bwf if bw else fw) + str(now - mono0) + "}\n")
-            if now > w.due:
-                w.poke()
-            return out
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        info = cache.get(id(func))
+        if info is None:
+            info = op_info(func)
+        if info[0] is None:
+            return func(*args, **(kwargs or {}))
+        bw = is_bw()
+        if DT is not None and DT in types:
+            append((dtensor_line(func, bw, args) + ',"t":', clock()))
+            return NotImplemented
+        fake = (Fake is not None and Fake in types) or fake_context()
+        if info[2] is not None:
+            return coll_call(func, info[2], bw, fake, args, kwargs)
+        out = func(*args, **kwargs) if kwargs else func(*args)
+        now = clock()
+        append((info[(4 if fake else 0) + bw], now))
+        if now > w.due:
+            w.poke()
+        return out
 
+    _RecorderMode.__torch_dispatch__ = __torch_dispatch__
+    C.skip_in_dynamo([__torch_dispatch__])
     return _RecorderMode()
+
+
+# ----------------------------------------------------------- torch.compile
+_NOTE_COMPILE = ("a torch.compile'd function ran under the recorder's dispatch mode: dynamo "
+                 "runs it eagerly (\"non-infra torch dispatch mode present\"), as under "
+                 "CommDebugMode; Recorder(light=True) / --light records without a dispatch "
+                 "mode and lets it compile")
+
+
+def watch_compile(note):
+    """Say once (note) when dynamo falls back to eager because a full
+    recorder's dispatch mode is on the stack: its check in convert_frame is
+    wrapped (from the first region after torch._dynamo is imported).  It
+    runs only when a compiled function is called."""
+    cf = sys.modules.get("torch._dynamo.convert_frame")
+    if cf is None or getattr(cf, "_commdebug_watched", False):
+        return
+    cf._commdebug_watched = True
+    for name in ("any_torch_dispatch_mode_on_stack",
+                 "is_in_any_mode_without_ignore_compile_internals"):
+        orig = getattr(cf, name, None)
+        if not callable(orig):
+            continue
+
+        def check(*args, _orig=orig, **kwargs):
+            on = _orig(*args, **kwargs)
+            if on:
+                rec = _active()
+                if rec is not None and not rec.light:
+                    note(_NOTE_COMPILE)
+            return on
+        check.__wrapped__ = orig
+        setattr(cf, name, check)
 
 
 # ------------------------------------------------------------------- torch 1.13

@@ -307,6 +307,9 @@ class TraceLife:
             # it was cut off (the process was killed or died in C)
             "ends": True,
         }
+        if self.light:
+            # no op events but collectives: commdebug says so at noise 1-3
+            meta["light"] = True
         job = os.environ.get("COMMDEBUG_RECORD_JOB")
         if job:
             meta["job"] = job
@@ -359,6 +362,9 @@ class TraceLife:
         run into the same directory is neither, however recent."""
         d, base = os.path.split(self.path_template)
         pre, _, post = base.partition("{rank}")
+        if self.light:
+            # no op events but collectives: commdebug says so at noise 1-3
+            meta["light"] = True
         job = os.environ.get("COMMDEBUG_RECORD_JOB") or None
         mine = os.path.basename(self.path)
         try:
@@ -406,6 +412,7 @@ class TraceLife:
             else:
                 self._rank_src = "default"
                 self._move(self.path_template.replace("{rank}", "0"))
+        self._hooks_close()
         if not discard and self._forked_from is None:
             self._emit(_end_line())
         w.close(discard=discard)

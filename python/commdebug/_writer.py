@@ -33,19 +33,25 @@ writes into its parent's file.
 
 import atexit
 import errno
-import fcntl
 import os
-import stat
 import sys
 import threading
 import time
 
 from . import _zstd
+from ._claim import Busy, _claim_free_name, _warn, alt_path, claim  # noqa: F401
+from ._relocate import Relocation
+from ._tail import RawTail
 
 __all__ = ["TraceWriter", "claim", "alt_path", "EXIT_TIMEOUT_S", "MAX_AGE_MS"]
 
 TICK_S = 0.02              # writer thread period
 MAX_AGE_MS = 50            # the documented bound on what a sudden death loses
+# Light mode: the writer thread comes round every 0.1 s (every wake costs a
+# context switch and the GIL): a sudden death loses at most the last 0.15 s,
+# besides what the frame written before each collective keeps.
+LIGHT_TICK_S = 0.1
+LIGHT_MAX_AGE_MS = 150
 MAX_LINES = 1 << 16        # lines waiting beyond this are dropped when stalled
 _STALL_NS = 50 * 1000000   # a write in progress longer than this: do not wait for it
 _DUE_NS = 250 * 1000000    # the recording thread checks the writer after this long
@@ -62,14 +68,6 @@ EXIT_TIMEOUT_S = _exit_timeout()
 
 _open_writers = []
 _warned_plain = []
-
-
-def _warn(msg):
-    try:
-        sys.stderr.write("commdebug: %s\n" % msg)
-        sys.stderr.flush()
-    except Exception:
-        pass
 
 
 def _close_all():
@@ -91,63 +89,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Busy(Exception):
-    """Another live process (or another recorder of this one) holds the file."""
-
-
-def alt_path(path, n=1):
-    """rank0.zst -> rank0.<pid>.zst (n == 1) or rank0.<pid>-<n>.zst."""
-    d, base = os.path.split(path)
-    stem, dot, ext = base.partition(".")
-    tag = str(os.getpid()) if n == 1 else "%d-%d" % (os.getpid(), n)
-    return os.path.join(d, stem + "." + tag + (dot + ext if dot else ""))
-
-
-def claim(path):
-    """Open path for writing without truncating it, take an exclusive flock
-    (regular files), then truncate.  Returns (fd, regular).  Raises Busy
-    when another open file holds the lock; OSError otherwise.  A FIFO with
-    no reader raises OSError(ENXIO) instead of blocking."""
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK
-    fd = os.open(path, flags, 0o644)
-    try:
-        st = os.fstat(fd)
-        regular = stat.S_ISREG(st.st_mode)
-        if regular:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise Busy(path)
-            os.ftruncate(fd, 0)
-        fl = fcntl.fcntl(fd, fcntl.F_GETFL)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fl & ~os.O_NONBLOCK)
-        return fd, regular
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _claim_free_name(path):
-    """claim(path), or the first free alt_path(path, n).  Returns
-    (fd, regular, path actually used)."""
-    try:
-        fd, reg = claim(path)
-        return fd, reg, path
-    except Busy:
-        pass
-    for n in range(1, 100):
-        p = alt_path(path, n)
-        try:
-            fd, reg = claim(p)
-        except Busy:
-            continue
-        _warn("%s is being written by another live recorder; this one (pid %d) writes %s"
-              % (path, os.getpid(), p))
-        return fd, reg, p
-    raise Busy(path)
-
-
-class TraceWriter:
+class TraceWriter(RawTail, Relocation):
     """Owns the file descriptor, the line buffer and the writer thread.
 
     ``buf``: the list the recorder appends lines to.  ``due``: monotonic ns
@@ -169,12 +111,21 @@ class TraceWriter:
         self._comp = self._z.compressor(level) if self._z is not None else None
         self._pid = os.getpid()
         self.buf = []
+        self.mono0 = 0                    # the origin of the times of tuple items in buf
+        self.index = None                 # [offset, length, lines, marks] per frame (bounded)
+        self.tick = TICK_S                # the writer thread's period (LIGHT_TICK_S: light)
+        self.bounded = None               # a _bounded.Bounded, or None
+        self._marks = []
         self.bytes_in = 0
         self.bytes_out = 0
         self.frames = 0
         self.dropped = 0
         self.error = None
-        self._io = threading.Lock()       # the fd and the compressor; frame order
+        self._io = threading.Lock()       # the fd, the file's end and tail; frame order
+        self._zlock = threading.Lock()    # the compressor
+        self._end = 0                     # bytes in the file
+        self._tail_at = None              # where the raw frames at its end start
+        self._tail = []                   # their lines (bytes), in order
         self._take = threading.Lock()     # taking lines out of buf (never held in I/O)
         self._closing = False
         self._closed = False
@@ -211,13 +162,45 @@ class TraceWriter:
         return self._z is not None
 
     # ------------------------------------------------------------ writing
-    def _encode(self, chunk):
-        data = "".join(chunk).encode("utf-8", "surrogatepass")
-        out = self._comp.frame(data) if self._comp is not None else data
-        return data, out
+    def _text(self, chunk):
+        """The bytes of the lines in chunk.  An item is a line, or (so that
+        the recording thread does no formatting) a tuple (prefix, t) for the
+        line prefix + str(t - mono0) + "}\n", or (prefix1, prefix2, t) for
+        two such lines with the same time, or an int: a mark (the number of
+        the region whose region_enter line comes next), noted in
+        self._marks as (region, index of that line)."""
+        m0 = self.mono0
+        out = []
+        add = out.append
+        marks = self._marks = []
+        pairs = 0         # items of two lines so far (for the marks' line numbers)
+        for x in chunk:
+            c = x.__class__
+            if c is tuple:
+                if len(x) == 2:
+                    add(x[0] + str(x[1] - m0) + "}\n")
+                else:
+                    t = str(x[2] - m0) + "}\n"
+                    add(x[0] + t + x[1] + t)
+                    pairs += 1
+            elif c is str:
+                add(x)
+            else:
+                marks.append((x, len(out) + pairs))
+        return "".join(out).encode("utf-8", "surrogatepass")
 
-    def _drain_locked(self):
-        """Write what buf holds as one frame; the caller holds _io."""
+    def _encode(self, chunk):
+        data = self._text(chunk)
+        if self._comp is None:
+            return data, data
+        with self._zlock:
+            return data, self._comp.frame(data)
+
+    def _drain_locked(self, raw=False):
+        """Write what buf holds as one frame; the caller holds _io.  raw:
+        as a frame of raw blocks (no compression: fast on a thread whose
+        caches a training step has just filled), which _compact replaces by
+        a compressed one later (regular files only)."""
         with self._take:
             n = len(self.buf)
             if n == 0:
@@ -227,21 +210,43 @@ class TraceWriter:
         if self._dead or self._fd < 0:
             self.dropped += n
             return
-        data, out = self._encode(chunk)
+        raw = raw and self._comp is not None and self.regular
+        if raw:
+            data = self._text(chunk)
+            out = _zstd.raw_frame(data)
+        else:
+            data, out = self._encode(chunk)
+        if not self._write(out, n):
+            return
+        if self.index is not None:
+            # (a tuple item of two times is two lines)
+            lines = data.count(b"\n")
+            self.index.append([self._end, len(out), lines, self._marks])
+        if raw:
+            if self._tail_at is None:
+                self._tail_at = self._end
+            self._tail.append(data)
+        self._end += len(out)
+        self.bytes_in += len(data)
+        self.bytes_out += len(out)
+        self.frames += 1
+
+    def _write(self, out, n, at=None):
+        """Write out at the end (or at offset at); False after an error."""
         view = memoryview(out)
         self._writing = time.monotonic_ns()
         try:
             while view:
-                k = os.write(self._fd, view)
+                k = os.write(self._fd, view) if at is None else os.pwrite(self._fd, view, at)
                 view = view[k:]
+                if at is not None:
+                    at += k
         except OSError as e:
             self._fail(e, n)
-            return
+            return False
         finally:
             self._writing = 0
-        self.bytes_in += len(data)
-        self.bytes_out += len(out)
-        self.frames += 1
+        return True
 
     def _fail(self, e, n):
         self.error = e
@@ -268,12 +273,16 @@ class TraceWriter:
                 self._fd = fd
         wake = self._wake
         while True:
-            wake.wait(TICK_S)
+            wake.wait(self.tick)
             wake.clear()
             closing = self._closing
             if self.buf:
                 with self._io:
-                    self._drain_locked()
+                    self._drain_locked(raw=True)
+            if self._tail_at is not None:
+                self._compact()
+            if self.bounded is not None and self._tail_at is None:
+                self.bounded.maybe_compact(self)
             self.due = time.monotonic_ns() + _DUE_NS
             if closing:
                 return
@@ -293,13 +302,13 @@ class TraceWriter:
             return
         try:
             if not self._closed:
-                self._drain_locked()
+                self._drain_locked(raw=True)
         finally:
             self._io.release()
 
     def poke(self):
         """The writer thread has not come round for a while: bound memory."""
-        self.due = time.monotonic_ns() + TICK_S * 1e9
+        self.due = time.monotonic_ns() + self.tick * 1e9
         if os.getpid() != self._pid:
             del self.buf[:]
             return
@@ -321,100 +330,15 @@ class TraceWriter:
             return False
         try:
             if not self._closed:
-                self._drain_locked()
+                self._drain_locked(raw=True)
         finally:
             self._io.release()
+        self._compact()
+        if self.bounded is not None and self._tail_at is None:
+            self.bounded.maybe_compact(self)
         return True
 
-    # ------------------------------------------------------ renaming, closing
-    def relocate(self, newpath, first_line):
-        """Move the trace to newpath (claimed as in claim(); a busy name gets
-        an alt_path) with first_line as its new first frame, keeping every
-        frame written after the old first one.  Returns the path used, or
-        None when the trace stays where it is (not a regular file, a stuck
-        write, an error)."""
-        if not self.regular or self._fd < 0 or self._dead:
-            return None
-        if not self._io.acquire(timeout=1.0):
-            return None
-        try:
-            self._drain_locked()
-            if self._dead:
-                return None
-            old, oldfd = self.path, self._fd
-            with open(old, "rb") as f:
-                f.seek(self._meta_len)
-                rest = f.read()
-            data, head = self._encode([first_line])
-            d, base = os.path.split(newpath)
-            if d:
-                os.makedirs(d, exist_ok=True)
-            tmp = os.path.join(d, ".%s.tmp%d" % (base, os.getpid()))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
-                         0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                for part in (head, rest):
-                    view = memoryview(part)
-                    while view:
-                        view = view[os.write(fd, view):]
-                target = newpath
-                n = 0
-                while True:
-                    holder = self._hold(target) if target != old else None
-                    if holder != "busy":
-                        break
-                    n += 1
-                    if n >= 100:
-                        raise Busy(newpath)
-                    target = alt_path(newpath, n)
-                if target != newpath:
-                    _warn("%s is being written by another live recorder; this one (pid %d) "
-                          "writes %s" % (newpath, os.getpid(), target))
-                os.rename(tmp, target)
-                if holder is not None:
-                    os.close(holder)
-            except BaseException:
-                os.close(fd)
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-            if target != old:
-                try:
-                    os.unlink(old)
-                except OSError:
-                    pass
-            os.close(oldfd)
-            self._fd = fd
-            self.path = target
-            self.bytes_out += len(head) - self._meta_len
-            self._meta_len = len(head)
-            return target
-        except OSError as e:
-            _warn("could not move %s to %s (%s); the trace stays where it is"
-                  % (self.path, newpath, e.strerror or e))
-            return None
-        finally:
-            self._io.release()
-
-    @staticmethod
-    def _hold(path):
-        """Lock path if it exists and no one holds it: the fd (keep it until
-        the rename is done), None when it does not exist, "busy" when a live
-        writer holds it."""
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return "busy"
-        return fd
-
+    # -------------------------------------------------------------- closing
     def close(self, discard=False):
         """Write what is left (the writer thread does it; this waits at most
         EXIT_TIMEOUT_S) and close.  discard: remove the file instead."""
@@ -455,6 +379,7 @@ class TraceWriter:
         # The child keeps the list object (the recorder holds its bound
         # append) but writes nothing: poke() empties it.
         self._io = threading.Lock()
+        self._zlock = threading.Lock()
         self._take = threading.Lock()
         self._closed = True
         self._dead = True

@@ -14,6 +14,7 @@ thread does not stall the training loop.
 """
 
 import ctypes
+import struct
 import ctypes.util
 import os
 
@@ -166,6 +167,59 @@ class Compressor:
                 self._cctx = None
         except Exception:
             pass
+
+
+# Frames the training thread writes itself (before a collective) are made in
+# Python with raw (uncompressed) blocks: compressing a few kilobytes there,
+# with libzstd's code and tables cold after a training step, costs about
+# 100 us; a raw frame costs a copy.  The writer thread later replaces them
+# with a compressed frame (TraceWriter._compact).
+_RAW_BLOCK = 128 * 1024
+_SKIPPABLE_MAGIC = b"\x50\x2a\x4d\x18"
+_xxh = []
+
+
+def _xxh64():
+    """XXH64 from libxxhash (the content checksum of a zstd frame), or None."""
+    if not _xxh:
+        f = None
+        for name in ("libxxhash.so.0", ctypes.util.find_library("xxhash")):
+            if not name:
+                continue
+            try:
+                f = ctypes.CDLL(name).XXH64
+                f.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_ulonglong]
+                f.restype = ctypes.c_ulonglong
+                break
+            except (OSError, AttributeError):
+                f = None
+        _xxh.append(f)
+    return _xxh[0]
+
+
+def raw_frame(data):
+    """A zstd frame holding data in raw blocks (single segment, content
+    size in 4 bytes), with its content checksum where libxxhash is there."""
+    xxh = _xxh64()
+    n = len(data)
+    out = [b"\x28\xb5\x2f\xfd", bytes([0xA4 if xxh else 0xA0]), struct.pack("<I", n)]
+    pos = 0
+    while True:
+        size = min(_RAW_BLOCK, n - pos)
+        last = pos + size >= n
+        out.append(struct.pack("<I", (size << 3) | int(last))[:3])
+        out.append(data[pos:pos + size])
+        pos += size
+        if last:
+            break
+    if xxh:
+        out.append(struct.pack("<I", xxh(data, n, 0) & 0xFFFFFFFF))
+    return b"".join(out)
+
+
+def skippable_header(payload):
+    """The 8 bytes that make the next payload bytes a skippable frame."""
+    return _SKIPPABLE_MAGIC + struct.pack("<I", payload)
 
 
 _cached = []

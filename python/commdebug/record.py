@@ -1,8 +1,8 @@
 """Record an unmodified training job.
 
-    python -m commdebug.record --out DIR [--every-step] -- script.py ARGS...
-    python -m commdebug.record --out DIR [--every-step] -- -m package.module ARGS...
-    python -m commdebug.record --out DIR [--every-step] -- LAUNCHER ARGS...
+    python -m commdebug.record --out DIR [--every-step] [--light] -- script.py ARGS...
+    python -m commdebug.record --out DIR [--every-step] [--light] -- -m package.module ARGS...
+    python -m commdebug.record --out DIR [--every-step] [--light] -- LAUNCHER ARGS...
         (torchrun ..., srun ..., mpirun ..., python launch.py ..., any command)
     torchrun --nproc-per-node 4 -m commdebug.record --out DIR -- train.py ARGS...
 
@@ -21,7 +21,10 @@ ranks write traces is a launcher: its trace is removed at exit.
 By default the whole run is one region.  With ``--every-step`` a region ends
 after every optimizer step (any ``torch.optim.Optimizer``), so region k holds
 step k's forward, backward and optimizer step; the last region holds
-whatever ran after the last step.
+whatever ran after the last step.  ``--light`` records in light mode
+(``Recorder(light=True)``: module boundaries and every collective, no other
+op, torch.compile still compiling); ``--keep N`` bounds its traces to the last
+N to 2N regions (the earlier ones summarized as trim events).
 """
 
 import argparse
@@ -41,11 +44,13 @@ _AUTOREC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_autorec")
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _child_env(out, every_step, label):
+def _child_env(out, every_step, label, light=False, keep=None):
     """The environment every process of the job inherits."""
     e = os.environ
+    e["COMMDEBUG_RECORD_KEEP"] = str(keep or 0)
     e["COMMDEBUG_RECORD_OUT"] = os.path.abspath(out)
     e["COMMDEBUG_RECORD_EVERY_STEP"] = "1" if every_step else "0"
+    e["COMMDEBUG_RECORD_LIGHT"] = "1" if light else "0"
     e["COMMDEBUG_RECORD_LABEL"] = label
     # Names this job in every trace's meta, so that a trace left by an
     # earlier run into the same directory is never taken for one of this
@@ -83,12 +88,18 @@ def main(argv=None):
         prog="python -m commdebug.record",
         description="Run a Python script, or a launcher and the Python workers it starts, "
                     "with the commdebug recorder on.",
-        usage="python -m commdebug.record --out DIR [--every-step] "
+        usage="python -m commdebug.record --out DIR [--every-step] [--light [--keep N]] "
               "-- script.py [ARGS...] | -m module [ARGS...] | COMMAND [ARGS...]")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="directory for the traces (DIR/rank<RANK>.zst)")
     p.add_argument("--every-step", action="store_true",
                    help="one region per optimizer step instead of one for the whole run")
+    p.add_argument("--light", action="store_true",
+                   help="light mode: module boundaries and every collective, no other op "
+                        "(a few percent of a step; torch.compile keeps compiling)")
+    p.add_argument("--keep", type=int, metavar="N",
+                   help="with --light: keep the last N to 2N regions in full, the earlier "
+                        "ones as trim events (a bounded trace for long jobs)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     cmd = list(args.cmd)
@@ -96,6 +107,8 @@ def main(argv=None):
         cmd = cmd[1:]
     if not cmd:
         p.error("no script to run (give it after --)")
+    if args.keep is not None and (not args.light or args.keep < 1):
+        p.error("--keep N needs --light and N >= 1")
     module = None
     if cmd[0] == "-m" and len(cmd) > 1 and cmd[1].startswith(_LAUNCHERS):
         # torchrun as a module: a launcher, run as a child like any other
@@ -114,16 +127,16 @@ def main(argv=None):
         # records (sitecustomize); this process records nothing.
         label = os.path.basename(cmd[1]) if len(cmd) > 1 and cmd[1].endswith(".py") \
             else os.path.basename(cmd[0])
-        _child_env(args.out, args.every_step, label)
+        _child_env(args.out, args.every_step, label, args.light, args.keep)
         return _run_command(cmd)
 
-    _child_env(args.out, args.every_step, label)
+    _child_env(args.out, args.every_step, label, args.light, args.keep)
     if module is not None:
         sys.argv = [module] + cmd[2:]
     else:
         sys.argv = cmd
         sys.path[0] = os.path.dirname(os.path.abspath(cmd[0]))
-    stop = begin(args.out, args.every_step, label)
+    stop = begin(args.out, args.every_step, label, light=args.light, keep=args.keep)
     code = 0
     try:
         if module is not None:

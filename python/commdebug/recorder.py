@@ -36,11 +36,20 @@ The Recorder is made of parts, one job each:
 * ``_mode``: the dispatch mode, op and collective events (``OpEvents``),
   the ProcessGroup wrappers of torch 1.13;
 * ``_ddp``: DistributedDataParallel's buckets (``DDPEvents``);
+* ``_tracker``: the module tracker's hooks of the full recorder
+  (``TrackerEvents``);
+* ``_light``: light mode's hooks (``LightEvents``), ``_collkernels`` its
+  collectives (kernels at the BackendSelect key), ``_bounded`` its bounded
+  traces;
 * ``_compat``: what the installed torch offers; ``_collectives``: which ops
-  are collectives; ``_writer``: the trace file; ``_nccl``: the NCCL side.
+  are collectives; ``_writer``: the trace file (``_claim``, ``_relocate``,
+  ``_tail``: claiming it, moving it, its raw frames); ``_nccl``: the NCCL
+  side.
 
-This module holds the Recorder itself: its regions, and the module hooks and
-the events they write.
+This module holds the Recorder itself: its regions, process groups and
+module names.  ``Recorder(path, light=True)`` records in light mode: module
+boundaries and every collective, no other op and no dispatch mode (see
+``_light``).
 """
 
 import json
@@ -55,45 +64,25 @@ from . import _collectives as K
 from . import _nccl
 from ._version import __version__ as RECORDER_VERSION
 from ._writer import TraceWriter
+from . import _writer
 from ._process import (_ACTIVE, _ENV_MARK, _LIVE, TraceLife, _install_end_hooks,
                        _launcher_rank_world, _note, _pg_rank_world,
                        _wrap_init_process_group)
 from ._process import note_ending  # noqa: F401  (commdebug.recorder.note_ending)
 from ._events import EventText
 from ._ddp import DDPEvents
-from ._mode import OpEvents, _install_python_api, _make_mode
+from ._mode import OpEvents, _install_python_api, _make_mode, watch_compile
+from ._light import LightEvents
+from ._tracker import TrackerEvents
+from ._bounded import Bounded
+from . import _light
 
 __all__ = ["Recorder", "RECORDER_VERSION"]
 
 _dumps = json.dumps
-_Tensor = torch.Tensor
-_is_bw = C.is_bw
 _clock = time.monotonic_ns
 
-try:
-    from torch.nn.parallel import DistributedDataParallel as _DDP
-except Exception:  # torch built without distributed
-    _DDP = None
-
-
-def _flat_tensors_requiring_grad(x):
-    """Tensors requiring grad among the leaves of x, as tree_flatten finds them."""
-    if isinstance(x, _Tensor):
-        return [x] if x.requires_grad else []
-    if type(x) is tuple:
-        simple = True
-        for a in x:
-            if not isinstance(a, _Tensor):
-                simple = False
-                break
-        if simple:
-            return [a for a in x if a.requires_grad]
-    from torch.utils._pytree import tree_flatten
-    leaves, _ = tree_flatten(x)
-    return [a for a in leaves if isinstance(a, _Tensor) and a.requires_grad]
-
-
-class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
+class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEvents):
     """Record what CommDebugMode would see into a per-rank trace file.
 
     ``path`` may contain ``{rank}``: it becomes the launcher's rank
@@ -112,11 +101,24 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
     issued by C++ autograd hooks, are written both as the op the dispatcher
     sees and as a ``coll`` event (``"src":"ddp_reducer"``); nothing about
     DDP is changed.
+
+    ``light=True`` records module boundaries, regions and every collective
+    (DDP's reducer's, DTensor's, compiled graphs' included) but no other op,
+    without a dispatch mode, so that torch.compile keeps compiling and the
+    cost stays a few percent of a step (see ``_light``; torch 2.1 or later).
     """
 
-    def __init__(self, path="commdebug-rank{rank}.zst", label=None):
+    def __init__(self, path="commdebug-rank{rank}.zst", label=None, light=False, keep=None):
         self.path_template = os.fspath(path)
         self.label = label
+        self.light = bool(light)
+        if self.light:
+            why = _light.available()
+            if why is not None:
+                raise RuntimeError("commdebug: light mode: " + why)
+        if keep is not None and not self.light:
+            raise ValueError("commdebug: keep= bounds light traces (light=True)")
+        self._bounded = Bounded(keep) if keep is not None else None
         self.path = None
         self.region = 0
         self._next_label = None
@@ -141,6 +143,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         # group is kept: a group that outlives destroy_process_group until
         # interpreter shutdown can abort the process there (gloo, torch 1.13).
         self._pg_names = {}
+        self._pg_scanned = None
         self._seq = {}
         self._pg_ctx = []
         self._ddp_groups = set()     # names of the process groups of DDP modules seen
@@ -156,6 +159,13 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         self._forked_from = None
         self._placements_json = {}
         self._mesh_json = {}
+        # Light mode: id(module) -> its events' texts; hooks left on leaf tensors.
+        self._lc = {}
+        self._lleaf = []
+        self._lmark = {}
+        self._lstate = [0, False, False]
+        self._lhooks = None
+        self._lhandles = []
 
     def _open(self):
         pg = _pg_rank_world()
@@ -177,6 +187,12 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         self._t0 = time.time_ns()
         self._mono0 = _clock()
         self._w = TraceWriter(path, self._meta_line())
+        self._w.mono0 = self._mono0
+        if self.light:
+            self._w.tick = _writer.LIGHT_TICK_S
+        if self._bounded is not None:
+            self._w.index = []
+            self._w.bounded = self._bounded
         self.path = self._w.path
         self._append = self._w.buf.append
         # The NCCL-side recorder, if loaded, writes next to this trace (told
@@ -202,10 +218,18 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         """Append one event: body is the JSON object text without its closing
         brace; the time field is added here."""
         now = _clock()
-        self._append(body + ',"t":' + str(now - self._mono0) + "}\n")
+        line = body + ',"t":' + str(now - self._mono0) + "}\n"
+        self._append(line)
         w = self._w
         if now > w.due:
             w.poke()
+        return line
+
+    def _emit_state(self, body):
+        """An event later regions need (pg, ddp): kept by a bounded trace."""
+        line = self._emit(body)
+        if self._bounded is not None:
+            self._bounded.note_state(self.region, line)
 
     # --------------------------------------------------------------- regions
     def __call__(self, label=None):
@@ -227,9 +251,18 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         body = '{"ev":"region_enter","region":' + str(self.region)
         if label is not None:
             body += ',"label":' + _dumps(str(label))
+        if self._bounded is not None:
+            self._bounded.note_region(self.region, label, _clock() - self._mono0, self._seq)
+            self._append(self.region)      # where it starts, for the writer
         self._emit(body)
+        if self.light:
+            self._light_enter()
+            _ACTIVE.append(self)
+            self._in_region = True
+            return self
         if self._mode is None:
             self._mode = _make_mode(self)
+        watch_compile(_note)
         self._mode.__enter__()
         self._handles = [
             C.register_global_fw_pre(self._fw_pre),
@@ -251,14 +284,15 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         for h in self._handles:
             h.remove()
         self._handles = []
-        for h, _ in self._done_handles.values():
-            h.remove()
-        self._done_handles.clear()
-        self._mode.__exit__(*exc)
+        if self.light:
+            self._light_exit()
+        else:
+            self._mode.__exit__(*exc)
         del self._pg_ctx[:]
         self._in_region = False
         self._emit('{"ev":"region_exit","region":' + str(self.region))
-        self._w.sync()
+        if not self.light:
+            self._w.sync()
         return False
 
     def next_region(self, label=None):
@@ -266,16 +300,18 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         dispatch mode (used at optimizer steps by ``commdebug.record``)."""
         if not self._in_region:
             raise RuntimeError("commdebug: next_region() outside a recording region")
-        for h, _ in self._done_handles.values():
-            h.remove()
-        self._done_handles.clear()
         self._emit('{"ev":"region_exit","region":' + str(self.region))
-        self._w.sync()
+        if not self.light:
+            self._w.sync()
         self._scan_groups()
         self.region += 1
+        self._lstate[0] = self.region
         body = '{"ev":"region_enter","region":' + str(self.region)
         if label is not None:
             body += ',"label":' + _dumps(str(label))
+        if self._bounded is not None:
+            self._bounded.note_region(self.region, label, _clock() - self._mono0, self._seq)
+            self._append(self.region)      # where it starts, for the writer
         self._emit(body)
 
     # -------------------------------------------------------- process groups
@@ -283,15 +319,19 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
         if self._rank_src != "pg":
             self._learn_rank()
         live = K.group_names()
+        key = [(id(pg), name) for pg, name in live.items()]
+        if key == self._pg_scanned:
+            return          # the same groups as at the last scan (every region)
+        self._pg_scanned = key
         self._pg_names = {id(pg): name for pg, name in live.items()}
         for pg, name in live.items():
             if name in self._pg_emitted:
                 continue
             self._pg_emitted.add(name)
             name, desc, ranks, backend = K.group_info(pg, name)
-            self._emit('{"ev":"pg","name":%s,"desc":%s,"ranks":[%s],"backend":%s'
-                       % (_dumps(name), _dumps(desc), ",".join(str(r) for r in ranks),
-                          _dumps(backend)))
+            self._emit_state('{"ev":"pg","name":%s,"desc":%s,"ranks":[%s],"backend":%s'
+                             % (_dumps(name), _dumps(desc), ",".join(str(r) for r in ranks),
+                                _dumps(backend)))
 
     def _group_name(self, pg):
         name = self._pg_names.get(id(pg))
@@ -321,137 +361,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents):
             name = type(mod).__name__
             known[mod] = name
         if mod not in self._seen:
+            self._lc.clear()    # names may change: light mode's cached texts go
             for child_name, child in mod.named_children():
                 known[child] = name + "." + child_name
                 self._mod_name(child)
             self._seen.add(mod)
         return name
-
-    # ----------------------------------------------------------- module hooks
-    def _fw_pre(self, mod, inputs):
-        bw = _is_bw()
-        name = self._mod_name(mod)
-        nj = self._nj(name)
-        tensors = _flat_tensors_requiring_grad(inputs)
-        grad_in = (not bw) and bool(tensors)
-        if bw:
-            params = "[]"
-        else:
-            params = self._params_json(mod)
-        self._emit('{"ev":"fw_pre","mod":%s,"type":%s,"bw":%s,"params":%s,"grad_in":%s'
-                   % (nj, self._type_of(mod), "true" if bw else "false", params,
-                      "true" if grad_in else "false"))
-        if grad_in:
-            C.multi_grad_hook(tensors, self._exit_fn(nj))
-        if bw:
-            return
-        # (CommDebugMode reads param.data here, which for a DTensor dispatches
-        # a detach; the recorder reads nothing that dispatches: the analyzer
-        # accounts for those detaches.)
-        # The module-local forward hook that reports fw_done must run after the
-        # module's other forward hooks: keep the one registered by an earlier
-        # call only while it is still the last one (and for the same name).
-        old = self._done_handles.get(id(mod))
-        if old is not None:
-            hooks = mod._forward_hooks
-            if old[1] == nj and hooks and next(reversed(hooks)) == old[0].id:
-                pass
-            else:
-                old[0].remove()
-                old = None
-        if old is None:
-            self._done_handles[id(mod)] = (mod.register_forward_hook(self._done_fn(nj)), nj)
-        if _DDP is not None and isinstance(mod, _DDP):
-            pg = mod.process_group
-            name = self._group_name(pg)
-            if name is not None:
-                self._ddp_groups.add(name)
-            if _NEED_PG_CTX:
-                # DDP's forward issues collectives from C++ (bucket rebuild, buffer
-                # broadcast) on its group; 1.13 cannot tell the mode which one.
-                self._pg_ctx.append(mod.process_group)
-            if mod not in self._ddp_state:
-                self._ddp_first_sight(mod)
-
-    def _fw_post(self, mod, inputs, output):
-        if C.in_compiled_region():
-            return
-        if _DDP is not None and isinstance(mod, _DDP):
-            if _NEED_PG_CTX and self._pg_ctx and self._pg_ctx[-1] is mod.process_group:
-                self._pg_ctx.pop()
-            st = self._ddp_state.get(mod)
-            if st is not None and not st[0]:
-                self._ddp_check_rebuilt(mod, st)
-        bw = _is_bw()
-        nj = self._nj(self._mod_name(mod))
-        tensors = _flat_tensors_requiring_grad(output)
-        grad_out = (not bw) and bool(tensors)
-        self._emit('{"ev":"fw_post","mod":%s,"bw":%s,"grad_out":%s'
-                   % (nj, "true" if bw else "false", "true" if grad_out else "false"))
-        emulate = tensors and _EMULATE_BW_PRE and torch.is_grad_enabled()
-        if grad_out:
-            if emulate:
-                # torch < 2.0 has no global full-backward pre-hook: bw_pre fires at
-                # the first gradient of an output, just before the tracker's own
-                # output hook, as the BackwardHookFunction node that torch >= 2.0
-                # wraps around the outputs would.  One tensor hook does both.
-                fn = self._pre_enter_fn(weakref.ref(mod), nj)
-            else:
-                fn = self._enter_fn(nj)
-            C.multi_grad_hook(tensors, fn, mode="any")
-        elif emulate:
-            # In backward (activation-checkpoint recompute) the tracker registers
-            # nothing, but the full-backward pre-hook would still fire.
-            C.multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
-
-    def _bw_pre(self, mod, grad_output):
-        self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
-        return None
-
-    def _bw_pre_fn(self, wmod):
-        def bw_pre(*_):
-            mod = wmod()
-            if mod is not None:
-                self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
-        return bw_pre
-
-    def _pre_enter_fn(self, wmod, nj):
-        def bw_pre_enter(*_):
-            mod = wmod()
-            if mod is not None:
-                self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
-            self._queue_bw_end()
-            self._emit('{"ev":"bw_enter","mod":' + nj)
-        return bw_pre_enter
-
-    def _done_fn(self, nj):
-        def fw_done(mod, inputs, output):
-            self._emit('{"ev":"fw_done","mod":%s,"bw":%s' % (nj, "true" if _is_bw() else "false"))
-        return fw_done
-
-    def _enter_fn(self, nj):
-        def bw_enter(*_):
-            self._queue_bw_end()
-            self._emit('{"ev":"bw_enter","mod":' + nj)
-        return bw_enter
-
-    def _exit_fn(self, nj):
-        def bw_exit(*_):
-            self._emit('{"ev":"bw_exit","mod":' + nj)
-        return bw_exit
-
-    def _queue_bw_end(self):
-        # ModTracker._maybe_set_engine_callback: once per backward pass.
-        if self._has_callback:
-            return
-
-        def bw_end():
-            self._has_callback = False
-            self._emit('{"ev":"bw_end"')
-
-        C.queue_engine_callback(bw_end)
-        self._has_callback = True
-
-
-_EMULATE_BW_PRE = C.EMULATE_BW_PRE
-_NEED_PG_CTX = not C.can_unbox_process_group()

@@ -137,6 +137,20 @@ static void warn_cb(void *ud, const char *msg)
 	cd_cli_print_warning(run->path, line, msg);
 }
 
+/* A light trace (meta "light") has no op events but collectives: noise 1-3
+ * would show empty operation lists as if the program ran none.  Said once
+ * per trace: in the table itself, or on stderr beside JSON. */
+static void light_note(struct run *run)
+{
+	static const char what[] =
+		"recorded light: no operators were recorded, only modules and collectives, so "
+		"noise levels 1-3 list no operations (record without --light for them)";
+	if (run->json_like)
+		fprintf(stderr, "commdebug: %s: %s\n", run->path, what);
+	else
+		cd_out_printf(run->out, "# %s\n", what);
+}
+
 static void region_header(struct cd_out *o, int64_t region, const char *label, bool has_label)
 {
 	cd_out_printf(o, "# region %" PRId64, region);
@@ -174,6 +188,9 @@ static enum cd_status region_done(void *ud, const struct cd_replay *r, struct cd
 
 	run->reported++;
 	trace_head(run);
+	if (run->reported == 1 && run->tr && run->tr->light && run->cli->noise >= 1 &&
+	    (run->cli->kind == CD_R_TABLE || run->cli->kind == CD_R_JSON))
+		light_note(run);
 	/* the table of several regions: a header before each (the replay
 	 * defers this call until it knows whether another region follows) */
 	if (!run->json_like && !run->cli->select && (run->reported > 1 || r->more_regions))

@@ -17,7 +17,10 @@ CommDebugMode itself produced for region K of the same program:
 
 For every rank, region and noise level: the table must be byte-identical with
 colour (--color=always) and without (--color=never), the JSON dump equal with the
-same keys in the same order, and counts and sharding info equal.  Every
+same keys in the same order, and counts and sharding info equal.  Where the case
+also has light-rankR.zst (a trace of the Recorder in light mode, which records
+no ops but collectives), its noise-0 tables and JSON dump, counts and sharding
+info must equal CommDebugMode's just the same.  Every
 difference is printed (the first lines of a unified diff); the last line is
 "N passed, M failed" and the exit status 1 when one failed.
 """
@@ -56,46 +59,56 @@ def checks(cd, case_dir):
     """Yield (name, problem or None) for every comparison of one case."""
     for exp in sorted(d for d in os.listdir(case_dir) if d.startswith("exp-rank")):
         rank = exp[len("exp-rank"):]
-        trace = os.path.join(case_dir, "rank%s.zst" % rank)
-        for region in sorted(os.listdir(os.path.join(case_dir, exp)),
-                             key=lambda s: int(s[len("region"):])):
-            k = region[len("region"):]
-            edir = os.path.join(case_dir, exp, region)
-            base = "%s rank %s region %s" % (os.path.basename(case_dir), rank, k)
+        yield from trace_checks(cd, case_dir, exp, os.path.join(case_dir, "rank%s.zst" % rank),
+                                "", range(4))
+        light = os.path.join(case_dir, "light-rank%s.zst" % rank)
+        if os.path.exists(light):
+            yield from trace_checks(cd, case_dir, exp, light, " light", range(1))
 
-            def expect(name):
-                with open(os.path.join(edir, name), "rb") as f:
-                    return f.read()
 
-            for n in range(4):
-                for color, fname in (("always", "table%d.txt" % n), ("never", "log%d.txt" % n)):
-                    if not os.path.exists(os.path.join(edir, fname)):
-                        continue
-                    got = run(cd, "analyze", "--noise", str(n), "--region", k,
-                              "--color=" + color, "--no-nccl", trace)
-                    want = expect(fname)
-                    yield "%s %s" % (base, fname), (None if got == want
-                                                    else diff(got, want, fname))
-                fname = "dump%d.json" % n
-                if os.path.exists(os.path.join(edir, fname)):
-                    got = run(cd, "analyze", "--noise", str(n), "--region", k, "--json",
-                              "--no-nccl", trace)
-                    want = expect(fname)
-                    same = ordered(got) == ordered(want)
-                    yield "%s %s" % (base, fname), (None if same else diff(got, want, fname))
-            if os.path.exists(os.path.join(edir, "counts.json")):
-                got = json.loads(run(cd, "counts", "--json", "--region", k, trace))
-                want = json.loads(expect("counts.json"))
-                mine = {"total": got["total"], "counts": got["counts"]}
-                yield "%s counts.json" % base, (None if mine == want else
-                                                "expected %r\n got %r\n" % (want, mine))
-            if os.path.exists(os.path.join(edir, "sharding.json")):
-                got = json.loads(run(cd, "sharding", "--json", "--region", k, trace))
-                want = json.loads(expect("sharding.json"))
-                mine = {"sharding": got["sharding"],
-                        "parameters": {m: sorted(p) for m, p in got["parameters"].items()}}
-                yield "%s sharding.json" % base, (None if mine == want else
-                                                  "expected %r\n got %r\n" % (want, mine))
+def trace_checks(cd, case_dir, exp, trace, tag, noises):
+    """Yield (name, problem or None) for one trace against CommDebugMode's
+    outputs in EXP, at the given noise levels."""
+    rank = exp[len("exp-rank"):]
+    for region in sorted(os.listdir(os.path.join(case_dir, exp)),
+                         key=lambda s: int(s[len("region"):])):
+        k = region[len("region"):]
+        edir = os.path.join(case_dir, exp, region)
+        base = "%s%s rank %s region %s" % (os.path.basename(case_dir), tag, rank, k)
+
+        def expect(name):
+            with open(os.path.join(edir, name), "rb") as f:
+                return f.read()
+
+        for n in noises:
+            for color, fname in (("always", "table%d.txt" % n), ("never", "log%d.txt" % n)):
+                if not os.path.exists(os.path.join(edir, fname)):
+                    continue
+                got = run(cd, "analyze", "--noise", str(n), "--region", k,
+                          "--color=" + color, "--no-nccl", trace)
+                want = expect(fname)
+                yield "%s %s" % (base, fname), (None if got == want
+                                                else diff(got, want, fname))
+            fname = "dump%d.json" % n
+            if os.path.exists(os.path.join(edir, fname)):
+                got = run(cd, "analyze", "--noise", str(n), "--region", k, "--json",
+                          "--no-nccl", trace)
+                want = expect(fname)
+                same = ordered(got) == ordered(want)
+                yield "%s %s" % (base, fname), (None if same else diff(got, want, fname))
+        if os.path.exists(os.path.join(edir, "counts.json")):
+            got = json.loads(run(cd, "counts", "--json", "--region", k, trace))
+            want = json.loads(expect("counts.json"))
+            mine = {"total": got["total"], "counts": got["counts"]}
+            yield "%s counts.json" % base, (None if mine == want else
+                                            "expected %r\n got %r\n" % (want, mine))
+        if os.path.exists(os.path.join(edir, "sharding.json")):
+            got = json.loads(run(cd, "sharding", "--json", "--region", k, trace))
+            want = json.loads(expect("sharding.json"))
+            mine = {"sharding": got["sharding"],
+                    "parameters": {m: sorted(p) for m, p in got["parameters"].items()}}
+            yield "%s sharding.json" % base, (None if mine == want else
+                                              "expected %r\n got %r\n" % (want, mine))
 
 
 def main():

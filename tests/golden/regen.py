@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Regenerate golden data on the installed PyTorch: every case run twice, with
-the same seeds, in separate processes, once under commdebug's Recorder and once
-under PyTorch's own CommDebugMode.
+"""Regenerate golden data on the installed PyTorch: every case run three times,
+with the same seeds, in separate processes: under commdebug's Recorder, under
+the Recorder in light mode, and under PyTorch's own CommDebugMode.
 
-    regen.py OUTDIR [-k CASE]... [--list] [--timeout S]
+    regen.py OUTDIR [-k CASE]... [--list] [--timeout S] [--no-light]
 
-writes OUTDIR/CASE/rankR.zst (the Recorder's traces) and
-OUTDIR/CASE/exp-rankR/regionK/ (CommDebugMode's outputs): the layout of
-testdata/golden, for `check.py COMMDEBUG OUTDIR`.  Each case is
+writes OUTDIR/CASE/rankR.zst (the Recorder's traces), OUTDIR/CASE/light-rankR.zst
+(light mode's, which check.py compares at noise level 0 only; not on a torch
+without light mode, or with --no-light) and OUTDIR/CASE/exp-rankR/regionK/
+(CommDebugMode's outputs): the layout of testdata/golden, for `check.py
+COMMDEBUG OUTDIR`.  Each case is
 programs/golden.py CASE as 4 gloo processes on the CPU (mesh2d: a 2x2 mesh),
 or programs/gpt2.py (one process), forked from this one after it has imported
 torch once (programs/launch.py).  The processes' output goes to
@@ -48,6 +50,7 @@ def main():
     ap.add_argument("-k", action="append", default=[], help="only the cases named so")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--timeout", type=float, default=180, help="seconds per run (180)")
+    ap.add_argument("--no-light", action="store_true", help="no light-mode runs")
     a = ap.parse_args()
     if a.list:
         for c, w in CASES:
@@ -63,6 +66,15 @@ def main():
     import torch
     print("regen: torch %s, Python %d.%d, into %s" % (torch.__version__, sys.version_info[0],
                                                       sys.version_info[1], a.outdir), flush=True)
+    modes = ["rec", "cdm"]
+    if not a.no_light:
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+        from commdebug import _light
+        why = _light.available()
+        if why is None:
+            modes.insert(1, "light")
+        else:
+            notes.append("no light-mode runs: " + why)
     if not a.k and os.path.isdir(a.outdir):
         # A full run leaves only its own cases: check.py compares every
         # directory there, so a case an earlier run made is removed.
@@ -78,7 +90,7 @@ def main():
         shutil.rmtree(cdir, ignore_errors=True)
         t = time.time()
         status = []
-        for mode in ("rec", "cdm"):
+        for mode in modes:
             rcs = run_case(case, world, a.outdir, mode, timeout=a.timeout)
             status.append("%s %s" % (mode, ",".join(str(r) for r in rcs)))
             if all(r == LEFT_OUT for r in rcs):

@@ -4,7 +4,8 @@ in which chosen ranks do something wrong, the way real training jobs fail.
 
 As a worker (one rank; RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
 
-    faulty_jobs.py --out DIR [--steps N] [--groups | --mesh] [--fsdp] [--timeout S]
+    faulty_jobs.py --out DIR [--steps N] [--groups | --mesh] [--fsdp] [--light [--keep N]]
+                   [--timeout S]
                    [--fault KIND:RANK[:STEP[:MODULE[:ARG]]]]...
 
 As a harness (from a test):
@@ -312,7 +313,8 @@ def worker(args):
     torch.manual_seed(0)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    rec = Recorder(os.path.join(args.out, "traces", "rank{rank}.zst"))
+    rec = Recorder(os.path.join(args.out, "traces", "rank{rank}.zst"), light=args.light,
+                   keep=args.keep)
     for step in range(1, args.steps + 1):
         state["step"] = step
         torch.manual_seed(100 + step)  # the same batch on every rank
@@ -494,7 +496,8 @@ def fsdp_worker(args):
         blk.register_forward_pre_hook(fault_hook(i), prepend=True)
 
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    rec = Recorder(os.path.join(args.out, "traces", "rank{rank}.zst"))
+    rec = Recorder(os.path.join(args.out, "traces", "rank{rank}.zst"), light=args.light,
+                   keep=args.keep)
     for step in range(1, args.steps + 1):
         state["step"] = step
         for f in faults:
@@ -569,7 +572,7 @@ def _size(path):
 
 
 def run_job(out, faults, world=4, steps=3, groups=False, timeout=4, deadline=90,
-            python=None, mesh=False, fsdp=False, quiet=None):
+            python=None, mesh=False, fsdp=False, quiet=None, light=False, keep=None):
     """Run the job as WORLD processes with FAULTS (specs as for --fault) and wait
     until every rank has ended; a rank still running after DEADLINE seconds is
     SIGKILLed, as one kills a hung job.  With QUIET (seconds), ranks still running
@@ -593,6 +596,11 @@ def run_job(out, faults, world=4, steps=3, groups=False, timeout=4, deadline=90,
             cmd.append("--mesh")
         if fsdp:
             cmd.append("--fsdp")
+        if light:
+            cmd.append("--light")
+        k = keep.get(rank) if isinstance(keep, dict) else keep
+        if k:
+            cmd += ["--keep", str(k)]
         for f in faults:
             cmd += ["--fault", f]
         log = open(os.path.join(out, "log%d.txt" % rank), "w")
@@ -633,6 +641,8 @@ def main():
     p.add_argument("--fsdp", action="store_true",
                    help="FSDP2: every block fully_shard-ed over a 1-D mesh of all ranks "
                         "(with --mesh: over dp, the blocks tensor-parallel over tp)")
+    p.add_argument("--light", action="store_true", help="record in light mode")
+    p.add_argument("--keep", type=int, help="light mode: keep the last KEEP to 2 KEEP regions")
     p.add_argument("--timeout", type=float, default=4, help="gloo timeout, seconds")
     p.add_argument("--max-seconds", type=int, default=120,
                    help="the process exits after this long regardless")

@@ -57,7 +57,7 @@ def test_meta_and_container(ctx):
     with open(real, "rb") as f:
         data = f.read()
     eq(data[:4], b"\x28\xb5\x2f\xfd", "zstd magic")
-    check(data.count(b"\x28\xb5\x2f\xfd") >= 3, "expected a frame per region")
+    check(data.count(b"\x28\xb5\x2f\xfd") >= 2, "expected the meta frame and more")
     text = zstd_cli_text(real)
     eq([json.loads(line) for line in text.splitlines()], evs, "zstd CLI decode")
 

@@ -322,7 +322,7 @@ def run_tp(args):
         if isinstance(m, (ColumnParallelLinear, RowParallelLinear)):
             m.fqn = "Transformer." + name
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"), light=args.light)
     train(model, opt, rec, vocab, batch, seq, args.steps)
     write_truth(args.out, rank, {
         "rank": rank, "world_size": world, "regions": args.steps,
@@ -348,7 +348,7 @@ def run_ddp(args):
                           nn.ReLU(), nn.Linear(64, 8))
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"), light=args.light)
     per_step = []
     for step in range(1, args.steps + 1):
         x = torch.randn(16, 128)
@@ -378,7 +378,7 @@ def run_ddp(args):
 def run_c10d(args):
     """Each collective gloo supports on this torch, once, in one region."""
     rank, world = init()
-    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"), light=args.light)
     x = torch.arange(8, dtype=torch.float32) + rank
     calls = []
 
@@ -430,7 +430,7 @@ def run_forever(args):
     writer's timer flushes frames in the middle of a region."""
     rank = int(os.environ.get("RANK", "0"))
     model = nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4))
-    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"))
+    rec = Recorder(os.path.join(args.out, "rank{rank}.zst"), light=args.light)
     step = 0
     while True:
         step += 1
@@ -543,6 +543,7 @@ def main():
     p.add_argument("what", choices=["tp", "ddp", "c10d", "forever", "diverge"])
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--light", action="store_true", help="tp, ddp, c10d: record in light mode")
     p.add_argument("--how", choices=sorted(DIVERGE_AT), default="none",
                    help="diverge: what the odd rank does (default none)")
     p.add_argument("--odd-rank", type=int, default=1, help="diverge: the rank that departs")

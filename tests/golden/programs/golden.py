@@ -4,6 +4,8 @@
 
 MODE is one of
     rec   commdebug's Recorder around each region: OUTDIR/CASE/rank<R>.zst
+    light the Recorder in light mode (Recorder(light=True)) around the same
+          regions: OUTDIR/CASE/light-rank<R>.zst
     cdm   PyTorch's own CommDebugMode around the same regions: its outputs in
           OUTDIR/CASE/exp-rank<R>/region<K>/ (the layout of testdata/golden)
     ops   a dispatch mode that only notes str(func) of every op it sees:
@@ -43,7 +45,7 @@ NEEDS_DTENSOR = {"mlp", "mlp_stacked", "ac", "funcol", "redistribute", "mesh2d",
                  "shared", "locals", "compiled", "fsdp2", "sp_block", "transformer", "transformer_sp"}
 
 case, outdir, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
-assert MODE in ("rec", "cdm", "ops"), MODE
+assert MODE in ("rec", "light", "cdm", "ops"), MODE
 if case in NEEDS_DTENSOR and DTensor is None:
     print("%s needs DTensor: left out on torch %s" % (case, torch.__version__))
     sys.exit(3)
@@ -52,7 +54,8 @@ dist.init_process_group("gloo", timeout=timedelta(seconds=90))
 dev = "cpu"
 cdir = os.path.join(outdir, case)
 os.makedirs(cdir, exist_ok=True)
-rec = Recorder(os.path.join(cdir, "rank{rank}.zst")) if MODE == "rec" else None
+rec = Recorder(os.path.join(cdir, "rank{rank}.zst")) if MODE == "rec" else \
+    Recorder(os.path.join(cdir, "light-rank{rank}.zst"), light=True) if MODE == "light" else None
 region = [0]
 ops_regions = []
 failed = []
@@ -85,7 +88,7 @@ def region_run(label, fn):
             with cdm:
                 fn()
             dump(cdm)
-        elif MODE == "rec":
+        elif MODE in ("rec", "light"):
             with rec(label=label):
                 fn()
         else:

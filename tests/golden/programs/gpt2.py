@@ -2,7 +2,7 @@
 small config, eager attention) on the CPU, one process, no collectives; one
 forward+backward.
 
-    gpt2.py OUTDIR MODE      (MODE: rec | cdm | ops, as for golden.py)
+    gpt2.py OUTDIR MODE      (MODE: rec | light | cdm | ops, as for golden.py)
 
 writes OUTDIR/gpt2/rank0.zst, OUTDIR/gpt2/exp-rank0/region1/ or
 OUTDIR/gpt2/ops-rank0.json.  Adapted from shared/golden-torch2.11/tools/gpt2.py
@@ -59,8 +59,9 @@ if MODE == "cdm":
     params = {k: sorted(v) for k, v in cdm.get_parameter_info().items()}
     with open(f"{d}/sharding.json", "w") as f:
         json.dump({"sharding": sharding, "parameters": params}, f, indent=1)
-elif MODE == "rec":
-    rec = Recorder(os.path.join(cdir, "rank0.zst"))
+elif MODE in ("rec", "light"):
+    rec = Recorder(os.path.join(cdir, "rank0.zst" if MODE == "rec" else "light-rank0.zst"),
+                   light=MODE == "light")
     with rec(label="gpt2 step 1"):
         step()
     rec.close()

@@ -1,0 +1,438 @@
+"""Light mode: module boundaries and collectives, no per-op events.
+
+``LightEvents`` is a base of commdebug.recorder.Recorder, used when it is
+made with ``light=True``.  A region then has no dispatch mode: collectives
+come from kernels at the dispatcher's BackendSelect key (``_collkernels``),
+and the module events from two global module hooks doing as little as they
+can.  What the events must give is CommDebugMode's module table and its
+collective counts (its noise-0 outputs), so each hook keeps what that needs:
+
+* ``fw_pre``: the module's name and type (cached per module as the start of
+  the event's text), its parameters at its first call in a region;
+* ``fw_post`` and ``fw_done``: written together by the global forward hook
+  when the module has no forward hooks of its own (nothing can run between
+  them); otherwise ``fw_done`` comes from a module-local hook that runs after
+  the module's other hooks, as in the full recorder (tensor-parallel output
+  redistribution issues collectives there);
+* ``bw_pre``: CommDebugMode's global full-backward pre-hook makes every
+  module wrap its outputs in an autograd node (BackwardHookFunction), which
+  costs more than the whole budget here.  Instead one gradient hook is put
+  on the module's final outputs, the tensors that node would wrap (a Tensor,
+  or the Tensors of a tuple, when one requires grad and grad mode is on): it
+  fires when their gradient is computed, which is when that node would run,
+  at most once per backward pass.  Where nested modules return the same
+  tensor, the hooks on it are put in the order the nested wrapping nodes
+  would run them: each module's own ``bw_pre`` first, then the gradient
+  hooks its own forward hooks put there (FSDP2's pre-backward all-gather),
+  then those of the modules inside it;
+* ``bw_end``: the end of each backward pass (an engine callback queued by
+  the first ``bw_pre``).
+
+Not recorded: ops other than collectives, ``bw_enter`` and ``bw_exit`` (the
+module tracker's gradient hooks, which count for CommDebugMode's tables only
+where a collective is issued in the backward of a module whose forward ran
+before the region: CommDebugMode fails there with a KeyError).
+
+Inside a graph torch.compile traces, the hooks do nothing (dynamo inlines
+them and finds ``is_compiling()`` true), and an FX GraphModule that compiled
+code calls is not a module of the program: it is not recorded.
+"""
+
+import itertools
+import sys
+import warnings
+from collections import OrderedDict
+import time
+import weakref
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from . import _collkernels
+from . import _compat as C
+
+_clock = time.monotonic_ns
+_Tensor = torch.Tensor
+_cur_task = getattr(torch._C, "_current_graph_task_id", None)
+_grad_enabled = torch.is_grad_enabled
+try:
+    _compiling = torch.compiler.is_compiling
+except AttributeError:  # torch < 2.3
+    def _compiling():
+        return False
+
+try:
+    from torch.nn.parallel import DistributedDataParallel as _DDP
+except Exception:
+    _DDP = None
+try:
+    from torch.fx import GraphModule as _GraphModule
+except Exception:
+    _GraphModule = None
+
+# Keys of the gradient hooks put in a tensor's hook dict directly: negative,
+# never those of torch's RemovableHandle.
+_hook_keys = itertools.count(-1, -1)
+
+# Entry of the per-module cache (Recorder._lc, keyed by id(module)).
+_REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD, _PKEY, \
+    _PPRE, _PCHECKED, _BWHOOK = range(13)
+# Every this many regions a module's parameters are read again whole (dtype,
+# shape, requires_grad, which can change without the parameter object
+# changing); in between, only which objects they are.
+PARAMS_RECHECK = 64
+
+# Callers of an FX GraphModule that make it compiled code's, not the program's.
+_COMPILER_MODULES = ("torch._functorch", "torch._dynamo", "torch._inductor")
+# Frames between a GraphModule's caller and the module hook.
+_CALL_MODULES = ("torch.nn.modules.module", "torch.fx.graph_module", "torch.fx._lazy_graph_module")
+
+
+def _next_handle_id():
+    return RemovableHandle.next_id
+
+
+def available():
+    """Why light mode cannot run on this torch, or None when it can."""
+    if _cur_task is None or C.TORCH < (2, 1):
+        return "torch %s lacks the hooks light mode needs (torch 2.1 or later)" % torch.__version__
+    if _collkernels.install() is None:
+        return "torch %s cannot take collective kernels from Python" % torch.__version__
+    return None
+
+
+def _called_from_compiled_code():
+    """Whether the module being called was called by torch's compilers (an
+    FX GraphModule that AOTAutograd's runtime runs)."""
+    f = sys._getframe(2)
+    while f is not None:
+        mod = f.f_globals.get("__name__", "")
+        if not mod.startswith(_CALL_MODULES) and mod != __name__:
+            return mod.startswith(_COMPILER_MODULES)
+        f = f.f_back
+    return False
+
+
+class LightEvents:
+    """The Recorder's light-mode hooks (state: _lc, _lleaf, _lmark, _lstate,
+    _lhooks, _lhandles)."""
+
+    def _light_enter(self):
+        # The two global hooks (and the modules' fw_done hooks) stay from the
+        # first region to close(): registering them anew for each region
+        # would change what torch.compile's guards check and make it
+        # compile its graphs again.  Outside a region they return at once.
+        if self._lhooks is None:
+            self._lhooks = _make_hooks(self)
+            self._lhandles = [C.register_global_fw_pre(self._lhooks[0]),
+                              C.register_global_fw_post(self._lhooks[1])]
+            # torch warns, for each compiled module called, that global hooks
+            # fire for its OptimizedModule too: these hooks know it
+            warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when "
+                                    r"there are global hooks on modules")
+        self._lstate[0] = self.region
+        self._lstate[2] = True
+        _collkernels.route(self)
+
+    def _light_exit(self):
+        self._lstate[2] = False
+        _collkernels.unroute(self)
+        for d, key in self._lleaf:
+            d.pop(key, None)
+        del self._lleaf[:]
+
+    def _hooks_close(self):
+        """At close: the hooks kept across regions (both modes keep the
+        modules' fw_done hooks; light mode its global hooks)."""
+        for h in self._lhandles:
+            h.remove()
+        self._lhandles = []
+        for h, _ in self._done_handles.values():
+            h.remove()
+        self._done_handles.clear()
+        self._lhooks = None
+
+    def _lentry(self, mod):
+        """The cached texts of a module's events (None: not recorded)."""
+        if _GraphModule is not None and isinstance(mod, _GraphModule) \
+                and _called_from_compiled_code():
+            e = [self._lref(mod), None]
+            self._lc[id(mod)] = e
+            return e
+        nj = self._nj(self._mod_name(mod))
+        tj = self._type_of(mod)
+        e = [self._lref(mod), nj,
+             '{"ev":"fw_pre","mod":%s,"type":%s,"bw":false,"t":' % (nj, tj),
+             '{"ev":"fw_pre","mod":%s,"type":%s,"bw":true,"t":' % (nj, tj),
+             ('{"ev":"fw_post","mod":%s,"bw":false,"t":' % nj,
+              '{"ev":"fw_done","mod":%s,"bw":false,"t":' % nj),
+             ('{"ev":"fw_post","mod":%s,"bw":true,"t":' % nj,
+              '{"ev":"fw_done","mod":%s,"bw":true,"t":' % nj),
+             '{"ev":"bw_pre","mod":%s,"t":' % nj,
+             -1,
+             _DDP is not None and isinstance(mod, _DDP),
+             None, None, -PARAMS_RECHECK, None]
+        self._lc[id(mod)] = e
+        return e
+
+    def _lref(self, mod):
+        """A weak reference that drops the module's entry when it dies, so
+        that an id in _lc is always the live module's (no check per call)."""
+        k = id(mod)
+        lc = self._lc
+
+        def gone(_, k=k, lc=lc):
+            lc.pop(k, None)
+        return weakref.ref(mod, gone)
+
+    def _lparams(self, mod, e, key):
+        """fw_pre's text up to its time, with the module's parameters."""
+        e[_PKEY] = key
+        e[_PCHECKED] = self.region
+        e[_PPRE] = e[_PRE][:-4] + '"params":%s,"t":' % self._params_json(mod)
+        return e[_PPRE]
+
+    def _lddp_pre(self, mod):
+        name = self._group_name(mod.process_group)
+        if name is not None:
+            self._ddp_groups.add(name)
+        if mod not in self._ddp_state:
+            self._ddp_first_sight(mod)
+
+    def _lddp_post(self, mod):
+        st = self._ddp_state.get(mod)
+        if st is not None and not st[0]:
+            self._ddp_check_rebuilt(mod, st)
+
+    def _ldone_last(self, mod, e):
+        """The module has forward hooks of its own: fw_done comes from one
+        that runs after them (kept while it is still the last one)."""
+        old = self._done_handles.get(id(mod))
+        if old is not None:
+            hooks = mod._forward_hooks
+            if old[1] == e[_NJ] and next(reversed(hooks)) == old[0].id:
+                return
+            old[0].remove()
+        self._done_handles[id(mod)] = (mod.register_forward_hook(self._lhooks[2](e)), e[_NJ])
+
+    # -------------------------------------------------------- collectives
+    def _light_collective(self, op, keyset, args, kwargs):
+        """A collective from _collkernels: its events, then the call."""
+        info = self._op_cache.get(id(op))
+        if info is None:
+            info = self._op_info(op)
+        redispatch = op.redispatch
+
+        def run(*a, **kw):
+            return redispatch(keyset, *a, **kw)
+        return self._coll_call(run, info[2], _cur_task() != -1, False, args, kwargs)
+
+
+def _make_hooks(rec):
+    """The light hooks of a Recorder whose trace is open: (forward
+    pre-hook, forward hook, maker of the module-local fw_done hook).  They
+    are the hot path (every module call): closures over what they use, as
+    few Python calls as can be."""
+    lc = rec._lc
+    append = rec._w.buf.append
+    mono0 = rec._mono0
+    w = rec._w
+    done_handles = rec._done_handles
+    lmark = rec._lmark
+    lleaf = rec._lleaf
+    state = rec._lstate          # [region, a bw_end callback is queued, in a region]
+    entry = rec._lentry
+    params = rec._lparams
+    clock = _clock
+    cur_task = _cur_task
+    compiling = _compiling
+    grad_enabled = _grad_enabled
+    Tensor = _Tensor
+    keys = _hook_keys
+    queue = C.queue_engine_callback
+    recheck = PARAMS_RECHECK
+
+    def bw_end():
+        state[1] = False
+        append('{"ev":"bw_end","t":%d}\n' % (clock() - mono0))
+
+    def own(prefix):
+        """A module's bw_pre hook for a tensor of its own (made once: a
+        tensor's node runs once per backward pass, so does the hook)."""
+        def bw_pre(grad):
+            if not state[1]:
+                state[1] = True
+                queue(bw_end)
+            append((prefix, clock()))
+            return None
+        return bw_pre
+
+    def attach(tensors, e, mark):
+        """bw_pre when the first of tensors gets its gradient, once per
+        backward pass: a gradient hook put first on each (see the module's
+        doc for the order).  A module whose only output already carries the
+        bw_pre hook of a module inside it, with nothing registered since,
+        joins that hook (its line goes first): one call in backward for
+        nested modules that return the same tensor."""
+        prefix = e[6]
+        if len(tensors) == 1:
+            t = tensors[0]
+            d = t._backward_hooks
+            g = t.grad_fn
+            if d is None and g is not None and type(t) is Tensor:
+                # the common case: the module's own hook, made once
+                fn = e[12]
+                if fn is None:
+                    fn = e[12] = own(e[6])
+                d = t._backward_hooks = OrderedDict()
+                g._register_hook_dict(t)
+                d[next(keys)] = fn
+                return
+            if d:
+                first = next(iter(d.values()))
+                lines = getattr(first, "_cd_lines", None)
+                if lines is not None and (mark is None or max(d) < mark):
+                    lines.insert(0, prefix)
+                    return
+        lines = [prefix]
+        if len(tensors) == 1:
+            # one tensor: its node runs once per backward pass, so does this
+            def bw_pre(grad):
+                if not state[1]:
+                    state[1] = True
+                    queue(bw_end)
+                t = clock()
+                for p in lines:
+                    append((p, t))
+                return None
+        else:
+            last = [None]
+
+            def bw_pre(grad):
+                task = cur_task()
+                if last[0] != task:
+                    last[0] = task
+                    if not state[1]:
+                        state[1] = True
+                        queue(bw_end)
+                    t = clock()
+                    for p in lines:
+                        append((p, t))
+                return None
+        bw_pre._cd_lines = lines
+
+        for t in tensors:
+            d = t._backward_hooks
+            key = next(keys)
+            if d is None:
+                if type(t) is not Tensor:       # a subclass (DTensor): its own way
+                    h = t.register_hook(bw_pre)
+                    if t.grad_fn is None:
+                        lleaf.append((t._backward_hooks, h.id))
+                    continue
+                # Tensor.register_hook without its handle
+                d = t._backward_hooks = OrderedDict()
+                g = t.grad_fn
+                if g is not None:
+                    g._register_hook_dict(t)
+                d[key] = bw_pre
+            elif d:
+                items = list(d.items())
+                d.clear()
+                d[key] = bw_pre
+                if mark is not None:
+                    for k, v in items:
+                        if k >= mark:
+                            d[k] = v
+                    for k, v in items:
+                        if k < mark:
+                            d[k] = v
+                else:
+                    d.update(items)
+            else:
+                d[key] = bw_pre
+            if t.grad_fn is None:
+                lleaf.append((d, key))
+
+    def outputs(output):
+        """The tensors BackwardHook would wrap, or None."""
+        if type(output) is Tensor or isinstance(output, Tensor):
+            return (output,) if output.requires_grad and grad_enabled() else None
+        if isinstance(output, tuple):
+            ts = [o for o in output if isinstance(o, Tensor) and o.requires_grad]
+            return ts if ts and grad_enabled() else None
+        return None
+
+    def fw_pre(mod, inputs):
+        if compiling() or not state[2]:
+            return
+        e = lc.get(id(mod))
+        if e is None:
+            e = entry(mod)
+        if e[1] is None:
+            return
+        now = clock()
+        if cur_task() != -1:
+            append((e[3], now))
+            return
+        if e[7] != state[0]:
+            # its parameters, once per region; their text is remade when a
+            # parameter is replaced (and read again whole every
+            # PARAMS_RECHECK regions: a dtype, shape or requires_grad can
+            # change in place)
+            e[7] = state[0]
+            ps = mod._parameters
+            key = tuple(map(id, ps.values())) if ps else ()
+            ppre = e[10]
+            if ppre is None or key != e[9] or state[0] - e[11] >= recheck:
+                ppre = params(mod, e, key)
+            append((ppre, now))
+        else:
+            append((e[2], now))
+        if mod._forward_hooks:
+            rec._ldone_last(mod, e)
+        if e[8]:
+            rec._lddp_pre(mod)
+        if now > w.due:
+            w.poke()
+
+    def fw_post(mod, inputs, output):
+        if compiling() or not state[2]:
+            return
+        e = lc.get(id(mod))
+        if e is None:
+            e = entry(mod)
+        if e[1] is None:
+            return
+        bw = cur_task() != -1
+        post, done = e[5] if bw else e[4]
+        t = clock()
+        if id(mod) in done_handles:
+            append((post, t))
+            # the gradient hooks the module's own forward hooks add from now on
+            lmark[id(mod)] = RemovableHandle.next_id
+        else:
+            append((post, done, t))
+            if type(output) is Tensor:
+                if output.requires_grad and grad_enabled():
+                    attach((output,), e, None)
+            else:
+                ts = outputs(output)
+                if ts is not None:
+                    attach(ts, e, None)
+        if e[8] and not bw:
+            rec._lddp_post(mod)
+
+    def done_hook(e):
+        def fw_done(mod, inputs, output):
+            if compiling() or not state[2]:
+                return
+            append((e[5 if cur_task() != -1 else 4][1], clock()))
+            ts = outputs(output)
+            mark = lmark.pop(id(mod), None)
+            if ts is not None:
+                attach(ts, e, RemovableHandle.next_id if mark is None else mark)
+        return fw_done
+
+    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end, own])
+    return fw_pre, fw_post, done_hook

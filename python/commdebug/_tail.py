@@ -1,0 +1,77 @@
+"""The raw frames at the end of a trace: ``RawTail``, a base of
+_writer.TraceWriter.
+
+The recording thread writes the lines it must get into the file before a
+collective as a frame of raw blocks (_zstd.raw_frame: a copy, no
+compression, whose cost with cold caches after a training step is 100 us);
+the writer thread then replaces those raw frames with one compressed frame
+(``_compact``), and keeps the index of frames of a bounded trace in step
+(``_merge_index``)."""
+
+import os
+
+from . import _zstd
+
+__all__ = ["RawTail"]
+
+
+class RawTail:
+    def _compact(self):
+        """Replace the raw frames at the end of the file by one compressed
+        frame of the same lines (writer thread; the compression runs outside
+        _io, so the training thread never waits for it).  The compressed
+        frame is written over the raw ones in one write, followed by a
+        skippable frame's header over the bytes left, and the file is then
+        cut after it: a process killed at any point leaves a readable
+        trace with every line."""
+        with self._io:
+            if self._tail_at is None or self._dead or self._fd < 0:
+                return
+            at, parts, end = self._tail_at, list(self._tail), self._end
+        data = b"".join(parts)
+        with self._zlock:
+            out = self._comp.frame(data)
+        with self._io:
+            if self._tail_at != at or self._dead or self._fd < 0:
+                return
+            span = end - at
+            if len(out) == span:
+                blob = out
+            elif len(out) + 8 <= span:
+                blob = out + _zstd.skippable_header(span - len(out) - 8)
+            else:
+                return       # (incompressible: the raw frames stay)
+            if not self._write(blob, 0, at):
+                return
+            if self.index is not None:
+                self._merge_index(at, end, len(out))
+            self.bytes_out -= span - len(out)
+            self.frames -= len(parts) - 1
+            if self._end == end:
+                try:
+                    os.ftruncate(self._fd, at + len(out))
+                    os.lseek(self._fd, at + len(out), os.SEEK_SET)
+                    self._end = at + len(out)
+                except OSError:
+                    pass     # the skippable frame stays
+                self._tail_at = None
+                self._tail = []
+            else:
+                # raw frames the training thread wrote meanwhile: the next tail
+                self._tail = self._tail[len(parts):]
+                self._tail_at = end
+
+    def _merge_index(self, at, end, length):
+        """The frames in [at, end) of the index became one frame of length."""
+        ix = self.index
+        k = len(ix)
+        while k and ix[k - 1][0] >= end:
+            k -= 1
+        j = k
+        while j and ix[j - 1][0] >= at:
+            j -= 1
+        lines, marks = 0, []
+        for off, _, nl, mk in ix[j:k]:
+            marks.extend((r, i + lines) for r, i in mk)
+            lines += nl
+        ix[j:k] = [[at, length, lines, marks]]

@@ -1,0 +1,185 @@
+"""The full recorder's module hooks: CommDebugMode's module tracker.
+
+``TrackerEvents`` is a base of commdebug.recorder.Recorder: the global
+forward pre-hook and forward hook, the module-local hook that runs after a
+module's other forward hooks (``fw_done``), the global full-backward
+pre-hook and the multi-grad hooks that enter and leave a module in backward,
+as CommDebugMode's _CommModeModuleTracker and ModTracker register them (the
+recorder must register the same: they change what the program dispatches,
+and CommDebugMode shows the program with them); on torch 1.13 the ones it
+lacks are emulated (_compat).  Light mode has hooks of its own (_light).
+"""
+
+import time
+import weakref
+
+import torch
+
+from . import _compat as C
+
+_Tensor = torch.Tensor
+_is_bw = C.is_bw
+_clock = time.monotonic_ns
+
+try:
+    from torch.nn.parallel import DistributedDataParallel as _DDP
+except Exception:  # torch built without distributed
+    _DDP = None
+
+
+def _flat_tensors_requiring_grad(x):
+    """Tensors requiring grad among the leaves of x, as tree_flatten finds them."""
+    if isinstance(x, _Tensor):
+        return [x] if x.requires_grad else []
+    if type(x) is tuple:
+        simple = True
+        for a in x:
+            if not isinstance(a, _Tensor):
+                simple = False
+                break
+        if simple:
+            return [a for a in x if a.requires_grad]
+    from torch.utils._pytree import tree_flatten
+    leaves, _ = tree_flatten(x)
+    return [a for a in leaves if isinstance(a, _Tensor) and a.requires_grad]
+
+
+class TrackerEvents:
+    """The Recorder's module tracker hooks (full mode)."""
+
+    def _fw_pre(self, mod, inputs):
+        if not self._in_region:
+            return
+        bw = _is_bw()
+        e = self._lc.get(id(mod))
+        if e is None:
+            e = self._lentry(mod)
+        nj = e[1]
+        tensors = _flat_tensors_requiring_grad(inputs)
+        grad_in = (not bw) and bool(tensors)
+        if bw:
+            self._append((e[3][:-4] + '"params":[],"grad_in":false,"t":', _clock()))
+        else:
+            self._append((e[2][:-4] + '"params":%s,"grad_in":%s,"t":'
+                          % (self._params_json(mod), "true" if grad_in else "false"), _clock()))
+        if grad_in:
+            C.multi_grad_hook(tensors, self._exit_fn(nj))
+        if bw:
+            return
+        # (CommDebugMode reads param.data here, which for a DTensor dispatches
+        # a detach; the recorder reads nothing that dispatches: the analyzer
+        # accounts for those detaches.)
+        # The module-local forward hook that reports fw_done must run after the
+        # module's other forward hooks: keep the one registered by an earlier
+        # call only while it is still the last one (and for the same name).
+        old = self._done_handles.get(id(mod))
+        if old is not None:
+            hooks = mod._forward_hooks
+            if old[1] == nj and hooks and next(reversed(hooks)) == old[0].id:
+                pass
+            else:
+                old[0].remove()
+                old = None
+        if old is None:
+            self._done_handles[id(mod)] = (mod.register_forward_hook(self._done_fn(nj)), nj)
+        if _DDP is not None and isinstance(mod, _DDP):
+            pg = mod.process_group
+            name = self._group_name(pg)
+            if name is not None:
+                self._ddp_groups.add(name)
+            if _NEED_PG_CTX:
+                # DDP's forward issues collectives from C++ (bucket rebuild, buffer
+                # broadcast) on its group; 1.13 cannot tell the mode which one.
+                self._pg_ctx.append(mod.process_group)
+            if mod not in self._ddp_state:
+                self._ddp_first_sight(mod)
+
+    def _fw_post(self, mod, inputs, output):
+        if C.in_compiled_region() or not self._in_region:
+            return
+        if _DDP is not None and isinstance(mod, _DDP):
+            if _NEED_PG_CTX and self._pg_ctx and self._pg_ctx[-1] is mod.process_group:
+                self._pg_ctx.pop()
+            st = self._ddp_state.get(mod)
+            if st is not None and not st[0]:
+                self._ddp_check_rebuilt(mod, st)
+        bw = _is_bw()
+        e = self._lc.get(id(mod))
+        if e is None:
+            e = self._lentry(mod)
+        nj = e[1]
+        tensors = _flat_tensors_requiring_grad(output)
+        grad_out = (not bw) and bool(tensors)
+        self._append((e[5 if bw else 4][0][:-4] + ('"grad_out":true,"t":' if grad_out
+                                                   else '"grad_out":false,"t":'), _clock()))
+        emulate = tensors and _EMULATE_BW_PRE and torch.is_grad_enabled()
+        if grad_out:
+            if emulate:
+                # torch < 2.0 has no global full-backward pre-hook: bw_pre fires at
+                # the first gradient of an output, just before the tracker's own
+                # output hook, as the BackwardHookFunction node that torch >= 2.0
+                # wraps around the outputs would.  One tensor hook does both.
+                fn = self._pre_enter_fn(weakref.ref(mod), nj)
+            else:
+                fn = self._enter_fn(nj)
+            C.multi_grad_hook(tensors, fn, mode="any")
+        elif emulate:
+            # In backward (activation-checkpoint recompute) the tracker registers
+            # nothing, but the full-backward pre-hook would still fire.
+            C.multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
+
+    def _bw_pre(self, mod, grad_output):
+        self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
+        return None
+
+    def _bw_pre_fn(self, wmod):
+        def bw_pre(*_):
+            mod = wmod()
+            if mod is not None:
+                self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
+        return bw_pre
+
+    def _pre_enter_fn(self, wmod, nj):
+        def bw_pre_enter(*_):
+            mod = wmod()
+            if mod is not None:
+                self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))
+            self._queue_bw_end()
+            self._emit('{"ev":"bw_enter","mod":' + nj)
+        return bw_pre_enter
+
+    def _done_fn(self, nj):
+        fw = '{"ev":"fw_done","mod":%s,"bw":false,"t":' % nj
+        bw = '{"ev":"fw_done","mod":%s,"bw":true,"t":' % nj
+
+        def fw_done(mod, inputs, output):
+            if self._in_region:
+                self._append((bw if _is_bw() else fw, _clock()))
+        return fw_done
+
+    def _enter_fn(self, nj):
+        def bw_enter(*_):
+            self._queue_bw_end()
+            self._emit('{"ev":"bw_enter","mod":' + nj)
+        return bw_enter
+
+    def _exit_fn(self, nj):
+        def bw_exit(*_):
+            self._emit('{"ev":"bw_exit","mod":' + nj)
+        return bw_exit
+
+    def _queue_bw_end(self):
+        # ModTracker._maybe_set_engine_callback: once per backward pass.
+        if self._has_callback:
+            return
+
+        def bw_end():
+            self._has_callback = False
+            self._emit('{"ev":"bw_end"')
+
+        C.queue_engine_callback(bw_end)
+        self._has_callback = True
+
+
+_EMULATE_BW_PRE = C.EMULATE_BW_PRE
+_NEED_PG_CTX = not C.can_unbox_process_group()

@@ -1,0 +1,416 @@
+#!/usr/bin/env python3
+"""What recording costs: plain vs light vs full recorder vs a do-nothing
+dispatch mode vs CommDebugMode, on two workloads, ratios from one run.
+
+    tests/torch2/env.sh run python3 tests/bench/recorder.py [--rounds R] [--steps K]
+                                                            [--only gpt2|blocks|colls]
+
+(tests/bench/recorder.sh runs it in the torch 2.14 root.)
+
+* gpt2: a 2-rank gloo DistributedDataParallel Hugging Face GPT-2 (4 layers,
+  64 wide, 4 heads, vocabulary 512, batch 2 x 32), forward + backward + SGD
+  step, one region per step under the recorders (one CommDebugMode per step).
+  Both ranks run the variants in the same interleaved order, K steps each,
+  R rounds.  Reported per variant: the median wall and CPU (process: every
+  thread) time per step, and the median over rounds of its ratio to the
+  plain step of the same round, with the spread (25th-75th percentile).
+* blocks: one process, 8 blocks of Linear(64) + GELU + LayerNorm, batch 16,
+  forward + backward, one region per step.  Reported: the time each variant
+  adds per dispatched op over plain, and its ratio to the do-nothing mode's.
+* colls: one process, a gloo all_reduce of 4 floats: what each source of
+  collectives costs per collective (a BackendSelect kernel that only hands the
+  call on, the light recorder, a ProcessGroup pre-hook, a Python wrapper of
+  dist.all_reduce, a do-nothing dispatch mode), and reading PyTorch's Flight
+  Recorder buffer (_dump_fr_trace_json) once per step.
+
+Timings vary with the load of the machine: every variant runs in every
+round, next to the others, and ratios are taken within a round.  Nothing
+here passes or fails on time.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+VARIANTS = ["plain", "light", "full", "nothing", "hooks", "cdm"]
+LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
+          "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
+          "hooks": "do-nothing mode + CDM hooks"}
+
+
+def quartiles(v):
+    if len(v) < 2:
+        return v[0], v[0]
+    q = statistics.quantiles(v, n=4)
+    return q[0], q[2]
+
+
+def make_variants(step, tmp, rank, hooks=False):
+    """{name: run(k) -> (wall s, cpu s) per step} for the variants (with
+    hooks: also the do-nothing mode with CommDebugMode's module hooks, doing
+    nothing, as tests/golden/programs/oplog.py installs them)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from commdebug import Recorder
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    light = Recorder(os.path.join(tmp, "light-rank%d.zst" % rank), light=True)
+    full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
+    try:
+        from torch.distributed.tensor.debug import CommDebugMode
+    except Exception:
+        CommDebugMode = None
+
+    def timed(k, ctx):
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            if ctx is None:
+                step()
+            else:
+                with ctx():
+                    step()
+        return (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
+
+    runs = {
+        "plain": lambda k: timed(k, None),
+        "light": lambda k: timed(k, lambda: light),
+        "full": lambda k: timed(k, lambda: full),
+        "nothing": lambda k: timed(k, NothingMode),
+    }
+    if CommDebugMode is not None:
+        runs["cdm"] = lambda k: timed(k, CommDebugMode)
+    if hooks:
+        sys.path.insert(0, os.path.join(REPO, "tests", "golden", "programs"))
+        from oplog import install_hooks
+
+        class Hooked(NothingMode):
+            def __enter__(self):
+                self._h = install_hooks()
+                return super().__enter__()
+
+            def __exit__(self, *exc):
+                try:
+                    return super().__exit__(*exc)
+                finally:
+                    for h in self._h:
+                        h.remove()
+        runs["hooks"] = lambda k: timed(k, Hooked)
+    return runs, (light, full)
+
+
+def rounds(runs, n_rounds, k):
+    names = [v for v in VARIANTS if v in runs]
+    for v in names:          # warm up (DDP rebuilds its buckets, caches fill)
+        runs[v](2)
+    res = {v: [] for v in names}
+    for _ in range(n_rounds):
+        for v in names:
+            res[v].append(runs[v](k))
+    return res
+
+
+def summary(res):
+    """{variant: (wall ms, cpu ms, wall ratio, (q1, q3), cpu ratio, (q1, q3))}"""
+    out = {}
+    for v, xs in res.items():
+        w = [a[0] / b[0] for a, b in zip(xs, res["plain"])]
+        c = [a[1] / b[1] for a, b in zip(xs, res["plain"])]
+        out[v] = (statistics.median(a[0] for a in xs) * 1e3,
+                  statistics.median(a[1] for a in xs) * 1e3,
+                  statistics.median(w), quartiles(w), statistics.median(c), quartiles(c))
+    return out
+
+
+# --------------------------------------------------------------------- gpt2
+def gpt2_rank(args):
+    import torch
+    import torch.distributed as dist
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.set_num_threads(1)
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=4, n_embd=64, n_head=4, n_positions=64, vocab_size=512,
+                     attn_implementation="eager")
+    model = torch.nn.parallel.DistributedDataParallel(GPT2LMHeadModel(cfg))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, cfg.vocab_size, (2, 32))
+
+    def step():
+        opt.zero_grad()
+        model(ids, labels=ids).loss.backward()
+        opt.step()
+
+    tmp = os.environ["BENCH_TMP"]
+    runs, recs = make_variants(step, tmp, rank)
+    res = rounds(runs, args.rounds, args.steps)
+    for r in recs:
+        r.close()
+    import json
+    with open(os.path.join(tmp, "gpt2-rank%d.json" % rank), "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def gpt2(args):
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), BENCH_TMP=tmp, OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-of",
+                                       "gpt2", "--rounds", str(args.rounds), "--steps",
+                                       str(args.steps)], env=env,
+                                      stderr=subprocess.PIPE))
+    errs = [p.communicate()[1] for p in procs]
+    if any(p.returncode for p in procs):
+        for r, e in enumerate(errs):
+            sys.stderr.write("rank %d:\n%s\n" % (r, e.decode(errors="replace")[-3000:]))
+        raise SystemExit("gpt2: a rank failed")
+    import json
+    print("gpt2: 2-rank gloo DDP GPT-2 (4 layers, 64 wide), forward + backward + SGD, "
+          "one region per step; %d rounds of %d steps per variant" % (args.rounds, args.steps))
+    for r in range(2):
+        with open(os.path.join(tmp, "gpt2-rank%d.json" % r)) as f:
+            sm = summary(json.load(f))
+        print("rank %d %-24s %9s %9s %22s %22s" % (r, "", "wall ms", "CPU ms",
+                                                    "wall ratio (IQR)", "CPU ratio (IQR)"))
+        for v, (w, c, wr, wq, cr, cq) in sm.items():
+            print("       %-24s %9.2f %9.2f %8.3f (%.3f-%.3f) %8.3f (%.3f-%.3f)"
+                  % (LABELS[v], w, c, wr, wq[0], wq[1], cr, cq[0], cq[1]))
+    print()
+
+
+# ------------------------------------------------------------------- blocks
+def blocks(args):
+    import torch
+    import torch.nn as nn
+    from torch.utils._python_dispatch import TorchDispatchMode
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    width = 64
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.GELU(),
+                                          nn.LayerNorm(width)) for _ in range(8)])
+    x = torch.randn(16, width)
+
+    def step():
+        model(x).sum().backward()
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+    with Count():
+        step()
+    ops = Count.n
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    runs, recs = make_variants(step, tmp, 0, hooks=True)
+    res = rounds(runs, args.rounds, args.steps)
+    for r in recs:
+        r.close()
+    print("blocks: 8 x (Linear(64) + GELU + LayerNorm), batch 16, forward + backward, one "
+          "region per step, %d ops per step; %d rounds of %d steps per variant"
+          % (ops, args.rounds, args.steps))
+    print("%-26s %9s %9s %17s %17s %22s" % ("", "wall ms", "CPU ms", "wall us/op added",
+                                            "CPU us/op added", "x do-nothing (wall, CPU)"))
+    sm = summary(res)
+    added = {}
+    for v, xs in res.items():
+        w = [(a[0] - b[0]) / ops * 1e6 for a, b in zip(xs, res["plain"])]
+        c = [(a[1] - b[1]) / ops * 1e6 for a, b in zip(xs, res["plain"])]
+        added[v] = (w, c)
+    for v in res:
+        w, c = added[v]
+        rw = [a / b for a, b in zip(w, added["nothing"][0])] if v != "plain" else [0]
+        rc = [a / b for a, b in zip(c, added["nothing"][1])] if v != "plain" else [0]
+        print("%-26s %9.3f %9.3f %17.2f %17.2f %10.2f %10.2f"
+              % (LABELS[v], sm[v][0], sm[v][1], statistics.median(w), statistics.median(c),
+                 statistics.median(rw), statistics.median(rc)))
+    q = quartiles([a / b for a, b in zip(added["full"][1], added["nothing"][1])])
+    print("full recorder / do-nothing mode, CPU per op added: spread %.2f-%.2f over rounds"
+          % q)
+    r = [a / b for a, b in zip(added["full"][1], added["hooks"][1])]
+    print("full recorder / do-nothing mode with CommDebugMode's module hooks (which the full "
+          "recorder registers too), CPU per op added: %.2f (spread %.2f-%.2f)"
+          % ((statistics.median(r),) + quartiles(r)))
+    print()
+    ops_only(args)
+
+
+def ops_only(args):
+    """The per-op path alone: 2000 in-place adds in one region, no module."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from commdebug import Recorder
+    y = torch.zeros(4)
+    n = 2000
+
+    def ops():
+        for _ in range(n):
+            y.add_(1)
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    rec = Recorder(os.path.join(tempfile.mkdtemp(prefix="commdebug-bench-"), "ops.zst"))
+
+    def nothing():
+        with NothingMode():
+            ops()
+
+    def full():
+        with rec:
+            ops()
+    fns = {"plain": ops, "nothing": nothing, "full": full}
+    for f in fns.values():
+        f()
+    res = {k: [] for k in fns}
+    for _ in range(args.rounds * 3):
+        for k, f in fns.items():
+            c0 = time.process_time()
+            f()
+            res[k].append(time.process_time() - c0)
+    rec.close()
+    base = res["plain"]
+    add = {k: [(a - b) / n * 1e6 for a, b in zip(v, base)] for k, v in res.items()}
+    ratio = [a / b for a, b in zip(add["full"], add["nothing"])]
+    print("ops: %d x Tensor.add_, one region, no module (the per-op path alone); %d rounds"
+          % (n, args.rounds * 3))
+    print("  do-nothing mode adds %.2f us/op CPU, the full recorder %.2f (writer thread "
+          "included): ratio %.2f (spread %.2f-%.2f)"
+          % ((statistics.median(add["nothing"]), statistics.median(add["full"]),
+              statistics.median(ratio)) + quartiles(ratio)))
+    print()
+
+
+# -------------------------------------------------------------------- colls
+def colls(args):
+    import torch
+    import torch.distributed as dist
+    from torch.utils._python_dispatch import TorchDispatchMode
+    torch.set_num_threads(1)
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    pg = dist.distributed_c10d._get_default_group()
+    from commdebug import Recorder, _collkernels
+    t = torch.zeros(4)
+    n = 500
+
+    def loop():
+        for _ in range(n):
+            dist.all_reduce(t)
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    orig = dist.all_reduce
+
+    def wrapped(*a, **k):
+        return orig(*a, **k)
+
+    def with_wrapper():
+        dist.all_reduce = wrapped
+        try:
+            loop()
+        finally:
+            dist.all_reduce = orig
+
+    def with_prehook():
+        pg.register_pre_hook(7, lambda a: None)
+        try:
+            loop()
+        finally:
+            pg.unregister_pre_hook(7)
+
+    def with_mode():
+        with NothingMode():
+            loop()
+
+    def best(variants):
+        out = {name: float("inf") for name, _ in variants}
+        for _ in range(args.rounds):
+            for name, fn in variants:
+                c0 = time.process_time()
+                fn()
+                out[name] = min(out[name], (time.process_time() - c0) / n)
+        return out
+
+    # before any kernel is installed
+    first = [("plain", loop), ("Python wrapper of dist.all_reduce", with_wrapper),
+             ("do-nothing dispatch mode", with_mode)]
+    if hasattr(pg, "register_pre_hook"):
+        first.append(("ProcessGroup pre-hook (register_pre_hook)", with_prehook))
+    b1 = best(first)
+    light = Recorder(os.path.join(tmp, "colls.zst"), light=True)
+    _collkernels.install()
+
+    def with_light():
+        with light:
+            loop()
+    second = [("plain", loop), ("BackendSelect kernels, outside a light region", loop),
+              ("light recorder (kernel, event, frame written first)", with_light)]
+    b2 = best(second)
+    light.close()
+    print("colls: gloo all_reduce of 4 floats, one process, %d per round, best of %d rounds "
+          "(CPU us per collective, added over plain in the same run)" % (n, args.rounds))
+    for name, _ in first[1:]:
+        print("  %-56s %+8.2f" % (name, (b1[name] - b1["plain"]) * 1e6))
+    print("  %-56s %+8.2f" % ("BackendSelect kernels, outside a light region",
+                              (b2["plain"] - b1["plain"]) * 1e6))
+    print("  %-56s %+8.2f" % (second[2][0], (b2[second[2][0]] - b1["plain"]) * 1e6))
+    # Reading the Flight Recorder: its whole buffer each time.
+    k = 20
+    c0 = time.process_time()
+    for _ in range(k):
+        torch._C._distributed_c10d._dump_fr_trace_json(includeCollectives=True,
+                                                        onlyActive=False)
+    d = (time.process_time() - c0) / k
+    print("  %-56s %8.0f  (per read of a buffer of %s entries)"
+          % ("_dump_fr_trace_json() of the Flight Recorder", d * 1e6,
+             os.environ.get("TORCH_FR_BUFFER_SIZE")))
+    dist.destroy_process_group()
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--only", choices=["gpt2", "blocks", "colls"], action="append")
+    ap.add_argument("--rank-of", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rank_of == "gpt2":
+        return gpt2_rank(args)
+    import torch
+    print("torch %s, Python %s, %d CPUs" % (torch.__version__, sys.version.split()[0],
+                                          os.cpu_count()))
+    print()
+    for what in args.only or ["gpt2", "blocks", "colls"]:
+        {"gpt2": gpt2, "blocks": blocks, "colls": colls}[what](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

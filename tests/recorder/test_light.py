@@ -1,0 +1,375 @@
+"""Light mode (Recorder(light=True), python -m commdebug.record --light): on
+real jobs, the same noise-0 outputs as the full recorder, every command of
+the analyzer on light traces, torch.compile compiling as without a recorder
+(and its collectives recorded), the same first finding as the full recorder
+on failing jobs.  (The noise-0 comparison with torch's own CommDebugMode on
+the golden programs is tests/golden: regen.py runs them light too.)
+
+Skipped where the installed torch has no light mode (1.13)."""
+
+import json
+import os
+import re
+import subprocess
+import textwrap
+
+from _util import PYTHON, Skip, check, env, eq, events, regions, run_ranks
+
+try:
+    import faulty_jobs
+except Exception:  # pragma: no cover
+    faulty_jobs = None
+
+
+def _need_light():
+    from commdebug import _light
+    why = _light.available()
+    if why is not None:
+        raise Skip(why)
+
+
+def _noise0(ctx, trace):
+    """What the light trace must share with the full one: noise-0 tables,
+    the JSON dump, counts and sharding, every region."""
+    out = []
+    for args in (["analyze", "--noise", "0", "--no-nccl"],
+                 ["analyze", "--noise", "0", "--json", "--no-nccl"],
+                 ["counts", "--json"], ["sharding", "--json"]):
+        out.append(ctx.analyzer.run(*(args + [trace]))[1])
+    return out
+
+
+def test_light_jobs_equal_full(ctx):
+    """The tensor-parallel transformer and the DDP job of workers.py, 2 ranks,
+    recorded light and full: every region's noise-0 outputs are equal; the
+    light trace has no op but collectives, marks itself light, and every
+    command reads it (ranks agree, check passes with expectations written
+    from the light traces on the full ones, buckets prints what it prints
+    for the full traces, export and report write their files); at noise 1
+    the table says it was recorded light."""
+    _need_light()
+    if ctx.analyzer is None:
+        raise Skip("no analyzer")
+    a = ctx.analyzer
+    for what in ("tp", "ddp"):
+        full = os.path.join(ctx.tmp, what + "-full")
+        light = os.path.join(ctx.tmp, what + "-light")
+        run_ranks(what, full, 2, "--steps", "3")
+        run_ranks(what, light, 2, "--steps", "3", "--light")
+        for r in range(2):
+            ft = os.path.join(full, "rank%d.zst" % r)
+            lt = os.path.join(light, "rank%d.zst" % r)
+            evs = events(lt)
+            eq(evs[0].get("light"), True, "%s rank %d: meta light" % (what, r))
+            ops = [e for e in evs if e["ev"] == "op"]
+            check(ops, "%s rank %d: no collective recorded", what, r)
+            bad = [e["name"] for e in ops if "pg" not in e and "bytes" not in e]
+            eq(bad, [], "%s rank %d: ops that are not collectives" % (what, r))
+            eq(sorted(regions(evs)), [1, 2, 3], "%s rank %d: regions" % (what, r))
+            for got, want, n in zip(_noise0(ctx, lt), _noise0(ctx, ft),
+                                    ("table", "json", "counts", "sharding")):
+                eq(got, want, "%s rank %d: noise-0 %s, light vs full" % (what, r, n))
+        traces = [os.path.join(light, "rank%d.zst" % r) for r in range(2)]
+        _, text, _ = a.run("ranks", *traces)
+        check("all ranks agree" in text, "%s: ranks on light traces:\n%s", what, text)
+        exp = os.path.join(ctx.tmp, what + ".yaml")
+        a.run("check", "--write", exp, *traces)
+        a.run("check", exp, *[os.path.join(full, "rank%d.zst" % r) for r in range(2)])
+        _, table1, _ = a.run("analyze", "--noise", "1", "--region", "2", traces[0])
+        check(table1.startswith("# recorded light:"), "%s: noise 1 says nothing:\n%s", what,
+              table1[:300])
+        perfetto = os.path.join(ctx.tmp, what + ".json")
+        a.run("export", "--perfetto", "-o", perfetto, *traces)
+        with open(perfetto) as f:
+            doc = json.load(f)
+        names = {e.get("name") for e in doc["traceEvents"]}
+        check(any(n and n.startswith("c10d.") for n in names),
+              "%s: export has no collective", what)
+        page = os.path.join(ctx.tmp, what + ".html")
+        a.run("report", "-o", page, *traces)
+        check(os.path.getsize(page) > 10000, "%s: report page too small", what)
+        if what == "ddp":
+            got = a.run("buckets", *traces)[1]
+            want = a.run("buckets", *[os.path.join(full, "rank%d.zst" % r) for r in range(2)])[1]
+            # (line numbers and the share of the backward left, a time, differ)
+            def same(text):
+                text = re.sub(r"event at line \d+", "event", text)
+                return re.sub(r"  [\d.]+% of backward left( \(\d+ ops?\))?", "", text)
+            check(" ops)" not in got, "buckets counts ops in a light trace:\n%s", got)
+            eq(same(got), same(want), "buckets, light vs full")
+
+
+COMPILED = textwrap.dedent(r'''
+    import json, os, sys
+    import torch, torch.nn as nn, torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from torch._dynamo.utils import counters
+    from commdebug import Recorder
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    pg = dist.distributed_c10d._get_default_group()
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+            self.b = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.b(torch.relu(funcol.all_reduce(self.a(x), "sum", pg)))
+
+    def run(rec):
+        torch._dynamo.reset()
+        counters.clear()
+        torch.manual_seed(0)
+        m = torch.compile(Net(), backend="aot_eager")
+        x = torch.randn(4, 8, requires_grad=True)
+        for i in range(3):
+            if rec is None:
+                m(x).sum().backward()
+            else:
+                with rec(label="step %d" % i):
+                    m(x).sum().backward()
+        return {k: dict(v) for k, v in counters.items()
+                if k in ("frames", "stats", "graph_break", "aot_autograd", "recompiles")}
+
+    out = sys.argv[1]
+    plain = run(None)
+    light = Recorder(os.path.join(out, "light.zst"), light=True)
+    got = run(light)
+    light.close()
+    full = Recorder(os.path.join(out, "full.zst"))
+    fallback = run(full)
+    full.close()
+    json.dump({"plain": plain, "light": got, "full": fallback}, open(os.path.join(out, "c.json"), "w"))
+''')
+
+
+def test_light_compiled_model(ctx):
+    """A torch.compile'd model (aot_eager) with a functional all-reduce in its
+    graph: dynamo's counters (frames, graphs, graph breaks, AOT compiles) are
+    the same under the light recorder as without one, every step's
+    all-reduce of the compiled graph, forward and backward, is recorded
+    and counted; under the full recorder dynamo falls back to eager, and the
+    recorder says so once on stderr."""
+    _need_light()
+    try:
+        import torch
+        torch.compile  # noqa: B018
+    except Exception:
+        raise Skip("no torch.compile")
+    script = os.path.join(ctx.tmp, "compiled.py")
+    with open(script, "w") as f:
+        f.write(COMPILED)
+    r = subprocess.run([PYTHON, script, ctx.tmp], env=env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    err = r.stderr.decode(errors="replace")
+    eq(r.returncode, 0, "exit status of the compiled job (stderr: %s)" % err[-2000:])
+    with open(os.path.join(ctx.tmp, "c.json")) as f:
+        c = json.load(f)
+    check(c["plain"].get("stats", {}).get("unique_graphs"), "nothing compiled: %r", c)
+    eq(c["light"], c["plain"], "dynamo's counters under light mode")
+    check(c["full"].get("stats", {}).get("unique_graphs") in (None, 0),
+          "compiled under the full recorder: %r", c["full"])
+    notes = [l for l in err.splitlines() if "torch.compile'd function ran" in l]
+    eq(len(notes), 1, "notes of the eager fallback on stderr (%s)" % err[-1000:])
+    check("--light" in notes[0], "the note does not point at light mode: %s", notes[0])
+    per = regions(events(os.path.join(ctx.tmp, "light.zst")))
+    eq(sorted(per), [1, 2, 3], "regions")
+    for k, evs in per.items():
+        colls = [(e["name"], e["bw"]) for e in evs if e["ev"] == "op"]
+        eq(colls, [("_c10d_functional.all_reduce.default", False),
+                   ("_c10d_functional.all_reduce.default", True)],
+           "collectives of region %d" % k)
+    if ctx.analyzer is not None:
+        docs, _, _ = ctx.analyzer.json_docs("counts", "--json",
+                                            os.path.join(ctx.tmp, "light.zst"))
+        eq([d["counts"] for d in docs], [{"c10d_functional.all_reduce": 2}] * 3, "counts")
+
+
+def _first(ctx, traces):
+    doc = json.loads(ctx.analyzer.run("ranks", "--json", traces, check_rc=(4,))[1])
+    f = doc["findings"][0]
+    where = [(m["side"], m.get("module"), m.get("phase"), m.get("label"))
+             for m in f["modules"]]
+    return (f["kind"], f["ranks"], f["pg"], f["seq"], f["step"]["label"], where)
+
+
+def test_light_failing_jobs(ctx):
+    """Real failing 4-rank gloo jobs (faulty_jobs.py) recorded light and
+    full: ranks gives the same first finding (kind, culprit, position, step,
+    modules and phases) on both: a rank that skips an all-reduce, and one
+    killed inside a module."""
+    _need_light()
+    if ctx.analyzer is None or faulty_jobs is None:
+        raise Skip("no analyzer or faulty_jobs.py")
+    for name in ("skip", "kill"):
+        got = {}
+        for light in (False, True):
+            out = os.path.join(ctx.tmp, "%s-%s" % (name, "light" if light else "full"))
+            job = faulty_jobs.run_scenario(out, name, light=light)
+            got[light] = _first(ctx, job.traces)
+        eq(got[True], got[False], "%s: the first finding, light vs full" % name)
+        ctx.note("%s: %s" % (name, got[True][:2]))
+
+
+def test_light_bounded_job(ctx):
+    """A 4-rank job recorded light and bounded (rank 0 keeps its last 2 to 4
+    regions in full, the others 3 to 6), 12 steps, rank 2 killed inside
+    Net.blocks.1 in step 10: each trace dropped its first regions, holds
+    them as trim events (one per process group) and goes on with the
+    region_enter of its first region kept; ranks names rank 2, step 10
+    first, with no gap finding although the ranks dropped different regions
+    (an analyzer without trim events reports one); analyze reads the kept
+    regions."""
+    _need_light()
+    if ctx.analyzer is None or faulty_jobs is None:
+        raise Skip("no analyzer or faulty_jobs.py")
+    out = os.path.join(ctx.tmp, "bounded")
+    keep = {0: 2, 1: 3, 2: 3, 3: 3}
+    job = faulty_jobs.run_job(out, ["kill:2:10"], steps=12, light=True, keep=keep)
+    for r in range(4):
+        evs = events(os.path.join(job.traces, "rank%d.zst" % r), allow_cut=True)
+        kept = sorted(regions(evs))
+        # (the writer thread drops regions every 0.1 s: a fast job holds a few
+        # more between its rounds; test_light_bounded_trace checks the bound)
+        check(kept and kept[0] > 1 and kept[-1] >= 9, "rank %d kept regions %r", r, kept)
+        trims = [e for e in evs if e["ev"] == "trim"]
+        check(trims, "rank %d: no trim event", r)
+        eq(max(t["region"] for t in trims), kept[0] - 1, "rank %d: last region trimmed" % r)
+        eq({t["pg"] for t in trims}, {"0"}, "rank %d: groups of the trim events" % r)
+        body = [e for e in evs if e["ev"] not in ("meta", "pg", "ddp", "trim")]
+        eq((body[0]["ev"], body[0].get("region")), ("region_enter", kept[0]),
+           "rank %d: the first event kept" % r)
+    doc = json.loads(ctx.analyzer.run("ranks", "--json", job.traces, check_rc=(4,))[1])
+    kinds = [f["kind"] for f in doc["findings"]]
+    check("gap" not in kinds, "gap findings in a bounded job: %r", kinds)
+    first = doc["findings"][0]
+    eq((first["kind"], first["ranks"], first["step"]["label"]), ("hang", [2], "step 10"),
+       "the first finding")
+    ctx.analyzer.run("analyze", "--noise", "0", os.path.join(job.traces, "rank0.zst"))
+
+
+def test_light_bounded_trace(ctx):
+    """keep=4 in one process, 30 regions with a DDP module and an
+    all-reduce each: after flush() the trace holds 4 to 8 regions, its head
+    every pg and ddp event (buckets still reads it) and the trim events,
+    whose seq is the group's last collective before the first region kept
+    and whose counts add up to the collectives of the regions dropped."""
+    _need_light()
+    script = os.path.join(ctx.tmp, "b.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(r'''
+            import sys, torch, torch.nn as nn, torch.distributed as dist
+            from commdebug import Recorder
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+            m = nn.parallel.DistributedDataParallel(nn.Linear(8, 8))
+            rec = Recorder(sys.argv[1], light=True, keep=4)
+            for i in range(30):
+                with rec(label="step %d" % (i + 1)):
+                    m(torch.randn(4, 8)).sum().backward()
+                    dist.all_reduce(torch.ones(2))
+            rec.flush()
+            import shutil
+            shutil.copy(rec.path, sys.argv[1] + ".flushed")
+            rec.close()
+            dist.destroy_process_group()
+        '''))
+    path = os.path.join(ctx.tmp, "b.zst")
+    r = subprocess.run([PYTHON, script, path], env=env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    eq(r.returncode, 0, "exit status (%s)" % r.stdout.decode(errors="replace")[-2000:])
+    for p in (path + ".flushed", path):
+        evs = events(p)
+        kept = sorted(regions(evs))
+        check(4 <= len(kept) <= 8 and kept[-1] == 30, "%s: kept regions %r", p, kept)
+        trims = [e for e in evs if e["ev"] == "trim"]
+        eq(max(t["region"] for t in trims), kept[0] - 1, "last region trimmed")
+        first_seq = min(e["seq"] for e in evs if e["ev"] == "op" and e.get("pg") == "0")
+        eq(max(t["seq"] for t in trims), first_seq - 1, "trimmed seq")
+        # two collectives a region (DDP's bucket, the all-reduce), and DDP's
+        # two broadcasts after it rebuilt its buckets (region 2)
+        eq(sum(t["count"] for t in trims), 2 * (kept[0] - 1) + 2, "collectives dropped")
+        check(sum(1 for e in evs if e["ev"] == "ddp") == 2, "ddp events kept")
+    if ctx.analyzer is not None:
+        out = ctx.analyzer.run("buckets", path)[1]
+        check("rebuilt buckets" in out, "buckets on a bounded trace:\n%s", out)
+
+
+def test_record_cli_light(ctx):
+    """python -m commdebug.record --every-step --light --keep 2 on an
+    unmodified script (one process, a gloo group of one, an all-reduce and 8
+    optimizer steps): a light trace (meta light, no op but collectives), one
+    region per step, bounded to the last 2 to 4 steps with trim events."""
+    _need_light()
+    script = os.path.join(ctx.tmp, "train.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(r'''
+            import torch, torch.distributed as dist
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+            m = torch.nn.Linear(4, 2)
+            opt = torch.optim.SGD(m.parameters(), lr=0.1)
+            for i in range(8):
+                opt.zero_grad()
+                m(torch.randn(3, 4)).sum().backward()
+                dist.all_reduce(m.weight.grad)
+                opt.step()
+            dist.destroy_process_group()
+        '''))
+    out = os.path.join(ctx.tmp, "traces")
+    r = subprocess.run([PYTHON, "-m", "commdebug.record", "--out", out, "--every-step",
+                        "--light", "--keep", "2", "--", script], env=env(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    eq(r.returncode, 0, "exit status (stderr: %s)" % r.stderr.decode()[-2000:])
+    evs = events(os.path.join(out, "rank0.zst"))
+    eq(evs[0].get("light"), True, "meta light")
+    labels = [e.get("label") for e in evs if e["ev"] == "region_enter"]
+    check(2 <= len(labels) <= 4 and labels[-1] == "step 9", "regions kept: %r", labels)
+    check([e for e in evs if e["ev"] == "trim"], "no trim event")
+    ops = {e["name"] for e in evs if e["ev"] == "op"}
+    eq(ops, {"c10d.allreduce_.default"}, "op events")
+
+
+def test_light_mode_does_not_change_the_ops(ctx):
+    """A logging dispatch mode sees the same ops with and without the light
+    recorder (which has no dispatch mode and none of CommDebugMode's module
+    hooks: its baseline is the bare program), and the input gradients are
+    the same: leaf inputs that require grad, a two-input module, activation
+    checkpointing reentrant and not, three steps."""
+    _need_light()
+    import torch
+    from commdebug import Recorder
+    import test_observer as O
+
+    def run(reentrant, rec):
+        torch.manual_seed(0)
+        net = O.Net(reentrant)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        log = O.OpLog()
+        grads = []
+        for step in range(3):
+            x = torch.randn(4, 8, requires_grad=True)
+            y = torch.randn(4, 8, requires_grad=True)
+            with log:
+                if rec is not None:
+                    with rec(label="step %d" % step):
+                        net(x, y).sum().backward()
+                else:
+                    net(x, y).sum().backward()
+            grads += [x.grad.clone(), y.grad.clone()]
+            opt.step()
+            opt.zero_grad()
+        return log.ops, grads
+
+    for reentrant in (False, True):
+        want, gwant = run(reentrant, None)
+        rec = Recorder(os.path.join(ctx.tmp, "l%d.zst" % reentrant), light=True)
+        got, ggot = run(reentrant, rec)
+        rec.close()
+        if got != want:
+            raise AssertionError("use_reentrant=%s: light mode changed the ops %s"
+                                 % (reentrant, O.first_difference(got, want)))
+        for a, b in zip(ggot, gwant):
+            eq(torch.equal(a, b), True, "input gradients")
+        evs = events(os.path.join(ctx.tmp, "l%d.zst" % reentrant))
+        check(any(e["ev"] == "fw_pre" and e["bw"] for e in evs),
+              "use_reentrant=%s: no recompute recorded" % reentrant)
