@@ -33,6 +33,7 @@ start, and each collective's group and bytes.
 import io
 import json
 import os
+import stat
 import threading
 
 
@@ -138,6 +139,13 @@ class Bounded:
             end = w._end
             frames = [list(f) for f in w.index]
             fd, path, meta_len = w._fd, w.path, w._meta_len
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                # a device, a FIFO (/dev/null for a dry run): written as
+                # it comes, never replaced by a rewritten file
+                _warn_once(w, "%s is not a regular file: its regions are not bounded"
+                           % path)
+                w.bounded = None
+                return
             rfd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             self._rewrite(w, cut, fi, li, end, frames, fd, rfd, path, meta_len)

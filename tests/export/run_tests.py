@@ -192,8 +192,16 @@ def edges(cd, data, tmp):
         fail("stdout", "exit %d" % r.returncode)
     else:
         print("ok   stdout")
-    for args, what in ((["x.zst"], "no output"), (["-o", "o.json", "-"], "stdin"),
-                       (["-o", "o.json"], "no trace"), (["--bogus", "-o", "o", "x"], "option")):
+    # a trace on standard input is read once, as any other
+    with open(data + "/sample.zst", "rb") as f:
+        r = subprocess.run([cd, "export", "-o", "-", "-"], stdin=f, capture_output=True,
+                           text=True)
+    if r.returncode != 0 or check_trace_events.check(json.loads(r.stdout)):
+        fail("stdin", "exit %d, stderr %r" % (r.returncode, r.stderr))
+    else:
+        print("ok   stdin")
+    for args, what in ((["x.zst"], "no output"), (["-o", "o.json"], "no trace"),
+                       (["--bogus", "-o", "o", "x"], "option")):
         r = run([cd, "export"] + args, cwd=tmp)
         if r.returncode != 2 or len(r.stderr.strip().splitlines()) != 2:
             fail("usage-" + what, "exit %d, stderr %r" % (r.returncode, r.stderr))

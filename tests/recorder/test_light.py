@@ -10,6 +10,7 @@ Skipped where the installed torch has no light mode (1.13)."""
 import json
 import os
 import re
+import stat
 import subprocess
 import textwrap
 
@@ -293,6 +294,36 @@ def test_light_bounded_trace(ctx):
     if ctx.analyzer is not None:
         out = ctx.analyzer.run("buckets", path)[1]
         check("rebuilt buckets" in out, "buckets on a bounded trace:\n%s", out)
+
+
+def test_light_bounded_device(ctx):
+    """keep=N on a path that is not a regular file (a character device, as
+    /dev/null is for a dry run): written as it comes, never renamed over:
+    the device stays a device, with one warning.  Needs root (mknod)."""
+    _need_light()
+    dev = os.path.join(ctx.tmp, "null")
+    try:
+        os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except OSError as e:
+        raise Skip("cannot make a device node here (%s)" % e)
+    script = os.path.join(ctx.tmp, "d.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(r'''
+            import sys, torch
+            from commdebug import Recorder
+            rec = Recorder(sys.argv[1], light=True, keep=1)
+            m = torch.nn.Linear(4, 4)
+            for i in range(8):
+                with rec(label="step %d" % i):
+                    m(torch.randn(2, 4)).sum().backward()
+            rec.close()
+        '''))
+    r = subprocess.run([PYTHON, script, dev], env=env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    out = r.stdout.decode(errors="replace")
+    eq(r.returncode, 0, "exit status (%s)" % out[-2000:])
+    check(stat.S_ISCHR(os.lstat(dev).st_mode), "the device was replaced: %s", out[-2000:])
+    eq(out.count("is not a regular file"), 1, "one warning (%s)" % out[-2000:])
 
 
 def test_record_cli_light(ctx):
