@@ -5,7 +5,7 @@
  * Layers inside src/cli (each file only calls the ones below it; checked
  * by tests/cli/check-layers.py):
  *   main.c -> cmd_<name>.c -> drive.c (the per-region replay of analyze,
- *   counts, sharding) and summaries.c (the ranks report over src/run.c's
+ *   counts, sharding) and summaries.c (the ranks report over src/postmortem/run.c's
  *   summaries) -> nccl_side.c -> paths.c -> opts.c, print.c. */
 #ifndef CD_CLI_H
 #define CD_CLI_H
@@ -142,7 +142,7 @@ int cd_cli_open_output(const struct cd_cli *cli, FILE **f);
 struct cd_out;
 struct cd_rank_summary;
 struct cd_run_opts;
-/* The runner's summaries of cli's traces (src/run.c), with cli's --jobs
+/* The runner's summaries of cli's traces (src/postmortem/run.c), with cli's --jobs
  * and --parser: *n of them (a summary file gives one per rank it holds).
  * *sums: free with cd_run_free.  Returns CD_EXIT_OK or CD_EXIT_DATA
  * (said). */

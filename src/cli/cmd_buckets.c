@@ -1,7 +1,7 @@
 /* commdebug buckets: DDP's gradient buckets, observed in the traces, planned
  * as DDPOptimizer plans them, and compared (buckets.h does the work).
  *
- * The traces are read by the runner (src/run.c) on --jobs threads with
+ * The traces are read by the runner (src/postmortem/run.c) on --jobs threads with
  * buckets' reader (cd_bk_reader), which keeps what it would say; it is
  * said here afterwards, trace by trace in the order given, up to the
  * first trace that cannot be read, as reading them one after another
@@ -17,9 +17,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../buckets.h"
-#include "../out.h"
-#include "../run.h"
+#include "../views/buckets.h"
+#include "../util/out.h"
+#include "../postmortem/run.h"
 #include "nccl_side.h"
 #include "paths.h"
 

@@ -9,13 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "expect.h"
-#include "out.h"
+#include "../views/check.h"
+#include "../views/expect.h"
+#include "../util/out.h"
 #include "paths.h"
-#include "ranks.h"
-#include "run.h"
-#include "trace.h"
+#include "../postmortem/ranks.h"
+#include "../postmortem/run.h"
+#include "../replay/trace.h"
 
 static const char *check_args(struct cd_cli *cli)
 {

@@ -1,7 +1,7 @@
 /* commdebug export --perfetto: a job's traces as Chrome trace-event JSON
  * for Perfetto and chrome://tracing (the layout is in export.h).
  *
- * One read: every trace is read once by the runner (src/run.c) into its
+ * One read: every trace is read once by the runner (src/postmortem/run.c) into its
  * summary and, beside it, its timeline (cd_tl_summarize, with its NCCL-side
  * trace); the post-mortem's findings are computed from the summaries; then
  * each rank is written from its timeline, in rank order (on --jobs threads,
@@ -15,12 +15,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../export.h"
-#include "../findings.h"
-#include "../ranks.h"
-#include "../run.h"
-#include "../spool.h"
-#include "../timeline.h"
+#include "../views/export.h"
+#include "../postmortem/findings.h"
+#include "../postmortem/ranks.h"
+#include "../postmortem/run.h"
+#include "../util/spool.h"
+#include "../views/timeline.h"
 #include "paths.h"
 
 /* The timelines of all the traces are held in memory up to this, and in a

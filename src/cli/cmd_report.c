@@ -4,7 +4,7 @@
  * NCCL traffic where the trace has an NCCL side.
  *
  * The page's numbers are the JSON of the other commands, made by the same
- * code: ranks --json (cd_cli_ranks_report over src/run.c's summaries), counts --json (cd_report_counts),
+ * code: ranks --json (cd_cli_ranks_report over src/postmortem/run.c's summaries), counts --json (cd_report_counts),
  * analyze --json -n 3 (cd_report_json, op lists capped by --max-ops) and
  * its NCCL part (cd_nside_finish).
  *
@@ -27,14 +27,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../findings.h"
-#include "../html/page.h"
-#include "../ranks.h"
-#include "../replay.h"
-#include "../run.h"
-#include "../summary.h"
-#include "../tables.h"
-#include "../trace.h"
+#include "../postmortem/findings.h"
+#include "../views/html/page.h"
+#include "../postmortem/ranks.h"
+#include "../replay/replay.h"
+#include "../postmortem/run.h"
+#include "../postmortem/summary.h"
+#include "../views/tables.h"
+#include "../replay/trace.h"
 #include "nccl_side.h"
 #include "paths.h"
 

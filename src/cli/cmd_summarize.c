@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../run.h"
-#include "../summary.h"
+#include "../postmortem/run.h"
+#include "../postmortem/summary.h"
 #include "cli.h"
 #include "paths.h"
 

@@ -11,11 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../nccl.h"
-#include "../reader.h"
-#include "../replay.h"
-#include "../tables.h"
-#include "../trace.h"
+#include "../replay/nccl.h"
+#include "../read/reader.h"
+#include "../replay/replay.h"
+#include "../views/tables.h"
+#include "../replay/trace.h"
 #include "paths.h"
 #include "nccl_side.h"
 

@@ -8,9 +8,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "../parse.h"
-#include "../reader.h"
-#include "../trace.h"
+#include "../read/parse.h"
+#include "../read/reader.h"
+#include "../replay/trace.h"
 #include "paths.h"
 
 void cd_nside_find(struct cd_nside *ns, const struct cd_nside_opts *o, const char *path)

@@ -20,11 +20,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../event.h"
-#include "../nccl.h"
-#include "../out.h"
-#include "../replay.h"
-#include "../trace.h"
+#include "../read/event.h"
+#include "../replay/nccl.h"
+#include "../util/out.h"
+#include "../replay/replay.h"
+#include "../replay/trace.h"
 #include "cli.h"
 
 /* What the NCCL side takes from the command line. */

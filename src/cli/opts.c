@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../trace.h"
+#include "../replay/trace.h"
 #include "cli.h"
 #include "paths.h"
 

@@ -2,9 +2,9 @@
 #include "paths.h"
 
 #include "cli.h"
-#include "out.h"
-#include "../frdump.h"
-#include "../summary.h"
+#include "../util/out.h"
+#include "../postmortem/frdump.h"
+#include "../postmortem/summary.h"
 
 #include <dirent.h>
 #include <errno.h>

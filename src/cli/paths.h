@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "../status.h"
+#include "../util/status.h"
 
 /* A list of malloc'd paths. */
 struct cd_paths {

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../replay.h"
-#include "../status.h"
-#include "../trace.h"
+#include "../replay/replay.h"
+#include "../util/status.h"
+#include "../replay/trace.h"
 #include "cli.h"
 
 void cd_cli_print_error(const char *path, const struct cd_err *err)

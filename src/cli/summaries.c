@@ -1,4 +1,4 @@
-/* The runner's summaries on the command line (src/run.c): read with the
+/* The runner's summaries on the command line (src/postmortem/run.c): read with the
  * command's --jobs and --parser, what is said about them, and the
  * cross-rank report of ranks, colls and analyze with several traces. */
 #include <inttypes.h>
@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../frdump.h"
-#include "../ranks.h"
-#include "../run.h"
+#include "../postmortem/frdump.h"
+#include "../postmortem/ranks.h"
+#include "../postmortem/run.h"
 #include "cli.h"
 
 static double now(void)

@@ -21,9 +21,13 @@ import sys
 
 
 def subdirs(src):
-    """"" and every subdirectory of src but recorder/ (another program)."""
-    return [""] + sorted(d for d in os.listdir(src)
-                         if os.path.isdir(os.path.join(src, d)) and d != "recorder")
+    """"" and every directory below src, at any depth, but recorder/ (another
+    program)."""
+    out = [""]
+    for d, dirs, _ in os.walk(src):
+        dirs[:] = sorted(x for x in dirs if x != "recorder")
+        out += [os.path.relpath(os.path.join(d, x), src) for x in dirs]
+    return out
 
 
 def includes(src):
@@ -80,8 +84,8 @@ def cycles(graph):
 
 
 def objects(src, build):
-    """Object file -> source name (src/x.c, src/cli/y.c, src/html/z.c):
-    meson names the object of src/html/page.c src_html_page.c.o."""
+    """Object file -> source name (src/x.c, src/cli/y.c, src/views/html/z.c):
+    meson names the object of src/views/html/page.c src_views_html_page.c.o."""
     names = {}
     for sub in subdirs(src):
         for f in os.listdir(os.path.join(src, sub)):

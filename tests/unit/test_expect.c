@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 /* the library's check.h by its path; "check.h" here is the test harness */
-#include "../../src/check.h"
+#include "../../src/views/check.h"
 #include "check.h"
 #include "expect.h"
 #include "parse.h"

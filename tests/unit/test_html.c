@@ -1,4 +1,4 @@
-/* Unit tests of the HTML report's page writer (src/html/page.c): JSON made safe
+/* Unit tests of the HTML report's page writer (src/views/html/page.c): JSON made safe
  * for a <script> block, text made safe for HTML, and the page's shape. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
