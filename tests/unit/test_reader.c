@@ -312,24 +312,19 @@ int main(void)
 {
 	if (!mkdtemp(dir))
 		return 2;
-	TEST(test_plain_roundtrip);
-	TEST(test_zstd_frames);
-	TEST(test_zstd_cut);
-	TEST(test_long_line);
-	TEST(test_corrupt);
-	TEST(test_checksum);
-	TEST(test_line_limit);
-	TEST(test_missing_and_empty);
-	/* the same with no reader thread (cd_reader_set_inline) */
-	cd_reader_set_inline(true);
-	TEST(test_plain_roundtrip);
-	TEST(test_zstd_frames);
-	TEST(test_zstd_cut);
-	TEST(test_long_line);
-	TEST(test_corrupt);
-	TEST(test_checksum);
-	TEST(test_line_limit);
-	TEST(test_missing_and_empty);
+	/* every test twice: with a reader thread, then with none
+	 * (cd_reader_set_inline) */
+	for (int inl = 0; inl < 2; inl++) {
+		cd_reader_set_inline(inl);
+		TEST(test_plain_roundtrip);
+		TEST(test_zstd_frames);
+		TEST(test_zstd_cut);
+		TEST(test_long_line);
+		TEST(test_corrupt);
+		TEST(test_checksum);
+		TEST(test_line_limit);
+		TEST(test_missing_and_empty);
+	}
 	cd_reader_set_inline(false);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
