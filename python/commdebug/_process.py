@@ -362,9 +362,6 @@ class TraceLife:
         run into the same directory is neither, however recent."""
         d, base = os.path.split(self.path_template)
         pre, _, post = base.partition("{rank}")
-        if self.light:
-            # no op events but collectives: commdebug says so at noise 1-3
-            meta["light"] = True
         job = os.environ.get("COMMDEBUG_RECORD_JOB") or None
         mine = os.path.basename(self.path)
         try:

@@ -101,7 +101,7 @@ static const struct {
 	{'r', CD_C_BUCKETS, "observed all-reduces of region N only"},
 	{O_JOBS, CD_C_REPORT | CD_C_CHECK | CD_C_BUCKETS | CD_C_SUMMARIZE,
 	 "threads reading traces (default: cores)"},
-	{O_JOBS, CD_C_EXPORT, "threads reading traces in the first pass (default:\ncores)"},
+	{O_JOBS, CD_C_EXPORT, "threads reading traces, then writing ranks\n(default: cores)"},
 	{O_LATE, CD_C_REPORT | CD_C_EXPORT,
 	 "a rank reaching a collective this much after the\nothers is a straggler (default 5)"},
 	{O_NCCL, CD_C_REPORT, "the NCCL-side trace of TRACE (default: the\nTRACE.nccl.zst next "
@@ -286,6 +286,7 @@ static bool shard_arg(const char *s, struct cd_cli *cli)
 		cli->shard_auto = true;
 		return true;
 	}
+	cli->shard_auto = false;   /* the last --shard counts */
 	if (!slash || (size_t)(slash - s) >= sizeof k)
 		return false;
 	memcpy(k, s, (size_t)(slash - s));

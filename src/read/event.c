@@ -595,11 +595,26 @@ void *cd_arena_alloc(struct cd_arena *a, size_t n)
 	return p;
 }
 
+/* The largest block an arena keeps across lines. */
+#define CD_ARENA_KEEP_MAX (4u << 20)
+
 void cd_arena_reset(struct cd_arena *a)
 {
-	/* keep only the newest (largest) block */
+	/* keep only the newest (largest) block, unless one huge line made it
+	 * huge: then none (the next line starts small again) */
 	if (!a->head)
 		return;
+	if (a->head->size > CD_ARENA_KEEP_MAX) {
+		struct cd_arena_block *all = a->head;
+		while (all) {
+			struct cd_arena_block *next = all->next;
+			free(all);
+			all = next;
+		}
+		a->head = NULL;
+		a->used_in_head = 0;
+		return;
+	}
 	struct cd_arena_block *b = a->head->next;
 	while (b) {
 		struct cd_arena_block *next = b->next;

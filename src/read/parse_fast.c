@@ -756,6 +756,11 @@ static const struct cd_arg no_args[1];
 static uint32_t lc_hash(const char *p, const char *end)
 {
 	size_t n = (size_t)(end - p) < LC_PREFIX ? (size_t)(end - p) : LC_PREFIX;
+	/* only bytes of the list: the first ']' after its '[' is inside it
+	 * (what follows the list, such as the event's time, changes per line) */
+	const char *rb = memchr(p, ']', n);
+	if (rb)
+		n = (size_t)(rb - p) + 1;
 	uint64_t h = 0x9E3779B97F4A7C15ull;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -892,10 +897,12 @@ static enum cd_status list_value(struct scan *s, const char *key, char kind, con
 		*v = got;
 		return st;
 	}
-	if (!skip && s->end - s->p >= 2 && s->p[1] == ']') {
-		s->p += 2;
-		*v = no_args;
-		*n = 0;
+	if (s->end - s->p >= 2 && s->p[1] == ']') {
+		s->p += 2;   /* the empty list: no lookup */
+		if (!skip) {
+			*v = no_args;
+			*n = 0;
+		}
 		return CD_OK;
 	}
 	if (!ps->lcache)
@@ -1208,15 +1215,6 @@ tail_value(struct scan *s, struct cd_event *e, enum cd_fid id, bool *taken)
 	case CD_FI_PARAMS:
 		if (s->p >= end || *s->p != '[')
 			break;
-		if (s->p + 1 < end && s->p[1] == ']' && id == CD_FI_ARGS) {
-			s->p += 2;   /* the empty list: no lookup */
-			if (!s->ps->skip_detail) {
-				e->have |= CD_F_ARGS;
-				e->args = no_args;
-				e->nargs = 0;
-			}
-			return CD_OK;
-		}
 		return id == CD_FI_ARGS ? args_value(s, e, "args") : params_value(s, e, "params");
 	case CD_FI_T:
 		if (tail_time(&s->p, end, e))

@@ -127,6 +127,14 @@ static bool fill_input(struct cd_reader *r)
 	return true;
 }
 
+/* A read of the file failed: the message, with how far it got. */
+static enum cd_status read_error(struct cd_reader *r)
+{
+	snprintf(r->msg, sizeof r->msg, "read error after %llu bytes: %s",
+		 (unsigned long long)r->file_bytes, strerror(errno));
+	return CD_ERR_IO;
+}
+
 /* Note the first five bytes of the current zstd frame as they come by
  * (base: the file offset of r->in[0]); once they are all there, count the
  * frame, and whether it carries a content checksum (bit 2 of the frame
@@ -191,9 +199,7 @@ static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t 
 			atomic_fetch_add(&r->file_bytes, got);
 			if (got < room) {
 				if (ferror(r->f)) {
-					snprintf(r->msg, sizeof r->msg, "read error after %llu bytes: %s",
-						 (unsigned long long)r->file_bytes, strerror(errno));
-					return CD_ERR_IO;
+					return read_error(r);
 				}
 				r->in_eof = feof(r->f);
 			}
@@ -203,9 +209,7 @@ static enum cd_status produce_bytes(struct cd_reader *r, struct slot *s, size_t 
 			if (r->in_eof)
 				return CD_END;
 			if (!fill_input(r)) {
-				snprintf(r->msg, sizeof r->msg, "read error after %llu bytes: %s",
-					 (unsigned long long)r->file_bytes, strerror(errno));
-				return CD_ERR_IO;
+				return read_error(r);
 			}
 			if (r->in_len == 0 && r->in_eof)
 				return CD_END;
@@ -397,14 +401,6 @@ enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct c
 		}
 		r->own_file = true;
 	}
-	r->in_cap = ZSTD_DStreamInSize();
-	if (r->in_cap < (1u << 17))
-		r->in_cap = 1u << 17;
-	r->in = malloc(r->in_cap);
-	if (!r->in) {
-		st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
-		goto fail;
-	}
 	/* peek the magic number */
 	r->peek_len = fread(r->peek, 1, sizeof r->peek, r->f);
 	atomic_store(&r->file_bytes, r->peek_len);
@@ -421,7 +417,13 @@ enum cd_status cd_reader_open(const char *path, struct cd_reader **out, struct c
 	      r->peek[3] == 0x18))) {
 		r->zstd = true;
 		r->dctx = ZSTD_createDCtx();
-		if (!r->dctx) {
+		/* compressed input is read into r->in (plain text straight into
+		 * the slots) */
+		r->in_cap = ZSTD_DStreamInSize();
+		if (r->in_cap < (1u << 17))
+			r->in_cap = 1u << 17;
+		r->in = malloc(r->in_cap);
+		if (!r->dctx || !r->in) {
 			st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
 			goto fail;
 		}

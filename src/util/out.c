@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define FLUSH_AT (1u << 20)
 
@@ -33,7 +34,7 @@ static void drain(struct cd_out *o)
 /* Held bytes past spill_at: into the temporary file. */
 static void spill(struct cd_out *o)
 {
-	if (!o->spill && !(o->spill = tmpfile())) {
+	if (!o->spill && !(o->spill = cd_scratch_file())) {
 		o->spill_at = 0;   /* no file to be had: hold on in memory */
 		return;
 	}
@@ -84,6 +85,40 @@ enum cd_status cd_out_flush(struct cd_out *o, struct cd_err *err)
 void cd_out_discard(struct cd_out *o)
 {
 	o->len = 0;
+	if (o->spill) {
+		fclose(o->spill);
+		o->spill = NULL;
+	}
+}
+
+FILE *cd_scratch_file(void)
+{
+	const char *dir = getenv("TMPDIR");
+	if (!dir || !*dir)
+		dir = "/tmp";
+	size_t n = strlen(dir) + sizeof "/commdebug-XXXXXX";
+	char *path = malloc(n);
+	if (!path) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	snprintf(path, n, "%s/commdebug-XXXXXX", dir);
+	int fd = mkstemp(path);
+	int e = errno;
+	if (fd >= 0)
+		unlink(path);   /* gone with the last descriptor, even on a crash */
+	free(path);
+	if (fd < 0) {
+		errno = e;
+		return NULL;
+	}
+	FILE *f = fdopen(fd, "w+b");
+	if (!f) {
+		e = errno;
+		close(fd);
+		errno = e;
+	}
+	return f;
 }
 
 void cd_out_spill_at(struct cd_out *o, size_t at)
@@ -380,6 +415,8 @@ void cd_pj_escape(struct cd_out *o, const char *s, size_t n)
 		return;
 	}
 	cd_out_write(o, "\"", 1);
+	cd_out_write(o, s, plain);   /* what the scan above found plain */
+	p += plain;
 	while (p < end) {
 		const unsigned char *run = p;
 		while (p < end && *p >= 0x20 && *p < 0x7F && *p != '"' && *p != '\\')

@@ -34,8 +34,12 @@ void cd_out_init(struct cd_out *o, FILE *f);
 void cd_out_free(struct cd_out *o);
 /* Write buffered bytes to the FILE (and fflush it). */
 enum cd_status cd_out_flush(struct cd_out *o, struct cd_err *err);
-/* Drop buffered bytes (held output that will not be shown). */
+/* Drop buffered bytes (held output that will not be shown), spilled ones too. */
 void cd_out_discard(struct cd_out *o);
+/* A temporary file in $TMPDIR (else /tmp), already unlinked: gone when
+ * closed or when the process ends; NULL and errno when it cannot be made.
+ * (tmpfile(3) ignores TMPDIR: on cluster nodes /tmp is often small.) */
+FILE *cd_scratch_file(void);
 
 void cd_out_grow_(struct cd_out *o, size_t n);
 

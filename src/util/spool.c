@@ -1,6 +1,7 @@
 /* Spools: record logs in memory to a shared budget, then in one temporary
  * file.  See spool.h. */
 #include "spool.h"
+#include "out.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -52,7 +53,7 @@ static int spool_fd(struct cd_spool *sp, int *err_no)
 {
 	int fd = -1;
 	pthread_mutex_lock(&sp->mu);
-	if (!sp->f && !sp->err_no && !(sp->f = tmpfile()))
+	if (!sp->f && !sp->err_no && !(sp->f = cd_scratch_file()))
 		sp->err_no = errno ? errno : EIO;
 	if (sp->f)
 		fd = fileno(sp->f);

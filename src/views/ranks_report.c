@@ -592,8 +592,7 @@ static void text_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 	if (f->absent.n) {
 		cd_out_str(o, "     ");
 		cd_out_str(o, f->absent.n == 1 ? "rank " : "ranks ");
-		for (uint32_t k = 0; k < f->absent.n; k++)
-			cd_out_printf(o, "%s%" PRId64, k ? "," : "", f->absent.v[k]);
+		cd_text_rank_list(o, f->absent.v, f->absent.n);
 		cd_out_str(o, ": no trace or dump to read\n");
 	}
 }
