@@ -170,7 +170,8 @@ struct writing {
 	const struct cd_cli *o;
 	const struct cd_pm *pm;
 	struct cd_export *x;
-	struct rank_job *job;      /* pm->nall */
+	struct rank_job *job;      /* the ranks written */
+	int njob;
 	int rc;
 };
 
@@ -179,7 +180,12 @@ struct writing {
 static bool job_report(struct writing *p, struct rank_job *j)
 {
 	if (j->st) {
-		cd_cli_print_error(j->res.nccl_failed ? j->res.nccl_path : j->s->path, &j->err);
+		if (j->res.tl_failed)   /* the trace is not at fault */
+			fprintf(stderr, "commdebug: the export's temporary file (the timeline of %s): "
+					"%s\n", j->s->path, j->err.msg);
+		else
+			cd_cli_print_error(j->res.nccl_failed ? j->res.nccl_path : j->s->path,
+					   &j->err);
 		p->rc = CD_EXIT_DATA;
 		return false;
 	}
@@ -204,8 +210,6 @@ static void job_work(void *ctx, int i, void *res)
 	struct writing *p = ctx;
 	struct rank_job *j = &p->job[i];
 	(void)res;
-	if (j->s->fr_joined)
-		return;
 	cd_export_part(p->x, &j->part, &j->part_out);
 	j->st = cd_export_rank(&j->part, j->s, j->pid, &j->res, &j->err);
 }
@@ -216,8 +220,6 @@ static bool job_done(void *ctx, int i, void *res)
 	struct writing *p = ctx;
 	struct rank_job *j = &p->job[i];
 	(void)res;
-	if (j->s->fr_joined)
-		return true;
 	cd_export_join(p->x, &j->part);
 	cd_out_free(&j->part_out);
 	bool go_on = job_report(p, j);
@@ -229,8 +231,7 @@ static void job_drop(void *ctx, int i, void *res)
 {
 	struct writing *p = ctx;
 	(void)res;
-	if (!p->job[i].s->fr_joined)
-		cd_out_free(&p->job[i].part_out);
+	cd_out_free(&p->job[i].part_out);
 }
 
 /* Write every rank to f; returns the exit code.  Several ranks are
@@ -252,21 +253,22 @@ static int write_all(const struct cd_cli *o, const struct cd_pm *pm, FILE *f,
 		goto out;
 	}
 	for (int i = 0; i < pm->nall; i++) {
-		p.job[i].s = pm->all[i];
-		p.job[i].pid = pid_of(pm, pm->all[i], i);
+		/* a dump joined with its rank's trace is drawn on that trace's
+		 * collectives (cd_export_rank), not as a process of its own */
+		if (pm->all[i]->fr_joined)
+			continue;
+		p.job[p.njob].s = pm->all[i];
+		p.job[p.njob++].pid = pid_of(pm, pm->all[i], i);
 	}
-	if (pm->nall > 1 && o->jobs != 1) {
-		if (cd_run_ordered(pm->nall, 0, o->jobs, 0, job_work, job_done, job_drop, &p, &err)) {
+	if (p.njob > 1 && o->jobs != 1) {
+		if (cd_run_ordered(p.njob, 0, o->jobs, 0, job_work, job_done, job_drop, &p, &err)) {
 			fprintf(stderr, "commdebug: %s\n", err.msg);
 			p.rc = CD_EXIT_DATA;
 		}
 	} else {
 		/* one at a time, straight into the output */
-		for (int i = 0; i < pm->nall; i++) {
+		for (int i = 0; i < p.njob; i++) {
 			struct rank_job *j = &p.job[i];
-			if (j->s->fr_joined)
-				continue;   /* a dump joined with its rank's trace: on that trace's
-					     * collectives (cd_export_rank), not a process of its own */
 			j->st = cd_export_rank(&x, j->s, j->pid, &j->res, &j->err);
 			bool go_on = job_report(&p, j);
 			job_release(j);

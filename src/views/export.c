@@ -73,7 +73,6 @@ struct rk {
 	CD_VEC(int64_t) gpu_end; /* per GPU lane: where its last slice ends */
 	CD_VEC(struct pend) pend;
 	bool oom;
-	uint32_t fr_next;        /* where to look next in s->colls for a joined record */
 };
 
 /* ---- writing ---- */
@@ -432,29 +431,6 @@ static void region_begin(struct rk *k, const struct cd_tl_rec *e, int64_t ts)
 	k->region_last = ts;
 }
 
-/* The Flight Recorder record joined with the trace's collective (pg, seq)
- * (cd_fr_join), NULL when its rank has no dump or the dump lacks it.  The
- * collectives come in the summary's order: the search starts where the
- * last one matched. */
-static const struct cd_fr_crec *joined_fr(struct rk *k, uint32_t pgid, int64_t seq)
-{
-	struct cd_str pg = {nm(k, pgid), (uint32_t)nm_len(k, pgid)};
-	const struct cd_rank_summary *s = k->s;
-	if (!s->fr_path || k->sibling || !s->colls.n)
-		return NULL;
-	for (uint32_t n = 0, i = k->fr_next % s->colls.n; n < s->colls.n;
-	     n++, i = (i + 1) % s->colls.n) {
-		const struct cd_crec *c = &s->colls.v[i];
-		const char *p = cd_rank_str(s, c->pg);
-		if (c->seq != seq || strlen(p) != pg.n || memcmp(p, pg.p, pg.n) != 0)
-			continue;
-		k->fr_next = i + 1;
-		const struct cd_fr_crec *fc = cd_rank_fr(s, c);
-		return fc && fc->record_id >= 0 ? fc : NULL;
-	}
-	return NULL;
-}
-
 static const char *const fr_states[] = {"scheduled", "started", "completed", "other"};
 
 /* The dump's facts of a collective as args: record id, op id, state, times,
@@ -481,32 +457,58 @@ static void fr_args(struct rk *k, bool *first, const struct cd_fr_crec *fc)
 	}
 }
 
-/* A collective of the trace (of its replay: the post-mortem's sequence
- * number, the module and phase that issued it, its region). */
-static void collective(struct rk *k, const struct cd_tl_rec *e, int64_t ts)
+/* Start collective c of the summary: its instant at ts on the collectives
+ * thread, named, and its args' object opened. */
+static void coll_head(struct rk *k, const struct cd_crec *c, int64_t ts)
 {
+	const char *name = cd_rank_str(k->s, c->coll);
 	struct cd_out *o = k->x->o;
-	bool first = true;
 
 	fixed_thread(k, TID_COLLS);
 	ev_head(k, "i", "collective", TID_COLLS, true, ts);
 	put_lit(o, ",\"s\":\"t\",\"name\":");
-	cd_pj_escape(o, nm(k, e->type), nm_len(k, e->type));
+	cd_pj_escape(o, name, strlen(name));
 	put_lit(o, ",\"args\":{");
+}
+
+/* What the summary holds of collective c as args: pg, seq, bytes, dtype,
+ * and, with issued, the module and phase that issued it and its region. */
+static void coll_args(struct rk *k, bool *first, const struct cd_crec *c, bool issued)
+{
+	const struct cd_rank_summary *s = k->s;
+	struct cd_out *o = k->x->o;
+
+	kv_cstr(o, first, "pg", cd_rank_str(s, c->pg));
+	kv_int(o, first, "seq", c->seq);
+	if (c->has_bytes)
+		kv_int(o, first, "bytes", c->bytes);
+	if (c->dtype != CD_NOID)
+		kv_cstr(o, first, "dtype", cd_rank_str(s, c->dtype));
+	if (!issued)
+		return;
+	kv_cstr(o, first, "module", cd_rank_str(s, c->module));
+	kv_cstr(o, first, "phase", cd_phase_names[c->phase]);
+	if (c->region >= 0)
+		kv_int(o, first, "region", c->region);
+}
+
+/* A collective of the trace: its record in the summary (the post-mortem's
+ * sequence number, the module and phase that issued it, its region), the
+ * op that issued it, and its rank's Flight Recorder record (cd_fr_join)
+ * when the dump has it. */
+static void collective(struct rk *k, const struct cd_tl_rec *e, int64_t ts)
+{
+	const struct cd_rank_summary *s = k->s;
+	const struct cd_crec *c = &s->colls.v[e->coll];
+	const struct cd_fr_crec *fc = s->fr_path ? cd_rank_fr(s, c) : NULL;
+	struct cd_out *o = k->x->o;
+	bool first = true;
+
+	coll_head(k, c, ts);
 	kv_id(k, &first, "op", e->op);
-	kv_id(k, &first, "pg", e->pg);
-	kv_int(o, &first, "seq", e->seq);
-	if (e->have & CD_F_BYTES)
-		kv_int(o, &first, "bytes", e->bytes);
-	kv_id(k, &first, "dtype", e->dtype);
-	kv_cstr(o, &first, "module", nm(k, e->name));
-	kv_cstr(o, &first, "phase", cd_phase_names[e->phase]);
-	if (e->have & CD_F_REGION)
-		kv_int(o, &first, "region", e->region);
-	const struct cd_fr_crec *fc = joined_fr(k, e->pg, e->seq);
-	if (fc) {
-		/* its rank's Flight Recorder dump, joined by pg and seq */
-		kv_cstr(o, &first, "flight_recorder", k->s->fr_path);
+	coll_args(k, &first, c, true);
+	if (fc && fc->record_id >= 0) {
+		kv_cstr(o, &first, "flight_recorder", s->fr_path);
 		fr_args(k, &first, fc);
 	}
 	put_lit(o, "}}");
@@ -777,27 +779,10 @@ static void summary_colls(struct rk *k)
 			k->x->st.untimed++;
 			continue;
 		}
-		fixed_thread(k, TID_COLLS);
-		ev_head(k, "i", "collective", TID_COLLS, true, c->time - k->x->start);
-		put_lit(o, ",\"s\":\"t\",\"name\":");
-		cd_pj_escape(o, cd_rank_str(s, c->coll), strlen(cd_rank_str(s, c->coll)));
-		put_lit(o, ",\"args\":{");
-		kv_cstr(o, &first, "pg", cd_rank_str(s, c->pg));
-		kv_int(o, &first, "seq", c->seq);
-		if (c->has_bytes)
-			kv_int(o, &first, "bytes", c->bytes);
-		if (c->dtype != CD_NOID)
-			kv_cstr(o, &first, "dtype", cd_rank_str(s, c->dtype));
-		if (s->source == CD_SRC_TRACE) {
-			/* a summary file's rank */
-			kv_cstr(o, &first, "module", cd_rank_str(s, c->module));
-			kv_cstr(o, &first, "phase", cd_phase_names[c->phase]);
-			if (c->region >= 0)
-				kv_int(o, &first, "region", c->region);
-			kv_cstr(o, &first, "source", "summary");
-		} else {
-			kv_cstr(o, &first, "source", "Flight Recorder");
-		}
+		coll_head(k, c, c->time - k->x->start);
+		/* a summary file's rank: where it was issued too */
+		coll_args(k, &first, c, s->source == CD_SRC_TRACE);
+		kv_cstr(o, &first, "source", s->source == CD_SRC_TRACE ? "summary" : "Flight Recorder");
 		if (fc)
 			fr_args(k, &first, fc);
 		put_lit(o, "}}");
@@ -883,12 +868,19 @@ static enum cd_status draw(struct rk *k, const struct cd_tl *tl, struct cd_expor
 	k->x->st.untimed += tl->untimed;
 	cd_tl_rd_init(&rd, tl);
 	k->names = &rd.names;
-	while ((st = cd_tl_next(&rd, &e, err)) == CD_OK)
+	while ((st = cd_tl_next(&rd, &e, err)) == CD_OK) {
+		if (e.kind == CD_TL_COLL && e.coll >= k->s->colls.n) {
+			st = cd_fail(err, CD_ERR_FORMAT, "the export's timeline is damaged");
+			break;
+		}
 		apply(k, &e);
+	}
 	cd_tl_rd_free(&rd);
 	res->nccl_path = tl->sib_path;
-	if (st != CD_END)
+	if (st != CD_END) {
+		res->tl_failed = true;
 		return st;
+	}
 	res->cut = tl->cut;
 	res->nccl_cut = tl->sib_cut;
 	res->nccl_refused = tl->sib_refused;

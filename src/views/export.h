@@ -96,6 +96,8 @@ struct cd_export_rank_res {
 	bool nccl_cut;           /* the NCCL-side trace is cut */
 	bool nccl_failed;        /* the error (return value) is in the NCCL-side trace */
 	bool nccl_refused;       /* the NCCL-side trace names another rank: not joined */
+	bool tl_failed;          /* the error (return value) is in reading back the
+				  * timeline (its temporary file: spool.h), not in a trace */
 	const char *nccl_path;   /* the NCCL-side trace read, or NULL (s's, while it
 				  * keeps its timeline) */
 };

@@ -13,8 +13,8 @@
  * A record is its kind (one byte), then its fields in the order of
  * fields[kind]: t as the difference from the record before's t (zigzag
  * LEB128), strings as id + 1 (0: absent), other numbers zigzag LEB128; a
- * field with a `need` bit is there only when the record's `have` holds
- * it.  A record never spans two chunks of the log.
+ * number (FI) with a `need` bit is there only when the record's `have`
+ * holds it (0 when not).  A record never spans two chunks of the log.
  *
  * Strings: a new one (the next id) is written before the first record that
  * uses it, as STR (its length, then its first bytes) and, when longer than
@@ -41,8 +41,7 @@ static const struct field fields[CD_TL_KINDS][18] = {
 	[CD_TL_OPEN] = {FT, FU(phase), FS(name), FS(type)},
 	[CD_TL_CLOSE] = {FT, FU(phase), FS(name)},
 	[CD_TL_BW_END] = {FT},
-	[CD_TL_COLL] = {FT, FU(have), FS(type), FS(op), FS(pg), FI(seq, 0), FI(bytes, CD_F_BYTES),
-			FS(dtype), FS(name), FU(phase), FI(region, CD_F_REGION)},
+	[CD_TL_COLL] = {FT, FU(coll), FS(op)},
 	[CD_TL_NCCL] = {FT, FU(have), FS(name), FI(count, CD_F_COUNT), FS(dtype),
 			FI(bytes, CD_F_BYTES), FS(redop), FI(root, CD_F_ROOT), FI(peer, CD_F_PEER),
 			FS(comm), FI(nranks, CD_F_NRANKS), FI(seq, CD_F_SEQ), FS(stream), FS(pg),
@@ -127,11 +126,8 @@ static bool decode(const char **pp, const char *e, struct cd_tl_rec *r, int64_t 
 		return false;
 	for (const struct field *f = fields[r->kind]; f->type != X_END; f++) {
 		uint64_t u;
-		if (f->need && !(r->have & f->need)) {
-			if (f->type == X_ID)
-				memcpy(base + f->off, &(uint32_t){CD_NOID}, sizeof(uint32_t));
+		if (f->need && !(r->have & f->need))
 			continue;
-		}
 		if (!get_u64(&p, e, &u))
 			return false;
 		if (f->type == X_T) {
@@ -151,9 +147,6 @@ static bool decode(const char **pp, const char *e, struct cd_tl_rec *r, int64_t 
 
 /* ---- recording ---- */
 
-/* Ids of a replay's table -> ids of the timeline's strings + 1 (0: not yet). */
-typedef CD_VEC(uint32_t) idmap;
-
 struct rec {
 	struct cd_tl *tl;
 	struct cd_intern names;   /* the strings written so far: their ids */
@@ -163,9 +156,7 @@ struct rec {
 	int64_t last_t;           /* the trace's largest t, -1: none */
 	int64_t prev_t;           /* the last record's t (encoding) */
 	uint32_t strs;            /* strings written to the log */
-	CD_VEC(int64_t) pgcount;  /* per names id: collectives of that group so far */
-	idmap mods;               /* the replay's modules */
-	idmap colls;              /* the replay's collectives */
+	uint32_t colls;           /* s->colls.n at the last collective */
 };
 
 /* String id of k->names into the log. */
@@ -217,63 +208,31 @@ static uint32_t mod_id(struct rec *k, struct cd_str mod)
 	return str_id(k, mod.p ? mod : (struct cd_str){"", 0});
 }
 
-/* The names id of string id of the replay's table t, through map. */
-static uint32_t replay_id(struct rec *k, idmap *map, const struct cd_intern *t, uint32_t id)
-{
-	if (id >= map->n) {
-		if (!cd_vec_reserve(map, id + 1)) {
-			k->tl->oom = true;
-			return CD_NOID;
-		}
-		memset(map->v + map->n, 0, (size_t)(id + 1 - map->n) * sizeof *map->v);
-		map->n = id + 1;
-	}
-	if (!map->v[id]) {
-		uint32_t n = cd_intern_from(&k->names, t, id);
-		if (n == CD_NOID) {
-			k->tl->oom = true;
-			return CD_NOID;
-		}
-		map->v[id] = n + 1;
-	}
-	return map->v[id] - 1;
-}
-
-/* A collective the replay counted: its group's sequence number as the
- * post-mortem takes it (ranks.c), its facts and where it was issued. */
+/* A collective the replay counted.  The summary has just kept its record
+ * (ranks.c: its group, sequence number, name, bytes, dtype, the module and
+ * phase that issued it, its region): the timeline keeps where it is in
+ * s->colls, with what the record lacks, the trace's own time and the op. */
 static void on_collective(void *ud, const struct cd_replay *r, const struct cd_event *e,
 			  uint32_t coll)
 {
 	struct rec *k = ud;
-	uint32_t g = str_id(k, e->pg.p ? e->pg : (struct cd_str){"?", 1});
-	if (g == CD_NOID)
-		return;
-	if (g >= k->pgcount.n) {
-		if (!cd_vec_reserve(&k->pgcount, g + 1)) {
-			k->tl->oom = true;
-			return;
-		}
-		while (k->pgcount.n <= g)
-			k->pgcount.v[k->pgcount.n++] = 0;
-	}
-	int64_t seq = (e->have & CD_F_SEQ) ? e->seq : ++k->pgcount.v[g];
-	if (e->have & CD_F_SEQ)
-		k->pgcount.v[g]++;
+	bool kept = k->s->colls.n > k->colls;
+	(void)r;
+	(void)coll;
+	k->colls = k->s->colls.n;
 	if (!(e->have & CD_F_T)) {
 		k->tl->untimed++;
 		return;
 	}
-	struct cd_tl_rec c = {
-		.kind = CD_TL_COLL, .t = e->t, .pg = g, .seq = seq,
-		.have = (e->have & CD_F_BYTES) | (r->in_region ? CD_F_REGION : 0),
-		.type = replay_id(k, &k->colls, &r->colls, coll),
-		.op = str_id(k, e->name), .bytes = e->bytes, .dtype = str_id(k, e->dtype),
-		.name = replay_id(k, &k->mods, &r->mods, r->cur),
-		.phase = r->ac ? CD_PH_RECOMPUTE : e->bw ? CD_PH_BACKWARD : CD_PH_FORWARD,
-		.region = r->region,
-	};
-	if (c.type != CD_NOID && c.name != CD_NOID)
-		put(k, &c);
+	if (!kept) {
+		/* none after the end event (an error: such a trace is not
+		 * exported); else the summary ran out of memory */
+		if (!k->s->has_end)
+			k->tl->oom = true;
+		return;
+	}
+	put(k, &(struct cd_tl_rec){.kind = CD_TL_COLL, .t = e->t, .coll = k->colls - 1,
+				   .op = str_id(k, e->name)});
 }
 
 static bool is_completed(const struct cd_event *e)
@@ -443,9 +402,6 @@ void cd_tl_summarize(const char *path, const char *nccl_path, bool general_parse
 	if (tl)
 		cd_slog_end(&tl->log);
 	cd_intern_free(&k.names);
-	cd_vec_free(&k.pgcount);
-	cd_vec_free(&k.mods);
-	cd_vec_free(&k.colls);
 	s->extra = tl;
 	s->free_extra = tl ? cd_tl_free : NULL;
 }

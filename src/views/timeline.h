@@ -8,7 +8,10 @@
  * spans' ends), collectives, NCCL calls and their GPU times, as records
  * of a few bytes with the trace's own times (ns from its t0) and strings
  * by id (each string is written once, in a record of its own before the
- * first record that uses it).  Then it reads the NCCL-side trace, when
+ * first record that uses it).  A collective's facts are the summary's: its
+ * record holds where the summary keeps them (an index in s->colls) and
+ * what the summary does not (its time, its op's name).  Then it reads the
+ * NCCL-side trace, when
  * there is one, into the same timeline.  What depends on the
  * other ranks (the process id, the job's start, the findings, the Flight
  * Recorder dump joined later) is left to the drawing: the export applies
@@ -45,7 +48,8 @@ enum cd_tl_kind {
 	CD_TL_OPEN,         /* fw_pre, bw_enter: phase, module (name), type */
 	CD_TL_CLOSE,        /* fw_post, bw_exit: phase, module (name) */
 	CD_TL_BW_END,
-	CD_TL_COLL,         /* a collective the replay counted (the trace, not its NCCL side) */
+	CD_TL_COLL,         /* a collective the replay counted (the trace, not its NCCL side):
+			     * s->colls.v[coll], op */
 	CD_TL_NCCL,         /* an NCCL call not completed (enqueued) */
 	CD_TL_GPU,          /* a completed NCCL call with its GPU time */
 	CD_TL_NCCL_LOST,
@@ -63,21 +67,21 @@ enum { CD_TL_FW, CD_TL_RC, CD_TL_BW };
  * clock). */
 struct cd_tl_rec {
 	uint32_t kind;
-	uint32_t have;          /* the event's CD_F_* bits of the fields below it has;
-				 * COLL: CD_F_BYTES, CD_F_REGION (issued in a region) */
-	uint32_t phase;         /* OPEN, CLOSE: CD_TL_FW/RC/BW; COLL: enum cd_phase */
+	uint32_t have;          /* the event's CD_F_* bits of the fields below it has */
+	uint32_t phase;         /* OPEN, CLOSE: CD_TL_FW/RC/BW */
 	int64_t t;
 	int64_t t0;             /* META */
-	uint32_t name;          /* META: host; REGION_ENTER: label; OPEN, CLOSE, COLL: module;
+	uint32_t name;          /* META: host; REGION_ENTER: label; OPEN, CLOSE: module;
 				 * NCCL: func */
-	uint32_t type;          /* OPEN: module type; COLL: collective */
+	uint32_t type;          /* OPEN: module type */
+	uint32_t coll;          /* COLL: its record in the summary, s->colls.v[coll] */
 	uint32_t op;            /* COLL: the op's name */
-	uint32_t pg, dtype;     /* COLL, NCCL */
+	uint32_t pg, dtype;     /* NCCL */
 	uint32_t comm;          /* NCCL, GPU */
 	uint32_t redop, stream, state;   /* NCCL */
-	int64_t region;         /* REGION_ENTER, COLL */
-	int64_t seq;            /* COLL (the post-mortem's: counted when absent), NCCL, GPU */
-	int64_t bytes, count, dur, root, peer, nranks, pseq;   /* COLL: bytes; NCCL; GPU: dur;
+	int64_t region;         /* REGION_ENTER */
+	int64_t seq;            /* NCCL, GPU */
+	int64_t bytes, count, dur, root, peer, nranks, pseq;   /* NCCL; GPU: dur;
 								* NCCL_LOST: count */
 };
 
@@ -103,7 +107,8 @@ struct cd_tl {
  * cd_rank_summarize does, and its timeline into s->extra (a struct cd_tl,
  * NULL when out of memory or when the trace holds no event), with its
  * NCCL-side trace nccl_path (NULL: none; read when the trace was read
- * without error) in the same timeline; sp: where the records go. */
+ * without error) in the same timeline; sp: where the records go.  Its
+ * collectives are indexes in s->colls: the timeline is drawn with s. */
 void cd_tl_summarize(const char *path, const char *nccl_path, bool general_parser,
 		     struct cd_spool *sp, struct cd_rank_summary *s);
 

@@ -2,7 +2,8 @@
  * to a temporary file, exported, the document parsed with cJSON and
  * checked: spans that overlap without nesting go to a further thread of
  * their phase, every thread's B and E balance and its times never go
- * back, and a span left open is closed by the exporter (args.unclosed). */
+ * back, and a span left open is closed by the exporter (args.unclosed);
+ * a collective's args are its summary record's. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,74 @@ static void test_unclosed(void)
 	cJSON_Delete(doc);
 }
 
+/* The args of the collective instants (cat "collective") in order, at most
+ * n; their count. */
+static int colls_of(const cJSON *evs, const cJSON **args, double *ts, const char **name, int n)
+{
+	const cJSON *e;
+	int k = 0;
+	cJSON_ArrayForEach(e, evs) {
+		if (strcmp(str_of(e, "cat"), "collective") != 0)
+			continue;
+		if (k < n) {
+			args[k] = cJSON_GetObjectItemCaseSensitive(e, "args");
+			ts[k] = num_of(e, "ts");
+			name[k] = str_of(e, "name");
+		}
+		k++;
+	}
+	return k;
+}
+
+static void test_collectives(void)
+{
+	/* a collective's facts come from the summary's record (the group's
+	 * count when the event has no seq, an untimed one counted but not
+	 * drawn), its time and op from the timeline */
+	const char *t = META
+		"{\"ev\":\"region_enter\",\"region\":1,\"t\":1000}\n"
+		"{\"ev\":\"fw_pre\",\"mod\":\"M\",\"type\":\"T\",\"t\":2000}\n"
+		"{\"ev\":\"op\",\"name\":\"c10d.allreduce_.default\",\"pg\":\"0\",\"bytes\":64,"
+		"\"dtype\":\"torch.float32\",\"t\":3000}\n"
+		"{\"ev\":\"op\",\"name\":\"c10d.allreduce_.default\",\"pg\":\"0\"}\n"
+		"{\"ev\":\"op\",\"name\":\"c10d.broadcast_.default\",\"pg\":\"0\",\"t\":4000}\n"
+		"{\"ev\":\"fw_post\",\"mod\":\"M\",\"t\":5000}\n"
+		"{\"ev\":\"region_exit\",\"region\":1,\"t\":6000}\n"
+		"{\"ev\":\"region_enter\",\"region\":2,\"t\":6200}\n"
+		"{\"ev\":\"bw_enter\",\"mod\":\"M\",\"t\":6500}\n"
+		"{\"ev\":\"op\",\"name\":\"c10d.allreduce_.default\",\"pg\":\"1\",\"seq\":7,"
+		"\"bytes\":8,\"dtype\":\"\",\"bw\":true,\"t\":7000}\n"
+		"{\"ev\":\"bw_exit\",\"mod\":\"M\",\"t\":7500}\n"
+		"{\"ev\":\"region_exit\",\"region\":2,\"t\":8000}\n";
+	struct cd_export_stats st;
+	cJSON *doc = export_text(t, &st);
+	const cJSON *evs = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+	const cJSON *a[3];
+	double ts[3];
+	const char *name[3];
+	CHECK(colls_of(evs, a, ts, name, 3) == 3);
+	CHECK(st.collectives == 3 && st.untimed == 1);
+	/* the first: in M, forward, in region 1 */
+	CHECK(ts[0] == 3 && strcmp(name[0], "c10d.allreduce_") == 0);
+	CHECK(strcmp(str_of(a[0], "op"), "c10d.allreduce_.default") == 0);
+	CHECK(strcmp(str_of(a[0], "pg"), "0") == 0 && num_of(a[0], "seq") == 1);
+	CHECK(num_of(a[0], "bytes") == 64 && strcmp(str_of(a[0], "dtype"), "torch.float32") == 0);
+	CHECK(strcmp(str_of(a[0], "module"), "M") == 0);
+	CHECK(strcmp(str_of(a[0], "phase"), "forward") == 0 && num_of(a[0], "region") == 1);
+	/* the second: seq 3 (the untimed one was the group's second), no
+	 * bytes, no dtype */
+	CHECK(ts[1] == 4 && strcmp(name[1], "c10d.broadcast_") == 0);
+	CHECK(num_of(a[1], "seq") == 3);
+	CHECK(!cJSON_HasObjectItem(a[1], "bytes") && !cJSON_HasObjectItem(a[1], "dtype"));
+	/* the third: its own seq, an empty dtype, backward, in region 2 */
+	CHECK(ts[2] == 7 && strcmp(str_of(a[2], "pg"), "1") == 0 && num_of(a[2], "seq") == 7);
+	CHECK(cJSON_HasObjectItem(a[2], "dtype") && strcmp(str_of(a[2], "dtype"), "") == 0);
+	CHECK(strcmp(str_of(a[2], "phase"), "backward") == 0 && num_of(a[2], "region") == 2);
+	CHECK(!cJSON_HasObjectItem(a[2], "flight_recorder"));
+	check_threads(evs);
+	cJSON_Delete(doc);
+}
+
 static void test_spilled_timeline(void)
 {
 	/* a timeline of many chunks: written to the spool's file when its
@@ -261,7 +330,8 @@ static void test_spilled_timeline(void)
 	CHECK(t != NULL);
 	if (!t)
 		return;
-	len += (size_t)snprintf(t + len, cap - len, "%s", META);
+	len += (size_t)snprintf(t + len, cap - len, "%s{\"ev\":\"region_enter\",\"region\":1,"
+				"\"t\":0}\n", META);
 	for (int i = 0; i < 20000; i++)
 		len += (size_t)snprintf(t + len, cap - len,
 			"{\"ev\":\"fw_pre\",\"mod\":\"m%d\",\"type\":\"T\",\"t\":%d}\n"
@@ -269,9 +339,12 @@ static void test_spilled_timeline(void)
 			"\"bytes\":%d,\"t\":%d}\n"
 			"{\"ev\":\"nccl\",\"comm\":\"c%d\",\"seq\":%d,\"state\":\"completed\","
 			"\"dur\":500,\"t\":%d}\n"
-			"{\"ev\":\"fw_post\",\"mod\":\"m%d\",\"t\":%d}\n",
+			"{\"ev\":\"op\",\"name\":\"c10d.allreduce_.default\",\"pg\":\"%d\","
+			"\"bytes\":%d,\"t\":%d}\n"
+			"{\"ev\":\"fw_post\",\"mod\":\"m%d\",\"t\":%d}\n"
+			"{\"ev\":\"fw_done\",\"mod\":\"m%d\",\"t\":%d}\n",
 			i % 50, i * 1000, i % 3, i, 4 * i, i * 1000 + 100, i % 3, i, i * 1000 + 900,
-			i % 50, i * 1000 + 999);
+			i % 2, i, i * 1000 + 950, i % 50, i * 1000 + 999, i % 50, i * 1000 + 999);
 	CHECK(len < cap);
 	struct cd_export_stats a, b;
 	uint64_t spilled_a = 0, spilled_b = 0;
@@ -282,6 +355,7 @@ static void test_spilled_timeline(void)
 	CHECK(spilled_b > 2 * CD_SLOG_CHUNK);
 	CHECK(strcmp(kept, spilled) == 0);
 	CHECK(a.spans == 20000 && a.nccl_calls == 20000 && a.gpu_slices == 20000);
+	CHECK(a.collectives == 20000 && b.collectives == 20000);
 	cJSON *doc = cJSON_Parse(spilled);
 	CHECK(doc != NULL);
 	cJSON_Delete(doc);
@@ -333,6 +407,7 @@ int main(void)
 	TEST(test_overlap_goes_to_another_thread);
 	TEST(test_nested_share_a_thread);
 	TEST(test_unclosed);
+	TEST(test_collectives);
 	TEST(test_spilled_timeline);
 	TEST(test_long_names);
 	return check_done();
