@@ -46,44 +46,6 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A number of at most 9 digits at p (up to a non-digit): its value, or -1. */
-static int64_t digits(const char *p, const char *end)
-{
-	int64_t v = 0;
-	if (p >= end || *p < '0' || *p > '9')
-		return -1;
-	for (; p < end && *p >= '0' && *p <= '9'; p++) {
-		if (v > 99999999)
-			return -1;
-		v = v * 10 + (*p - '0');
-	}
-	return v;
-}
-
-/* The rank a file's name gives, or -1. */
-static int64_t name_rank(const char *path)
-{
-	static const char *const exts[] = {".nccl.zst", ".zst", ".jsonl", ".json", ".pkl",
-					   ".cdsum"};
-	const char *b = strrchr(path, '/');
-	b = b ? b + 1 : path;
-	const char *r = strstr(b, "rank");
-	if (r && digits(r + 4, r + strlen(r)) >= 0)
-		return digits(r + 4, r + strlen(r));
-	const char *end = b + strlen(b);
-	for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
-		size_t k = strlen(exts[i]);
-		if ((size_t)(end - b) > k && strcmp(end - k, exts[i]) == 0) {
-			end -= k;
-			break;
-		}
-	}
-	const char *p = end;
-	while (p > b && p[-1] >= '0' && p[-1] <= '9')
-		p--;
-	return p < end ? digits(p, end) : -1;
-}
-
 /* --shard auto: K and N from the launcher's variables.  Returns NULL, or
  * what is missing. */
 static const char *shard_from_env(struct cd_cli *cli)
@@ -119,8 +81,9 @@ static int select_shard(struct cd_cli *cli)
 	if (!cli->shard)
 		return cli->ntraces;
 	for (int i = 0; i < cli->ntraces; i++) {
-		int64_t r = name_rank(cli->traces[i]);
-		int64_t key = r >= 0 ? r : unnamed++;
+		int64_t key;
+		if (!cd_rank_from_name(cli->traces[i], CD_RANK_NAME_WORD | CD_RANK_NAME_TAIL, &key))
+			key = unnamed++;
 		if (key % cli->shard_n != cli->shard_k)
 			continue;
 		/* keep the order: rotate the kept one down to its place */

@@ -4,7 +4,7 @@
 #include "cli.h"
 #include "../util/out.h"
 #include "../postmortem/frdump.h"
-#include "../postmortem/summary.h"
+#include "../postmortem/run.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -57,9 +57,9 @@ bool cd_paths_trace_name(const char *s)
 	return has_suffix(s, ".zst") || has_suffix(s, ".jsonl") || has_suffix(s, ".json");
 }
 
-/* A trace by its name, or a name a Flight Recorder dump may have (not
- * hidden, not an NCCL-side trace): the latter is kept only if its content
- * says it is a dump (cd_paths_fr_file). */
+/* A trace by its name, or a name a Flight Recorder dump or a summary file
+ * may have (not hidden, not an NCCL-side trace): the latter is kept only
+ * if its content says it is one (input_by_content). */
 static int trace_entry(const struct dirent *d)
 {
 	const char *s = d->d_name;
@@ -117,10 +117,11 @@ static const char *kind(mode_t m)
 }
 
 /* A regular file's content that makes it an input whatever its name: a
- * Flight Recorder dump (<prefix><rank>, *.pkl) or a summary file. */
+ * Flight Recorder dump (<prefix><rank>, *.pkl) or a summary file, told
+ * from one read of its first bytes. */
 static bool input_by_content(const char *path)
 {
-	return cd_paths_fr_file(path) || cd_summary_sniff_file(path);
+	return cd_run_input_kind(path) != CD_IN_TRACE;
 }
 
 static void note_kind(const char *p, mode_t m,
@@ -133,48 +134,48 @@ static void note_kind(const char *p, mode_t m,
 	note(ud, p, why);
 }
 
-/* The traces of directory a, appended to out; its subdirectories (the
- * node directories of a job) appended to subdirs when given, else noted
- * and skipped.  Returns how many traces it added, or -1 (err says why). */
-static int expand_files(const char *a, struct cd_paths *out, struct cd_paths *subdirs,
-			void (*note)(void *ud, const char *path, const char *why), void *ud,
-			struct cd_err *err)
+/* The traces of directory a, appended to out (*added: how many); its
+ * subdirectories (the node directories of a job) appended to subdirs when
+ * given, else noted and skipped.  Returns CD_OK, or why not (err says):
+ * CD_ERR_IO (unreadable), CD_ERR_TRACE (only pending traces),
+ * CD_ERR_NOMEM. */
+static enum cd_status expand_files(const char *a, struct cd_paths *out, struct cd_paths *subdirs,
+				   void (*note)(void *ud, const char *path, const char *why),
+				   void *ud, int *added, struct cd_err *err)
 {
 	struct dirent **ents;
 	int k = scandir(a, &ents, trace_entry, alphasort);
-	bool ok = true;
-	int added = 0;
+	enum cd_status st = CD_OK;
 
-	if (k < 0) {
-		cd_fail(err, CD_ERR_IO, "cannot read the directory: %s", strerror(errno));
-		return -1;
-	}
+	*added = 0;
+	if (k < 0)
+		return cd_fail(err, CD_ERR_IO, "cannot read the directory: %s", strerror(errno));
 	size_t al = strlen(a);
 	const char *sep = al && a[al - 1] == '/' ? "" : "/";
 	for (int j = 0; j < k; j++) {
 		size_t len = al + strlen(ents[j]->d_name) + 2;
-		char *p = ok ? malloc(len) : NULL;
-		struct stat st;
+		char *p = st == CD_OK ? malloc(len) : NULL;
+		struct stat sb;
 		if (p)
 			snprintf(p, len, "%s%s%s", a, sep, ents[j]->d_name);
 		free(ents[j]);
 		if (!p) {
-			if (ok)
-				cd_fail(err, CD_ERR_NOMEM, "out of memory");
-			ok = false;
+			if (st == CD_OK)
+				st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
 			continue;
 		}
-		bool is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+		/* one stat for both questions: a name that cannot be stat'ed is
+		 * kept, and its open fails */
+		bool known = stat(p, &sb) == 0;
+		bool is_dir = known && S_ISDIR(sb.st_mode);
 		if (is_dir && subdirs) {
-			if (!push(subdirs, p)) {
-				cd_fail(err, CD_ERR_NOMEM, "out of memory");
-				ok = false;
-			}
+			if (!push(subdirs, p))
+				st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
 			continue;
 		}
 		if (is_dir) {   /* two levels down: told when named like a trace */
 			if (cd_paths_trace_name(p + al + strlen(sep)))
-				note_kind(p, st.st_mode, note, ud);
+				note_kind(p, sb.st_mode, note, ud);
 			free(p);
 			continue;
 		}
@@ -183,25 +184,25 @@ static int expand_files(const char *a, struct cd_paths *out, struct cd_paths *su
 			free(p);
 			continue;
 		}
-		/* never open what is not a regular file: a FIFO would block;
-		 * a name that cannot be stat'ed is kept, and its open fails */
-		if (stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {
-			note_kind(p, st.st_mode, note, ud);
+		/* never open what is not a regular file: a FIFO would block */
+		if (known && !S_ISREG(sb.st_mode)) {
+			note_kind(p, sb.st_mode, note, ud);
 			free(p);
 			continue;
 		}
 		if (!push(out, p)) {
-			cd_fail(err, CD_ERR_NOMEM, "out of memory");
-			ok = false;
+			st = cd_fail(err, CD_ERR_NOMEM, "out of memory");
 			continue;
 		}
-		added++;
+		(*added)++;
 	}
 	free(ents);
-	if (ok && pending_traces(a, sep, added == 0 && (!subdirs || !subdirs->n), note, ud, err) > 0 &&
-	    added == 0 && (!subdirs || !subdirs->n))
-		return -1;
-	return ok ? added : -1;
+	if (st != CD_OK)
+		return st;
+	bool alone = *added == 0 && (!subdirs || !subdirs->n);
+	if (pending_traces(a, sep, alone, note, ud, err) > 0 && alone)
+		return CD_ERR_TRACE;
+	return CD_OK;
 }
 
 /* The traces of directory a, appended to out: its own, or, when it has
@@ -212,9 +213,8 @@ static bool expand_one(const char *a, struct cd_paths *out,
 		       struct cd_err *err)
 {
 	struct cd_paths subdirs = {0};
-	int before = out->n;
-	int added = expand_files(a, out, &subdirs, note, ud, err);
-	bool ok = added >= 0;
+	int before = out->n, added;
+	bool ok = expand_files(a, out, &subdirs, note, ud, &added, err) == CD_OK;
 
 	for (int i = 0; ok && i < subdirs.n; i++) {
 		if (added > 0) {
@@ -225,14 +225,16 @@ static bool expand_one(const char *a, struct cd_paths *out,
 			continue;
 		}
 		struct cd_err sub = {0};
-		int n = expand_files(subdirs.v[i], out, NULL, note, ud, &sub);
-		if (n < 0 && strncmp(sub.msg, "out of memory", 13) == 0) {
+		int n;
+		enum cd_status st = expand_files(subdirs.v[i], out, NULL, note, ud, &n, &sub);
+		if (st == CD_ERR_NOMEM) {
 			*err = sub;
 			ok = false;
-		} else if (n <= 0 && note) {
+		} else if ((st != CD_OK || n == 0) && note) {
 			char why[600];
 			snprintf(why, sizeof why, "%s; skipped",
-				 n < 0 ? sub.msg : "no traces (*.zst, *.jsonl, *.json) in this directory");
+				 st != CD_OK ? sub.msg
+					     : "no traces (*.zst, *.jsonl, *.json) in this directory");
 			note(ud, subdirs.v[i], why);
 		}
 	}

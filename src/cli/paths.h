@@ -27,8 +27,8 @@ bool cd_paths_trace_name(const char *name);
 bool cd_paths_fr_file(const char *path);
 
 /* Replace each directory in args by the traces in it, sorted by name, and
- * the Flight Recorder dumps (files of other names whose content is one:
- * cd_paths_fr_file);
+ * the Flight Recorder dumps and summary files among files of other names
+ * (by their first bytes, read once: cd_run_input_kind);
  * other arguments ("-", files, FIFOs, missing paths) are kept as they are.
  * An entry that is not a regular file (a FIFO, a socket, a directory, a
  * device) is skipped with note(ud, path, why).  On failure (a directory

@@ -5,9 +5,10 @@
  * to s->colls, dumps only, so that trace summaries keep their size),
  * s->frames, s->pg_status, s->source, s->fr_version, s->fr_p2p,
  * s->fr_states and s->pg_conf_broken.  The runner (run.c) sends a file to
- * cd_fr_summarize when cd_fr_sniff_file says it is a dump.
+ * cd_fr_summarize when cd_run_input_kind says it is a dump.
  */
 #include "frdump.h"
+#include "../read/event.h"
 #include "../read/reader.h"
 
 #include <errno.h>
@@ -109,38 +110,64 @@ static const char *str_or(const struct cd_pv *v, const char *dflt)
 	return s ? s : dflt;
 }
 
-/* "[0, 1, 2]" or a list of ints into a new array. */
-static enum cd_status parse_ranks(const struct cd_pv *v, int64_t **out, uint32_t *n)
+/* A pg_config rank (parsed: it fit in a long long) as a trace's pg event
+ * may have one (event.c, check_dims): 0 to CD_INT_MAX. */
+static enum cd_status conf_rank(int64_t r, bool parsed, const char *pg, struct cd_err *err)
+{
+	if (parsed && r < 0)
+		return cd_fail(err, CD_ERR_TRACE, "pg_config \"%.100s\": negative rank %lld in \"ranks\"",
+			       pg, (long long)r);
+	if (!parsed || r > CD_INT_MAX)
+		return cd_fail(err, CD_ERR_TRACE, "pg_config \"%.100s\": rank out of range in \"ranks\"",
+			       pg);
+	return CD_OK;
+}
+
+/* The ranks of group pg, "[0, 1, 2]" or a list of ints, into a new array:
+ * each 0 to CD_INT_MAX, at most CD_RANKS_MAX of them (as a trace's pg
+ * event).  Items of a list that are not ints are left out.  Returns CD_OK,
+ * CD_ERR_TRACE (err says why) or CD_ERR_NOMEM. */
+static enum cd_status parse_ranks(const struct cd_pv *v, const char *pg, int64_t **out,
+				  uint32_t *n, struct cd_err *err)
 {
 	struct cd_pv *const *it;
-	size_t k = cd_pv_seq(v, &it);
+	size_t k = cd_pv_seq(v, &it), cap = 0;
+	const char *s = k ? NULL : cd_pv_str(v);
+	enum cd_status st;
 	*out = NULL;
 	*n = 0;
-	if (k) {
-		if (!(*out = calloc(k, sizeof **out)))
-			return CD_ERR_NOMEM;
-		for (size_t i = 0; i < k; i++)
-			if (cd_pv_int(it[i], &(*out)[*n]))
-				(*n)++;
-		return CD_OK;
-	}
-	const char *s = cd_pv_str(v);
-	if (!s)
-		return CD_OK;
-	size_t cap = 0;
-	for (const char *p = s; *p; p++)
-		if (*p >= '0' && *p <= '9' && (p == s || p[-1] < '0' || p[-1] > '9'))
+	/* a number starts at a digit not after a digit, or at "-" and a digit */
+	for (const char *p = s; p && *p; p++)
+		if (*p >= '0' && *p <= '9' && (p == s || p[-1] < '0' || p[-1] > '9') &&
+		    (p == s || p[-1] != '-'))
 			cap++;
+		else if (*p == '-' && p[1] >= '0' && p[1] <= '9')
+			cap++;
+	if (k)
+		cap = k;
 	if (!cap)
 		return CD_OK;
+	if (cap > CD_RANKS_MAX)
+		return cd_fail(err, CD_ERR_TRACE, "pg_config \"%.100s\": more than %u ranks", pg,
+			       CD_RANKS_MAX);
 	if (!(*out = calloc(cap, sizeof **out)))
 		return CD_ERR_NOMEM;
-	for (const char *p = s; *p;) {
-		if (*p >= '0' && *p <= '9') {
+	for (size_t i = 0; i < k; i++) {
+		int64_t r;
+		if (!cd_pv_int(it[i], &r))
+			continue;
+		if ((st = conf_rank(r, true, pg, err)))
+			return st;
+		(*out)[(*n)++] = r;
+	}
+	for (const char *p = s; p && *p;) {
+		if ((*p >= '0' && *p <= '9') || (*p == '-' && p[1] >= '0' && p[1] <= '9')) {
 			char *end;
 			errno = 0;
 			long long r = strtoll(p, &end, 10);
-			if (!errno && *n < cap)
+			if ((st = conf_rank(r, errno == 0, pg, err)))
+				return st;
+			if (*n < cap)
 				(*out)[(*n)++] = r;
 			p = end;
 		} else {
@@ -320,26 +347,6 @@ out:
 	return st;
 }
 
-static bool rank_from_name(const char *name, int64_t *rank)
-{
-	if (!name)
-		return false;
-	const char *base = strrchr(name, '/');
-	base = base ? base + 1 : name;
-	size_t n = strlen(base), k = n;
-	/* "<prefix><rank>", perhaps with an extension fr_trace would not strip */
-	const char *dot = strrchr(base, '.');
-	if (dot && dot > base && (strcmp(dot, ".json") == 0 || strcmp(dot, ".pkl") == 0 ||
-				  strcmp(dot, ".pickle") == 0))
-		n = k = (size_t)(dot - base);
-	while (k > 0 && base[k - 1] >= '0' && base[k - 1] <= '9')
-		k--;
-	if (k == n || n - k > 9)
-		return false;
-	*rank = strtoll(base + k, NULL, 10);
-	return true;
-}
-
 enum cd_status cd_fr_parse(const uint8_t *data, size_t len, const char *name,
 			   struct cd_fr_dump *d, struct cd_err *err)
 {
@@ -382,7 +389,12 @@ enum cd_status cd_fr_parse(const uint8_t *data, size_t len, const char *name,
 	d->comm_lib_version = cd_pv_str(cd_pv_get(root, "comm_lib_version"));
 	d->has_comm_state = cd_pv_get(root, "nccl_comm_state") != NULL;
 	d->has_rank = cd_pv_int(cd_pv_get(root, "rank"), &d->rank);
-	if (!d->has_rank && rank_from_name(name, &d->rank))
+	if (d->has_rank && (d->rank < 0 || d->rank > CD_INT_MAX)) {
+		/* as a trace's meta event: 0 to CD_INT_MAX */
+		st = cd_fail(err, CD_ERR_TRACE, "\"rank\" %lld is out of range", (long long)d->rank);
+		goto fail;
+	}
+	if (!d->has_rank && cd_rank_from_name(name, CD_RANK_NAME_TAIL, &d->rank))
 		d->has_rank = d->rank_from_name = true;
 
 	const struct cd_pv *pc = cd_pv_get(root, "pg_config");
@@ -396,9 +408,12 @@ enum cd_status cd_fr_parse(const uint8_t *data, size_t len, const char *name,
 			c->key = str_or(pc->u.c.v[2 * i], "");
 			c->name = str_or(cd_pv_get(v, "name"), c->key);
 			c->desc = str_or(cd_pv_get(v, "desc"), "");
-			if (parse_ranks(cd_pv_get(v, "ranks"), &c->ranks, &c->n_ranks))
-				goto nomem;
+			st = parse_ranks(cd_pv_get(v, "ranks"), c->key, &c->ranks, &c->n_ranks, err);
 			d->n_conf++;
+			if (st == CD_ERR_NOMEM)
+				goto nomem;
+			if (st)
+				goto fail;
 		}
 	}
 	const struct cd_pv *ps = cd_pv_get(root, "pg_status");
@@ -567,7 +582,7 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 		s->error = strdup(err.msg);
 		s->end = CD_END_ERROR;
 		/* "<prefix><rank>": the rank is there, only unread (not missing) */
-		if (rank_from_name(path, &s->rank))
+		if (cd_rank_from_name(path, CD_RANK_NAME_TAIL, &s->rank))
 			s->has_rank = s->rank_from_name = true;
 		return;
 	}
@@ -640,21 +655,23 @@ void cd_fr_summarize(const char *path, struct cd_rank_summary *s)
 	int64_t seen = s->has_rank ? s->rank + 1 : 0;
 	for (uint32_t i = 0; i < d.n_conf; i++) {
 		const struct cd_fr_pgconf *c = &d.conf[i];
-		for (uint32_t k = 0; k < c->n_ranks; k++)
-			if (c->ranks[k] >= 0 && c->ranks[k] < INT32_MAX && c->ranks[k] + 1 > seen)
+		for (uint32_t k = 0; k < c->n_ranks; k++)   /* 0 .. CD_INT_MAX (parse_ranks) */
+			if (c->ranks[k] + 1 > seen)
 				seen = c->ranks[k] + 1;
 		if (!*c->name) {
 			s->pg_conf_broken = true;
 			continue;   /* gloo's "" key: which group it is is unknown */
 		}
 		cd_rank_add_pg(s, sidz(s, c->name), c->ranks, c->n_ranks);
-		if (strcmp(c->desc, "default_pg") == 0) {
+		if (strcmp(c->desc, "default_pg") == 0 && c->n_ranks > 0 &&
+		    (!s->has_rank || s->rank < c->n_ranks)) {
 			s->has_world = true;
 			s->world_size = c->n_ranks;
 		}
 	}
-	if (!s->has_world && seen > 0) {
-		/* no world group in pg_config: at least every rank it names */
+	if (!s->has_world && seen > 0 && seen <= CD_RANKS_MAX) {
+		/* no world group in pg_config (or one without this rank): at
+		 * least every rank it names, when a trace could have as many */
 		s->has_world = true;
 		s->world_size = seen;
 	}

@@ -129,7 +129,9 @@ bool cd_fr_sniff_file(const char *path);
 /* Parse a dump held in data[0..len) (name: the file name, for the rank
  * when the dump has none; may be NULL).  Returns CD_OK or an error with err
  * saying what ("offset N: ..." for a bad pickle or JSON, "entries[3]:
- * ..." for a bad field, "version 3.0 is not supported ...").
+ * ..." for a bad field, "version 3.0 is not supported ...").  Its "rank"
+ * and the ranks of its pg_config are held to a trace's limits: each 0 to
+ * CD_INT_MAX, at most CD_RANKS_MAX in a group (read/event.h).
  * On error *d holds nothing. */
 enum cd_status cd_fr_parse(const uint8_t *data, size_t len, const char *name,
 			   struct cd_fr_dump *d, struct cd_err *err);
@@ -156,8 +158,10 @@ void cd_fr_dump_free(struct cd_fr_dump *d);
  * does not say, its entries do).  pg_status goes to
  * s->pg_status; s->fr_states says whether any entry left "scheduled"
  * (gloo's never do).  pg_config gives the pg member lists; a "" key (gloo,
- * torch 2.14) sets s->pg_conf_broken.  World size: default_pg's members,
- * else at least every rank pg_config names and the dump's own.  t0: the
+ * torch 2.14) sets s->pg_conf_broken.  World size: default_pg's members
+ * (when it has some, the dump's rank among them), else at least every rank
+ * pg_config names and the dump's own, when that is at most CD_RANKS_MAX
+ * (else none), as a trace's meta event may have it.  t0: the
  * first entry's time_created_ns.  The rank comes from the
  * dump or the file name (rank_from_name).  The end is CD_END_CLOSED: a dump
  * is a snapshot, not a log that can be cut. */

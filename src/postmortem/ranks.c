@@ -359,20 +359,47 @@ bool cd_rank_died(const struct cd_rank_summary *s)
 	}
 }
 
-/* rankN (then a non-digit or the end) in the file name: N. */
-static bool name_rank(const char *path, int64_t *rank)
+/* A number of 1 to 9 digits from p up to end (or the first non-digit):
+ * its value, or -1. */
+static int64_t name_digits(const char *p, const char *end)
 {
+	int64_t v = 0;
+	const char *q = p;
+	for (; q < end && *q >= '0' && *q <= '9'; q++) {
+		if (q - p == 9)
+			return -1;
+		v = v * 10 + (*q - '0');
+	}
+	return q > p ? v : -1;
+}
+
+bool cd_rank_from_name(const char *path, unsigned how, int64_t *rank)
+{
+	static const char *const exts[] = {".nccl.zst", ".nccl.jsonl", ".zst", ".jsonl", ".json",
+					   ".pkl", ".pickle", ".cdsum"};
+	if (!path)
+		return false;
 	const char *b = strrchr(path, '/');
 	b = b ? b + 1 : path;
-	const char *p = strstr(b, "rank");
-	if (!p || p[4] < '0' || p[4] > '9')
-		return false;
-	int64_t v = 0;
-	for (p += 4; *p >= '0' && *p <= '9'; p++) {
-		if (v > 100000000)
-			return false;
-		v = v * 10 + (*p - '0');
+	const char *end = b + strlen(b), *r = strstr(b, "rank");
+	int64_t v = -1;
+	if ((how & CD_RANK_NAME_WORD) && r)
+		v = name_digits(r + 4, end);
+	if (v < 0 && (how & CD_RANK_NAME_TAIL)) {
+		for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
+			size_t k = strlen(exts[i]);
+			if ((size_t)(end - b) > k && strcmp(end - k, exts[i]) == 0) {
+				end -= k;
+				break;
+			}
+		}
+		const char *p = end;
+		while (p > b && p[-1] >= '0' && p[-1] <= '9')
+			p--;
+		v = name_digits(p, end);
 	}
+	if (v < 0)
+		return false;
 	*rank = v;
 	return true;
 }
@@ -439,7 +466,7 @@ enum cd_status cd_rank_summarize_with(const char *path, bool general_parser,
 	if (!tr.seen_meta && (tr.cut || (st && strncmp(err.msg, "empty trace", 11) == 0))) {
 		/* nothing to read: an empty file or one cut before its first line */
 		s->end = CD_END_EMPTY;
-		s->rank_from_name = name_rank(path, &s->rank);
+		s->rank_from_name = cd_rank_from_name(path, CD_RANK_NAME_WORD, &s->rank);
 	} else if ((st && !tr.cut) || s->error) {
 		s->end = CD_END_ERROR;   /* unreadable, or events after the end event */
 	} else if (s->has_end) {

@@ -241,6 +241,18 @@ void cd_rank_summary_free(struct cd_rank_summary *s);
 /* Free what s->extra holds now (done by cd_rank_summary_free too). */
 void cd_rank_summary_free_extra(struct cd_rank_summary *s);
 
+/* The rank a file's name gives (the directories before it aside), by the
+ * rules in how:
+ *   CD_RANK_NAME_WORD: the digits right after the first "rank" in it
+ *     ("rank3.jsonl", "job-rank12-x.zst"), as a trace's;
+ *   CD_RANK_NAME_TAIL: the digits that end it before its extension (.zst,
+ *     .jsonl, .json, .pkl, .pickle, .cdsum, .nccl.zst, .nccl.jsonl), as a
+ *     Flight Recorder dump's ("<prefix><rank>": "nccl_trace_rank_3");
+ * the first that gives one, with 1 to 9 digits.  Returns whether one did
+ * (*rank set). */
+enum { CD_RANK_NAME_WORD = 1, CD_RANK_NAME_TAIL = 2 };
+bool cd_rank_from_name(const char *path, unsigned how, int64_t *rank);
+
 /* Add group name (an id in s) with its n members (in the order given) to
  * s->pg_names and its runs.  Returns false when out of memory. */
 bool cd_rank_add_pg(struct cd_rank_summary *s, uint32_t name, const int64_t *ranks, uint32_t n);

@@ -48,12 +48,25 @@ static void summary_read(const char *path, struct cd_rank_summary *s)
 	}
 }
 
+enum cd_run_input cd_run_input_kind(const char *path)
+{
+	/* enough for both: the summary magic, a dump's first key */
+	uint8_t buf[64];
+	long n = cd_reader_peek_file(path, buf, sizeof buf);
+	if (n <= 0)
+		return CD_IN_TRACE;
+	if (cd_summary_sniff(buf, (size_t)n))
+		return CD_IN_SUMMARY;
+	return cd_fr_sniff(buf, (size_t)n) ? CD_IN_FR_DUMP : CD_IN_TRACE;
+}
+
 static void trace_read(const char *path, const void *ctx, void *res)
 {
 	const struct cd_run_opts *o = ctx;
-	if (cd_summary_sniff_file(path))
+	enum cd_run_input kind = cd_run_input_kind(path);
+	if (kind == CD_IN_SUMMARY)
 		summary_read(path, res);
-	else if (cd_fr_sniff_file(path))
+	else if (kind == CD_IN_FR_DUMP)
 		cd_fr_summarize(path, res);
 	else if (o->read_trace)
 		o->read_trace(path, o, res);

@@ -95,10 +95,19 @@ enum cd_status cd_run_ordered(int n, size_t size, int jobs, int window,
 			      void (*drop)(void *ctx, int i, void *res), void *ctx,
 			      struct cd_err *err);
 
+/* What an input is, by its first bytes. */
+enum cd_run_input { CD_IN_TRACE, CD_IN_SUMMARY, CD_IN_FR_DUMP };
+
+/* The kind of the input at path, from one read of its first bytes
+ * (cd_reader_peek_file): a summary file (cd_summary_sniff), a PyTorch
+ * Flight Recorder dump (cd_fr_sniff), else a trace (so is what is not a
+ * regular file or cannot be read: reading it tells why). */
+enum cd_run_input cd_run_input_kind(const char *path);
+
 /* commdebug traces (commdebug-trace(5)) into struct cd_rank_summary, by
- * cd_rank_summarize; PyTorch Flight Recorder dumps, told by their first
- * bytes (cd_fr_sniff_file), by cd_fr_summarize; summary files (summary.h,
- * told by their magic line), each into the summaries of its ranks (the
+ * cd_rank_summarize; PyTorch Flight Recorder dumps (cd_run_input_kind) by
+ * cd_fr_summarize; summary files (summary.h, told by their magic line;
+ * cd_run_input_kind), each into the summaries of its ranks (the
  * first, and the others in its set); ctx: the struct cd_run_opts (its
  * general_parser). */
 extern const struct cd_run_reader cd_run_trace_reader;

@@ -50,9 +50,9 @@ static void w_bytes(struct wbuf *w, const void *p, size_t n)
 	w->n += n;
 }
 
-static void w_u(struct wbuf *w, uint64_t v)
+/* v as a varint into b (at most 10 bytes); returns how many. */
+static size_t enc_u(unsigned char *b, uint64_t v)
 {
-	unsigned char b[10];
 	size_t n = 0;
 	do {
 		b[n] = (unsigned char)(v & 0x7f);
@@ -61,7 +61,13 @@ static void w_u(struct wbuf *w, uint64_t v)
 			b[n] |= 0x80;
 		n++;
 	} while (v);
-	w_bytes(w, b, n);
+	return n;
+}
+
+static void w_u(struct wbuf *w, uint64_t v)
+{
+	unsigned char b[10];
+	w_bytes(w, b, enc_u(b, v));
 }
 
 static void w_s(struct wbuf *w, int64_t v)
@@ -95,9 +101,22 @@ static void w_cstr(struct wbuf *w, const char *s)
 
 /* ---- bytes in ---- */
 
+/* The memory the summaries read from one file hold (summary.h,
+ * CD_SUMMARY_MEM_RATIO): used, and the bound for the records read so far. */
+struct mem {
+	uint64_t used, limit;
+};
+
+#define INTERN_ITEM 16   /* a string's cost in a rank's table, at least */
+_Static_assert(CD_SUMMARY_MEM_RATIO == 64 && CD_SUMMARY_MEM_FLOOR == 64u << 20,
+	       "MEM_PAST names the bound");
+#define MEM_PAST "reading it would take more memory than its size allows (64 bytes a " \
+		 "byte of its records, plus 64 MiB)"
+
 struct rbuf {
 	const unsigned char *p, *start, *end;
-	const char *bad;   /* the first problem met, NULL: none */
+	const char *bad;          /* the first problem met, NULL: none */
+	const struct mem *mem;    /* the file's memory (NULL: unbounded) */
 };
 
 static bool r_fail(struct rbuf *r, const char *why)
@@ -153,16 +172,25 @@ static uint32_t r_u32(struct rbuf *r, uint32_t max)
 	return (uint32_t)v;
 }
 
-/* A count of items of at least one byte each: never more than the bytes
- * left, so what it makes us allocate stays within the input's size. */
-static uint32_t r_count(struct rbuf *r)
+/* Room in the file's memory for n items of size bytes?  Else fails. */
+static bool r_room(struct rbuf *r, uint64_t n, size_t size)
+{
+	if (r->mem && (r->mem->used > r->mem->limit || n * size > r->mem->limit - r->mem->used))
+		return r_fail(r, MEM_PAST);
+	return true;
+}
+
+/* A count of items of at least one byte each, that take size bytes of
+ * memory each: never more than the bytes left, nor than the file's memory
+ * has room for (0 then). */
+static uint32_t r_count(struct rbuf *r, size_t size)
 {
 	uint64_t v = r_u(r);
 	if (v > (uint64_t)(r->end - r->p) || v > UINT32_MAX / 2) {
 		r_fail(r, "a count is larger than its record");
 		return 0;
 	}
-	return (uint32_t)v;
+	return r_room(r, v, size) ? (uint32_t)v : 0;
 }
 
 /* A string id (id + 1, 0: none) below n. */
@@ -500,8 +528,7 @@ static enum cd_status z_write(struct zout *z, const void *p, size_t n, ZSTD_EndD
 static enum cd_status put_record(struct zout *z, int tag, const struct wbuf *body,
 				 struct cd_err *err)
 {
-	struct wbuf h = {0};
-	unsigned char t = (unsigned char)tag;
+	unsigned char h[11];   /* the tag, the length (a varint of at most 10 bytes) */
 	enum cd_status st;
 
 	if (body->oom)
@@ -509,12 +536,8 @@ static enum cd_status put_record(struct zout *z, int tag, const struct wbuf *bod
 	if (body->n > CD_SUMMARY_RECORD_MAX)
 		return cd_fail(err, CD_ERR_LIMIT, "a rank's summary is larger than %u bytes",
 			       CD_SUMMARY_RECORD_MAX);
-	w_bytes(&h, &t, 1);
-	w_u(&h, body->n);
-	if (h.oom)
-		return cd_fail(err, CD_ERR_NOMEM, "out of memory");
-	st = z_write(z, h.p, h.n, ZSTD_e_continue, err);
-	free(h.p);
+	h[0] = (unsigned char)tag;
+	st = z_write(z, h, 1 + enc_u(h + 1, body->n), ZSTD_e_continue, err);
 	return st ? st : z_write(z, body->p, body->n, ZSTD_e_continue, err);
 }
 
@@ -725,7 +748,8 @@ static enum cd_status next_record(struct zin *z, int *tag, struct rbuf *r, struc
 		if (!(z->buf[z->pos + want - 1] & 0x80))
 			break;
 	}
-	struct rbuf h = {z->buf + z->pos + 1, z->buf + z->pos + 1, z->buf + z->pos + have, NULL};
+	struct rbuf h = {.p = z->buf + z->pos + 1, .start = z->buf + z->pos + 1,
+			 .end = z->buf + z->pos + have};
 	uint64_t len = have >= 2 ? r_u(&h) : 0;
 	if (have < 2 || h.bad)
 		return bad_at(err, z->offset, "the file is cut inside a record's head");
@@ -746,7 +770,7 @@ static bool get_class(struct rbuf *r, struct class *c)
 {
 	int64_t seq = 0, bytes = 0, region = 0;
 	*c = (struct class){0};
-	c->ncolls = r_count(r);
+	c->ncolls = r_count(r, sizeof *c->colls);
 	if (!(c->colls = calloc(c->ncolls ? c->ncolls : 1, sizeof *c->colls)))
 		return false;
 	for (uint32_t i = 0; i < c->ncolls && !r->bad; i++) {
@@ -771,7 +795,7 @@ static bool get_class(struct rbuf *r, struct class *c)
 			if (ids[k] != CD_NOID && ids[k] + 1 > c->nstr)
 				c->nstr = ids[k] + 1;
 	}
-	c->nmods = r_count(r);
+	c->nmods = r_count(r, sizeof *c->mods);
 	if (!(c->mods = calloc(c->nmods ? c->nmods : 1, sizeof *c->mods)))
 		return false;
 	region = 0;
@@ -854,7 +878,7 @@ static bool get_rank_lists(struct rbuf *r, struct cd_rank_summary *s, uint32_t n
 	int64_t prev = s->t0;
 	for (uint32_t i = 0; i < s->colls.n; i++)
 		s->colls.v[i].time = get_time(r, &prev);
-	uint32_t n = r_count(r);
+	uint32_t n = r_count(r, sizeof *s->rgn.v);
 	if (!cd_vec_reserve(&s->rgn, n))
 		return false;
 	prev = s->t0;
@@ -867,7 +891,7 @@ static bool get_rank_lists(struct rbuf *r, struct cd_rank_summary *s, uint32_t n
 		g->t_enter = get_time(r, &prev);
 		g->t_exit = get_time(r, &prev);
 	}
-	n = r_count(r);
+	n = r_count(r, sizeof *s->stack.v);
 	if (!cd_vec_reserve(&s->stack, n))
 		return false;
 	for (uint32_t i = 0; i < n && !r->bad; i++) {
@@ -875,9 +899,10 @@ static bool get_rank_lists(struct rbuf *r, struct cd_rank_summary *s, uint32_t n
 		f->module = r_id(r, ns);
 		f->phase = (uint8_t)r_u32(r, CD_PH_RECOMPUTE);
 	}
-	n = r_count(r);
+	n = r_count(r, 3 * sizeof(uint32_t));
 	for (uint32_t k = 0; k < n && !r->bad; k++) {
-		uint32_t name = r_id(r, ns), nruns = r_count(r), off = s->pg_runs.n;
+		uint32_t name = r_id(r, ns), nruns = r_count(r, sizeof *s->pg_runs.v);
+		uint32_t off = s->pg_runs.n;
 		if (!cd_vec_reserve(&s->pg_runs, off + nruns) ||
 		    !cd_vec_push(&s->pg_names, name) || !cd_vec_push(&s->pg_runs_off, off) ||
 		    !cd_vec_push(&s->pg_runs_n, nruns))
@@ -909,9 +934,11 @@ static bool get_rank_fr(struct rbuf *r, struct cd_rank_summary *s, uint32_t ns, 
 	s->fr_p2p = r_u32(r, UINT32_MAX);
 	s->fr_matched = r_u32(r, UINT32_MAX);
 	s->fr_path = r_cstr(r, oom);
-	uint32_t n = r_count(r);
-	if (n && n != s->colls.n)
+	uint32_t n = r_count(r, sizeof *s->fr.v);
+	if (n && n != s->colls.n) {
 		r_fail(r, "a rank's Flight Recorder records are not one per collective");
+		n = 0;
+	}
 	if (!cd_vec_reserve(&s->fr, n))
 		return false;
 	for (uint32_t i = 0; i < n && !r->bad; i++) {
@@ -930,7 +957,7 @@ static bool get_rank_fr(struct rbuf *r, struct cd_rank_summary *s, uint32_t ns, 
 			r_fail(r, "a Flight Recorder record's retired is neither -1, 0 nor 1");
 		f->retired = (int8_t)ret;
 	}
-	n = r_count(r);
+	n = r_count(r, sizeof *s->frames.v);
 	if (!cd_vec_reserve(&s->frames, n))
 		return false;
 	for (uint32_t i = 0; i < n && !r->bad; i++) {
@@ -945,7 +972,7 @@ static bool get_rank_fr(struct rbuf *r, struct cd_rank_summary *s, uint32_t ns, 
 		    (f->user_frame != UINT32_MAX && f->user_frame >= s->frames.n))
 			r_fail(r, "a Flight Recorder record's frames are out of range");
 	}
-	n = r_count(r);
+	n = r_count(r, sizeof *s->pg_status.v);
 	if (!cd_vec_reserve(&s->pg_status, n))
 		return false;
 	for (uint32_t i = 0; i < n && !r->bad; i++) {
@@ -963,7 +990,7 @@ static bool get_rank(struct rbuf *r, struct class *cls, uint32_t ncls,
 		     struct cd_rank_summary *s)
 {
 	bool oom = false;
-	uint32_t ns = r_count(r);
+	uint32_t ns = r_count(r, INTERN_ITEM);
 	for (uint32_t k = 0; k < ns && !r->bad; k++) {
 		uint64_t len = r_u(r);
 		const unsigned char *p = r_take(r, len);
@@ -980,6 +1007,12 @@ static bool get_rank(struct rbuf *r, struct class *cls, uint32_t ncls,
 		r_fail(r, "a rank record names a class that has not come yet");
 	if (!r->bad && cls[c].nstr > ns)
 		r_fail(r, "a class refers to strings its rank does not have");
+	/* the rank's own copy of the class's collectives: a time of at least
+	 * a byte each follows in this record */
+	if (!r->bad && cls[c].ncolls > (uint64_t)(r->end - r->p))
+		r_fail(r, "a rank record is too short for the times of its class's collectives");
+	if (!r->bad)
+		r_room(r, cls[c].ncolls, sizeof *s->colls.v);
 	if (r->bad)
 		return true;
 	/* the collectives: the class's, each rank with its own times */
@@ -1007,7 +1040,7 @@ static bool get_rank(struct rbuf *r, struct class *cls, uint32_t ncls,
 static bool get_trim(struct rbuf *r, struct cd_rank_summary *s)
 {
 	s->trim_region = r_s(r);
-	uint32_t n = r_count(r);
+	uint32_t n = r_count(r, sizeof *s->trim_pg.v + sizeof *s->trim_seq.v);
 	for (uint32_t k = 0; k < n && !r->bad; k++) {
 		uint32_t pg = r_id(r, s->s.count);
 		int64_t seq = r_s(r);
@@ -1021,13 +1054,14 @@ static bool get_trim(struct rbuf *r, struct cd_rank_summary *s)
 	return true;
 }
 
-static void get_header(struct rbuf *r, struct cd_summary_info *info, bool *oom)
+/* The header into info; *version: the format version it names (the rest
+ * is read only when it is CD_SUMMARY_VERSION). */
+static void get_header(struct rbuf *r, struct cd_summary_info *info, uint64_t *version,
+		       bool *oom)
 {
-	uint64_t v = r_u(r);
-	if (!r->bad && v != CD_SUMMARY_VERSION) {
-		r_fail(r, "its version is not 1 (a newer commdebug wrote it)");
+	*version = r_u(r);
+	if (r->bad || *version != CD_SUMMARY_VERSION)
 		return;
-	}
 	info->shard_k = r_s(r);
 	info->shard_n = r_s(r);
 	free(r_cstr(r, oom));
@@ -1061,17 +1095,108 @@ static void reading_free(struct reading *x)
 		close(x->z.fd);
 }
 
+/* Room for one more item in *v (of *cap, n used, size bytes each), the
+ * growth counted in m.  false: out of memory. */
+static bool grow(void **v, uint32_t n, uint32_t *cap, size_t size, struct mem *m)
+{
+	if (n < *cap)
+		return true;
+	uint32_t nc = *cap ? *cap * 2 : 16;
+	void *nv = nc > *cap ? realloc(*v, (size_t)nc * size) : NULL;
+	if (!nv)
+		return false;
+	m->used += (uint64_t)(nc - *cap) * size;
+	*v = nv;
+	*cap = nc;
+	return true;
+}
+
+/* What a rank read holds (its class's per-module counts aside: they are
+ * counted with the class). */
+static uint64_t rank_bytes(const struct cd_rank_summary *s)
+{
+	uint64_t b = cd_rank_summary_bytes(s);
+	if (!s->mods_borrowed)
+		b -= (uint64_t)s->mods.cap * sizeof *s->mods.v;
+	b += (uint64_t)s->trim_pg.cap * sizeof *s->trim_pg.v +
+	     (uint64_t)s->trim_seq.cap * sizeof *s->trim_seq.v;
+	b += (s->path ? strlen(s->path) + 1 : 0) + (s->error ? strlen(s->error) + 1 : 0) +
+	     (s->fr_path ? strlen(s->fr_path) + 1 : 0);
+	return b;
+}
+
+/* The rank and world size of rank record k (from 1) as a trace's meta
+ * event may have them (event.c): a world size of 1 to CD_RANKS_MAX, a
+ * rank of 0 to CD_INT_MAX and below the world size.  false: why says what
+ * is wrong. */
+static bool rank_in_range(const struct cd_rank_summary *s, uint32_t k, char *why, size_t n)
+{
+	bool ranked = s->has_rank || s->rank_from_name;
+	const char *path = s->path ? s->path : "";
+	if (s->has_world && (s->world_size < 1 || s->world_size > (int64_t)CD_RANKS_MAX))
+		snprintf(why, n, "rank record %" PRIu32 " (%.200s): world_size %" PRId64
+			 " is out of range (1 to %u)", k, path, s->world_size, CD_RANKS_MAX);
+	else if (ranked && (s->rank < 0 || s->rank > CD_INT_MAX))
+		snprintf(why, n, "rank record %" PRIu32 " (%.200s): rank %" PRId64
+			 " is out of range (0 to %lld)", k, path, s->rank, CD_INT_MAX);
+	else if (ranked && s->has_world && s->rank >= s->world_size)
+		snprintf(why, n, "rank record %" PRIu32 " (%.200s): rank %" PRId64
+			 " is not below world_size %" PRId64, k, path, s->rank, s->world_size);
+	else
+		return true;
+	return false;
+}
+
+/* One class or rank record (tag) into x.  false: out of memory. */
+static bool read_one(struct reading *x, int tag, struct rbuf *r, struct mem *m, char *why,
+		     size_t nwhy)
+{
+	if (tag == TAG_CLASS) {
+		if (!grow((void **)&x->cls, x->ncls, &x->capcls, sizeof *x->cls, m))
+			return false;
+		struct class *c = &x->cls[x->ncls++];
+		if (!get_class(r, c))
+			return false;
+		m->used += (uint64_t)c->ncolls * sizeof *c->colls + (uint64_t)c->nmods * sizeof *c->mods;
+	} else if (tag == TAG_RANK) {
+		if (!grow((void **)&x->sums, x->n, &x->cap, sizeof *x->sums, m))
+			return false;
+		struct cd_rank_summary *s = &x->sums[x->n++];
+		memset(s, 0, sizeof *s);
+		if (!get_rank(r, x->cls, x->ncls, s))
+			return false;
+		m->used += rank_bytes(s);
+		if (!r->bad && !rank_in_range(s, x->n, why, nwhy))
+			r_fail(r, why);
+	} else {   /* TAG_TRIM, x->n > 0 */
+		struct cd_rank_summary *s = &x->sums[x->n - 1];
+		uint64_t before = rank_bytes(s);
+		if (!get_trim(r, s))
+			return false;
+		m->used += rank_bytes(s) - before;
+	}
+	if (m->used > m->limit)
+		r_fail(r, MEM_PAST);
+	return true;
+}
+
 /* Read records until 'E'. */
 static enum cd_status read_records(struct reading *x, struct cd_summary_info *info,
 				   struct cd_err *err)
 {
 	struct rbuf r = {0};
+	struct mem m = {0};
 	bool header = false, oom = false;
 	int tag = 0;
+	char why[400];
 	enum cd_status st;
 
 	while ((st = next_record(&x->z, &tag, &r, err)) == CD_OK) {
-		uint64_t at = x->z.offset;
+		uint64_t at = x->z.offset, version;
+		/* the bound: the records up to the end of this one */
+		m.limit = (uint64_t)CD_SUMMARY_MEM_FLOOR +
+			  (uint64_t)CD_SUMMARY_MEM_RATIO * (at + (uint64_t)(r.end - r.start));
+		r.mem = &m;
 		if (!header && tag != TAG_HEADER)
 			return bad_at(err, at, "the first record is not its header");
 		switch (tag) {
@@ -1079,37 +1204,22 @@ static enum cd_status read_records(struct reading *x, struct cd_summary_info *in
 			if (header)
 				return bad_at(err, at, "a second header");
 			header = true;
-			get_header(&r, info, &oom);
-			break;
-		case TAG_CLASS:
-			if (x->ncls == x->capcls) {
-				uint32_t nc = x->capcls ? x->capcls * 2 : 16;
-				void *nv = realloc(x->cls, (size_t)nc * sizeof *x->cls);
-				if (!nv)
-					return cd_fail(err, CD_ERR_NOMEM, "out of memory");
-				x->cls = nv;
-				x->capcls = nc;
+			get_header(&r, info, &version, &oom);
+			if (!r.bad && version != CD_SUMMARY_VERSION) {
+				snprintf(why, sizeof why, "its version is %" PRIu64 ", not %d%s", version,
+					 CD_SUMMARY_VERSION,
+					 version > CD_SUMMARY_VERSION ? " (a newer commdebug wrote it)" : "");
+				r_fail(&r, why);
 			}
-			if (!get_class(&r, &x->cls[x->ncls++]))
-				return cd_fail(err, CD_ERR_NOMEM, "out of memory");
-			break;
-		case TAG_RANK:
-			if (x->n == x->cap) {
-				uint32_t nc = x->cap ? x->cap * 2 : 16;
-				void *nv = realloc(x->sums, (size_t)nc * sizeof *x->sums);
-				if (!nv)
-					return cd_fail(err, CD_ERR_NOMEM, "out of memory");
-				x->sums = nv;
-				x->cap = nc;
-			}
-			memset(&x->sums[x->n], 0, sizeof x->sums[0]);
-			if (!get_rank(&r, x->cls, x->ncls, &x->sums[x->n++]))
-				return cd_fail(err, CD_ERR_NOMEM, "out of memory");
 			break;
 		case TAG_TRIM:
-			if (!x->n || !get_trim(&r, &x->sums[x->n - 1]))
-				return x->n ? cd_fail(err, CD_ERR_NOMEM, "out of memory")
-					    : bad_at(err, at, "a trim record before any rank");
+			if (!x->n)
+				return bad_at(err, at, "a trim record before any rank");
+			/* fall through */
+		case TAG_CLASS:
+		case TAG_RANK:
+			if (!read_one(x, tag, &r, &m, why, sizeof why))
+				return cd_fail(err, CD_ERR_NOMEM, "out of memory");
 			break;
 		case TAG_END: {
 			uint64_t nr = r_u(&r), nc = r_u(&r);

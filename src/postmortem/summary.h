@@ -21,8 +21,15 @@
  * are skipped, so later versions may add records.
  *
  * Limits: a record at most CD_SUMMARY_RECORD_MAX bytes; every count in a
- * record is checked against the bytes left in it, so memory stays within a
- * small multiple of the input; ids are checked against their tables.
+ * record is checked against the bytes left in it; ids are checked against
+ * their tables, ranks and world sizes against a trace's limits.  What the
+ * summaries read from one file hold is counted as it is allocated (before,
+ * for what a count in the file sizes): past CD_SUMMARY_MEM_RATIO bytes a
+ * byte of the decompressed records read so far, plus CD_SUMMARY_MEM_FLOOR,
+ * the file is refused.  (A rank holds its own copy of its class's
+ * collectives, 56 bytes each, for a time of at least one byte in its
+ * record: what summarize writes stays below the bound.  The bound is on
+ * the decompressed records: zstd can make those far larger than the file.)
  *
  * Layering: reads and writes files; prints nothing. */
 #ifndef CD_SUMMARY_H
@@ -39,6 +46,9 @@
 #define CD_SUMMARY_MAGIC_LEN 18
 #define CD_SUMMARY_VERSION 1
 #define CD_SUMMARY_RECORD_MAX (256u << 20)
+/* The memory bound of reading one file (see Limits above). */
+#define CD_SUMMARY_MEM_RATIO 64u
+#define CD_SUMMARY_MEM_FLOOR (64u << 20)
 
 struct cd_summary_info {
 	int64_t shard_k, shard_n;   /* --shard K/N; 0 0: every trace given */

@@ -182,6 +182,54 @@ static void test_sniff_version(void)
 	CHECK(!cd_fr_sniff((const uint8_t *)"{\"meta\": 1}", 11));
 }
 
+/* The rank of a file's name, by the trace rule, the dump rule, or both
+ * (summarize --shard). */
+static void test_rank_from_name(void)
+{
+	int64_t r = -1;
+	CHECK(cd_rank_from_name("d/rank12.jsonl", CD_RANK_NAME_WORD, &r) && r == 12);
+	CHECK(cd_rank_from_name("job-rank3-x.zst", CD_RANK_NAME_WORD, &r) && r == 3);
+	CHECK(!cd_rank_from_name("d/trace7.jsonl", CD_RANK_NAME_WORD, &r));
+	CHECK(!cd_rank_from_name("rank1234567890.jsonl", CD_RANK_NAME_WORD, &r));
+	CHECK(!cd_rank_from_name("rank/x0.jsonl", CD_RANK_NAME_WORD, &r));   /* the name only */
+	CHECK(cd_rank_from_name("a/nccl_trace_rank_2", CD_RANK_NAME_TAIL, &r) && r == 2);
+	CHECK(cd_rank_from_name("fr_rank1.pkl", CD_RANK_NAME_TAIL, &r) && r == 1);
+	CHECK(cd_rank_from_name("fr_7.pickle", CD_RANK_NAME_TAIL, &r) && r == 7);
+	CHECK(cd_rank_from_name("s3.cdsum", CD_RANK_NAME_TAIL, &r) && r == 3);
+	CHECK(!cd_rank_from_name("fr_1234567890", CD_RANK_NAME_TAIL, &r));
+	CHECK(!cd_rank_from_name(".pkl", CD_RANK_NAME_TAIL, &r));
+	CHECK(!cd_rank_from_name(NULL, CD_RANK_NAME_TAIL, &r));
+	/* both: "rank" first, else the digits at the end */
+	CHECK(cd_rank_from_name("rank4_copy9.jsonl", CD_RANK_NAME_WORD | CD_RANK_NAME_TAIL, &r) &&
+	      r == 4);
+	CHECK(cd_rank_from_name("nccl_trace_rank_5", CD_RANK_NAME_WORD | CD_RANK_NAME_TAIL, &r) &&
+	      r == 5);
+	CHECK(!cd_rank_from_name("notes.txt", CD_RANK_NAME_WORD | CD_RANK_NAME_TAIL, &r));
+}
+
+/* pg_config ranks and the dump's rank held to a trace's limits. */
+static void test_bad_ranks(void)
+{
+	static const char *const bad[] = {
+		"{\"version\": \"2.4\", \"pg_config\": {\"0\": {\"ranks\": [-5, 0, 1]}}}",
+		"{\"version\": \"2.4\", \"pg_config\": {\"0\": {\"ranks\": \"[0, -5]\"}}}",
+		"{\"version\": \"2.4\", \"pg_config\": {\"0\": {\"ranks\": \"[99999999999999999999]\"}}}",
+		"{\"version\": \"2.4\", \"pg_config\": {\"0\": {\"ranks\": [9007199254740992]}}}",
+		"{\"version\": \"2.4\", \"rank\": -1}",
+	};
+	struct cd_fr_dump d;
+	struct cd_err err = {0};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CHECK(cd_fr_parse((const uint8_t *)bad[i], strlen(bad[i]), "x0", &d, &err) ==
+		      CD_ERR_TRACE);
+		CHECK(strstr(err.msg, "rank") != NULL);
+	}
+	const char *ok = "{\"version\": \"2.4\", \"pg_config\": {\"0\": {\"ranks\": \"[0, 9007199254740991]\"}}}";
+	CHECK(cd_fr_parse((const uint8_t *)ok, strlen(ok), "x0", &d, &err) == CD_OK);
+	CHECK(d.n_conf == 1 && d.conf[0].n_ranks == 2 && d.conf[0].ranks[1] == 9007199254740991LL);
+	cd_fr_dump_free(&d);
+}
+
 int main(int argc, char **argv)
 {
 	dir = argc > 1 ? argv[1] : "testdata/fr";
@@ -189,5 +237,7 @@ int main(int argc, char **argv)
 	TEST(test_gloo_skip);
 	TEST(test_summary);
 	TEST(test_sniff_version);
+	TEST(test_rank_from_name);
+	TEST(test_bad_ranks);
 	return check_done();
 }
