@@ -83,7 +83,10 @@ def begin(out, every_step, label, light=False, keep=None):
         rec = Recorder(path, label=label, light=light, keep=keep if light else None)
     except RuntimeError as e:
         # a job is never stopped for its recording: full mode instead
-        sys.stderr.write("%s; recording in full mode\n" % e)
+        # (unbounded: keep bounds light traces only)
+        sys.stderr.write("%s; recording in full mode%s\n"
+                         % (e, ", not bounded (--keep %d needs light mode)" % keep
+                            if keep else ""))
         rec = Recorder(path, label=label)
     undo = step_hook(rec) if every_step else (lambda: None)
     rec.__enter__()

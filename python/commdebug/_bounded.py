@@ -54,6 +54,7 @@ class Bounded:
         self.regions = {}    # region -> [label, t, {pg: seq at its start}, {pg: [n, bytes]}]
         self.dropped = 0     # the last region dropped
         self.compactions = 0
+        self.off = False     # bounding was turned off (see _stop)
         self._busy = threading.Lock()   # one rewrite at a time (writer thread, flush)
 
     # --------------------------------------------------- recording thread
@@ -62,6 +63,8 @@ class Bounded:
             self.state.append((region, line))
 
     def note_region(self, region, label, t, seqs):
+        if self.off:
+            return
         with self._lock:
             self.regions[region] = [label, t, dict(seqs), {}]
 
@@ -78,28 +81,51 @@ class Bounded:
     # ------------------------------------------------------ writer thread
     def maybe_compact(self, w):
         """Rewrite w's file without its oldest regions when it holds 2N."""
+        if self.off:
+            return
         with self._busy:
             self._maybe_compact(w)
 
     def _maybe_compact(self, w):
-        marks = [(r, fi, li) for fi, f in enumerate(w.index) for r, li in f[3]]
-        if not marks:
-            return
-        first, last = marks[0][0], marks[-1][0]
-        if last - first + 1 < 2 * self.keep:
-            return
-        cut = last - self.keep + 1          # the first region kept
-        at = next((m for m in marks if m[0] == cut), None)
-        if at is None:
-            return
         try:
-            self._compact(w, cut, at[1], at[2])
+            self._compact(w)
         except _Moved:
             pass             # renamed meanwhile (the rank learned): next time
         except Exception as e:      # the writer thread must go on writing
-            _warn_once(w, "could not bound %s (%s: %s); it keeps growing"
-                       % (w.path, type(e).__name__, e))
-            w.bounded = None
+            with w._io:
+                self._stop(w, "could not bound %s (%s: %s); it keeps growing"
+                           % (w.path, type(e).__name__, e))
+
+    def _cut(self, index):
+        """(the first region kept, its frame, its line in the frame) when the
+        frames of index hold 2N regions, else None.  The regions counted
+        are those whose region_enter is in the file, the one in progress
+        included: N are kept, so keep=1 keeps only the region in progress."""
+        # (called under the writer's lock at every round: the first and the
+        # last frames with a mark, not a list of every mark)
+        first = next((f[3][0][0] for f in index if f[3]), None)
+        if first is None:
+            return None
+        last = next(f[3][-1][0] for f in reversed(index) if f[3])
+        if last - first + 1 < 2 * self.keep:
+            return None
+        cut = last - self.keep + 1          # the first region kept
+        for fi, f in enumerate(index):
+            for r, li in f[3]:
+                if r == cut:
+                    return cut, fi, li
+        return None
+
+    def _stop(self, w, why):
+        """Turn bounding off for good, with one warning (the caller holds
+        w._io: the writer then stops indexing its frames).  w.bounded stays
+        (TraceWriter reads it twice without the lock, from two threads):
+        maybe_compact returns at once from now on."""
+        _warn_once(w, why)
+        w.index = None
+        self.off = True
+        with self._lock:
+            self.regions.clear()
 
     def _trim_lines(self, cut):
         """The trim events of regions up to cut - 1 (and forget them)."""
@@ -129,22 +155,26 @@ class Bounded:
             lines.append('%s,"count":0,"t":%d}\n' % (head, t))
         return lines
 
-    def _compact(self, w, cut, fi, li):
+    def _compact(self, w):
         # What the file holds now (only the writer thread appends compressed
         # frames and rewrites the file; the recording thread may append raw
-        # frames: copied under the lock at the end).
+        # frames, and flush() on another thread merges the index entries of
+        # raw frames: all under the lock; those appended meanwhile are copied
+        # under the lock at the end).
         with w._io:
-            if w._dead or w._fd < 0 or w._tail_at is not None:
+            if w._dead or w._fd < 0 or w._tail_at is not None or w.index is None:
                 return
+            at = self._cut(w.index)
+            if at is None:
+                return
+            cut, fi, li = at
             end = w._end
             frames = [list(f) for f in w.index]
             fd, path, meta_len = w._fd, w.path, w._meta_len
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 # a device, a FIFO (/dev/null for a dry run): written as
                 # it comes, never replaced by a rewritten file
-                _warn_once(w, "%s is not a regular file: its regions are not bounded"
-                           % path)
-                w.bounded = None
+                self._stop(w, "%s is not a regular file: its regions are not bounded" % path)
                 return
             rfd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
@@ -153,10 +183,11 @@ class Bounded:
             os.close(rfd)
 
     def _rewrite(self, w, cut, fi, li, end, frames, fd, rfd, path, meta_len):
+        # (without libzstd the frames are plain JSON Lines, rewritten as such)
         z = w._z
         off, length, nlines, fmarks = frames[fi]
         first = os.pread(rfd, length, off)
-        data = b"".join(z.decompress_iter(io.BytesIO(first)))
+        data = b"".join(z.decompress_iter(io.BytesIO(first))) if z is not None else first
         lines = data.split(b"\n")
         kept = b"\n".join(lines[li:])
         trims = self._trim_lines(cut)
@@ -168,8 +199,9 @@ class Bounded:
         head_data = (state + "".join(self.trims)).encode("utf-8", "surrogatepass")
         with w._zlock:
             meta = os.pread(rfd, meta_len, 0)
-            head = w._comp.frame(head_data)
-            kept_frame = w._comp.frame(kept)
+            comp = w._comp
+            head = comp.frame(head_data) if comp is not None else head_data
+            kept_frame = comp.frame(kept) if comp is not None else kept
         d, base = os.path.split(path)
         tmp = os.path.join(d, ".%s.bound%d" % (base, os.getpid()))
         nfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
@@ -185,7 +217,7 @@ class Bounded:
                 pos += len(p)
             _copy(rfd, nfd, rest_at, end)
             with w._io:
-                if w._fd != fd or w._dead:
+                if w._fd != fd or w._dead or w.index is None:
                     raise _Moved()
                 _copy(rfd, nfd, end, w._end)       # appended meanwhile
                 os.rename(tmp, path)

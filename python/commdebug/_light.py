@@ -38,6 +38,7 @@ them and finds ``is_compiling()`` true), and an FX GraphModule that compiled
 code calls is not a module of the program: it is not recorded.
 """
 
+import functools
 import itertools
 import sys
 import warnings
@@ -55,11 +56,24 @@ _clock = time.monotonic_ns
 _Tensor = torch.Tensor
 _cur_task = getattr(torch._C, "_current_graph_task_id", None)
 _grad_enabled = torch.is_grad_enabled
-try:
-    _compiling = torch.compiler.is_compiling
-except AttributeError:  # torch < 2.3
-    def _compiling():
-        return False
+
+
+def _is_compiling():
+    """torch's is_compiling() (true while dynamo traces): torch.compiler's
+    from torch 2.3, torch._dynamo's before (2.1, 2.2; dynamo is imported
+    only here, when the hooks are made, not with this module)."""
+    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if f is not None:
+        return f
+    import importlib
+    for mod in ("torch._dynamo", "torch._dynamo.external_utils"):
+        try:
+            f = getattr(importlib.import_module(mod), "is_compiling", None)
+        except Exception:
+            f = None
+        if f is not None:
+            return f
+    return lambda: False
 
 try:
     from torch.nn.parallel import DistributedDataParallel as _DDP
@@ -137,6 +151,12 @@ class LightEvents:
     def _light_exit(self):
         self._lstate[2] = False
         _collkernels.unroute(self)
+        self._light_unleaf()
+
+    def _light_unleaf(self):
+        """Take the bw_pre hooks off the leaf tensors (a module's output that
+        is a parameter): a leaf outlives the region, and the next region's
+        forward puts its own hook there (at region exit and next_region)."""
         for d, key in self._lleaf:
             d.pop(key, None)
         del self._lleaf[:]
@@ -177,12 +197,19 @@ class LightEvents:
 
     def _lref(self, mod):
         """A weak reference that drops the module's entry when it dies, so
-        that an id in _lc is always the live module's (no check per call)."""
+        that an id in _lc is always the live module's (no check per call),
+        and its fw_done handle and mark (an id in _done_handles can still be
+        a dead module's whose entry _mod_name dropped: fw_post checks that
+        the module has forward hooks too)."""
         k = id(mod)
         lc = self._lc
+        done = self._done_handles
+        lmark = self._lmark
 
-        def gone(_, k=k, lc=lc):
+        def gone(_, k=k, lc=lc, done=done, lmark=lmark):
             lc.pop(k, None)
+            done.pop(k, None)
+            lmark.pop(k, None)
         return weakref.ref(mod, gone)
 
     def _lparams(self, mod, e, key):
@@ -221,11 +248,8 @@ class LightEvents:
         info = self._op_cache.get(id(op))
         if info is None:
             info = self._op_info(op)
-        redispatch = op.redispatch
-
-        def run(*a, **kw):
-            return redispatch(keyset, *a, **kw)
-        return self._coll_call(run, info[2], _cur_task() != -1, False, args, kwargs)
+        return self._coll_call(functools.partial(op.redispatch, keyset), info[2],
+                               _cur_task() != -1, False, args, kwargs)
 
 
 def _make_hooks(rec):
@@ -245,7 +269,7 @@ def _make_hooks(rec):
     params = rec._lparams
     clock = _clock
     cur_task = _cur_task
-    compiling = _compiling
+    compiling = _is_compiling()
     grad_enabled = _grad_enabled
     Tensor = _Tensor
     keys = _hook_keys
@@ -407,7 +431,9 @@ def _make_hooks(rec):
         bw = cur_task() != -1
         post, done = e[5] if bw else e[4]
         t = clock()
-        if id(mod) in done_handles:
+        if id(mod) in done_handles and mod._forward_hooks:
+            # (a module of its own forward hooks; not one that took a dead
+            # module's id)
             append((post, t))
             # the gradient hooks the module's own forward hooks add from now on
             lmark[id(mod)] = RemovableHandle.next_id

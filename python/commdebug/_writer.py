@@ -3,17 +3,20 @@
 The recording thread only appends ready-made lines to ``buf`` (a list;
 ``list.append`` is atomic under the GIL).  Frames are made and written
 
-* by the writer thread, every 20 ms while lines are waiting: an event is on
-  its way to the file at most 50 ms after it was recorded, so a process that
-  dies by SIGKILL, SIGABRT or SIGSEGV (whose written bytes the kernel keeps)
-  loses at most the last 50 ms of events;
+* by the writer thread, every 20 ms while lines are waiting (every 0.1 s in
+  light mode, ``LIGHT_TICK_S``): an event is on its way to the file at most
+  50 ms (light: 150 ms) after it was recorded, so a process that dies by
+  SIGKILL, SIGABRT or SIGSEGV (whose written bytes the kernel keeps) loses
+  at most the last 50 ms (150 ms) of events;
 * by the recording thread itself, just before a collective is handed to the
-  backend and at every region exit (``sync``): the collective's own event is
-  in the file before the collective can hang or abort the process.  This
-  happens only for a regular file, only when the lock is free within 50 ms
-  and only while no write has been stuck for longer than that; otherwise
-  the lines go to the writer thread, and the recording thread never waits
-  on a stalled file system, a pipe nobody reads or a full disk;
+  backend, and in full mode also at every region exit and ``next_region``
+  (``sync``; light mode leaves the lines of its region exits to the writer
+  thread): the collective's own event is in the file before the collective
+  can hang or abort the process.  This happens only for a regular file, only
+  when the lock is free within 50 ms and only while no write has been stuck
+  for longer than that; otherwise the lines go to the writer thread, and the
+  recording thread never waits on a stalled file system, a pipe nobody
+  reads or a full disk;
 * at exit, by the writer thread, which the exit handler waits for at most
   ``EXIT_TIMEOUT_S`` seconds (COMMDEBUG_EXIT_TIMEOUT).
 

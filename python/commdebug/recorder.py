@@ -301,7 +301,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         if not self._in_region:
             raise RuntimeError("commdebug: next_region() outside a recording region")
         self._emit('{"ev":"region_exit","region":' + str(self.region))
-        if not self.light:
+        if self.light:
+            self._light_unleaf()    # as at region exit
+        else:
             self._w.sync()
         self._scan_groups()
         self.region += 1

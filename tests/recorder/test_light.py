@@ -299,7 +299,8 @@ def test_light_bounded_trace(ctx):
 def test_light_bounded_device(ctx):
     """keep=N on a path that is not a regular file (a character device, as
     /dev/null is for a dry run): written as it comes, never renamed over:
-    the device stays a device, with one warning.  Needs root (mknod)."""
+    the device stays a device, with one warning, and the writer stops
+    indexing its frames.  Needs root (mknod)."""
     _need_light()
     dev = os.path.join(ctx.tmp, "null")
     try:
@@ -316,6 +317,8 @@ def test_light_bounded_device(ctx):
             for i in range(8):
                 with rec(label="step %d" % i):
                     m(torch.randn(2, 4)).sum().backward()
+            rec.flush()
+            print("frames indexed: %s" % (rec._w.index is not None))
             rec.close()
         '''))
     r = subprocess.run([PYTHON, script, dev], env=env(), stdout=subprocess.PIPE,
@@ -324,6 +327,8 @@ def test_light_bounded_device(ctx):
     eq(r.returncode, 0, "exit status (%s)" % out[-2000:])
     check(stat.S_ISCHR(os.lstat(dev).st_mode), "the device was replaced: %s", out[-2000:])
     eq(out.count("is not a regular file"), 1, "one warning (%s)" % out[-2000:])
+    check("frames indexed: False" in out, "the writer still indexes its frames: %s",
+          out[-2000:])
 
 
 def test_record_cli_light(ctx):
@@ -404,3 +409,179 @@ def test_light_mode_does_not_change_the_ops(ctx):
         evs = events(os.path.join(ctx.tmp, "l%d.zst" % reentrant))
         check(any(e["ev"] == "fw_pre" and e["bw"] for e in evs),
               "use_reentrant=%s: no recompute recorded" % reentrant)
+
+
+def test_light_rank_never_learned(ctx):
+    """A light Recorder on a {rank} path in one process with no launcher
+    variable and no init_process_group: close() ends it as rank 0's trace
+    (rank0.zst, no hidden name left), exit status 0, nothing on stderr but
+    what a run says anyway."""
+    _need_light()
+    script = os.path.join(ctx.tmp, "alone.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(r'''
+            import os, sys, torch
+            from commdebug import Recorder
+            rec = Recorder(os.path.join(sys.argv[1], "rank{rank}.zst"), light=True)
+            m = torch.nn.Linear(4, 4)
+            for i in range(2):
+                with rec(label="step %d" % i):
+                    m(torch.randn(2, 4)).sum().backward()
+            rec.close()
+        '''))
+    out = os.path.join(ctx.tmp, "traces")
+    os.makedirs(out)
+    e = env()
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+              "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+              "PMIX_RANK", "PMIX_SIZE", "COMMDEBUG_ENV_RANK", "COMMDEBUG_RECORD_JOB",
+              "COMMDEBUG_RECORD_OUT"):
+        e.pop(k, None)
+    r = subprocess.run([PYTHON, script, out], env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    err = r.stderr.decode(errors="replace")
+    eq(r.returncode, 0, "exit status (stderr: %s)" % err[-2000:])
+    check("Traceback" not in err, "stderr: %s", err[-2000:])
+    eq(sorted(os.listdir(out)), ["rank0.zst"], "files left")
+    evs = events(os.path.join(out, "rank0.zst"))
+    eq((evs[0].get("rank"), evs[0].get("light")), (0, True), "meta rank, light")
+    eq(sorted(regions(evs)), [1, 2], "regions")
+    eq(evs[-1]["ev"], "end", "the last event")
+
+
+def _light_events(path, run):
+    from commdebug import Recorder
+    rec = Recorder(path, light=True)
+    try:
+        run(rec)
+    finally:
+        rec.close()
+    return events(path)
+
+
+def test_light_module_id_reused(ctx):
+    """A module that takes the id of a dead one which had forward hooks of
+    its own (its fw_done handle left behind) is recorded whole: fw_post,
+    fw_done and bw_pre; and a recorded module with a forward hook that dies
+    leaves no fw_done handle behind."""
+    _need_light()
+    import gc
+    import torch
+
+    m = torch.nn.Linear(4, 4)
+    other = torch.nn.Linear(4, 4)
+    stale = other.register_forward_hook(lambda *a: None)
+
+    def run(rec):
+        # what a dead module's id left in the table (the new module has no hooks)
+        rec._done_handles[id(m)] = (stale, '"Dead"')
+        with rec:
+            m(torch.randn(2, 4, requires_grad=True)).sum().backward()
+    evs = _light_events(os.path.join(ctx.tmp, "reused.zst"), run)
+    got = [e["ev"] for e in evs if e.get("mod") == "Linear"]
+    eq(got, ["fw_pre", "fw_post", "fw_done", "bw_pre"], "events of the module")
+
+    def run2(rec):
+        h = torch.nn.Linear(4, 4)
+        h.register_forward_hook(lambda *a: None)
+        with rec:
+            h(torch.randn(2, 4, requires_grad=True)).sum().backward()
+        k = id(h)
+        check(k in rec._done_handles, "no fw_done handle for a module with hooks")
+        del h
+        gc.collect()
+        check(k not in rec._done_handles, "the dead module's fw_done handle is kept")
+        check(k not in rec._lmark, "the dead module's mark is kept")
+    _light_events(os.path.join(ctx.tmp, "dies.zst"), run2)
+
+
+def test_light_leaf_output_next_region(ctx):
+    """A module whose output is a parameter (a leaf that requires grad),
+    recorded light in one `with` whose steps are next_region calls (as
+    record --every-step does): one bw_pre per step, not one more each step."""
+    _need_light()
+    import torch
+
+    class P(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4))
+
+        def forward(self):
+            return self.w
+
+    p = P()
+
+    def run(rec):
+        with rec(label="step 1"):
+            for i in range(4):
+                (p() * 2).sum().backward()
+                rec.next_region(label="step %d" % (i + 2))
+    per = regions(_light_events(os.path.join(ctx.tmp, "leaf.zst"), run))
+    eq(sorted(per), [1, 2, 3, 4, 5], "regions")
+    got = [sum(1 for e in per[k] if e["ev"] == "bw_pre" and e.get("mod") == "P")
+           for k in range(1, 5)]
+    eq(got, [1, 1, 1, 1], "bw_pre of P per step")
+    eq([sum(1 for e in per[k] if e["ev"] == "bw_end") for k in range(1, 5)], [1, 1, 1, 1],
+       "bw_end per step")
+    check(p.w._backward_hooks is None or not p.w._backward_hooks,
+          "hooks left on the parameter: %r", p.w._backward_hooks)
+
+
+def test_light_bounded_plain(ctx):
+    """keep=2 without libzstd (plain JSON Lines): bounded all the same, the
+    regions kept, trim events, and no warning that it could not bound."""
+    _need_light()
+    script = os.path.join(ctx.tmp, "p.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(r'''
+            import sys, torch
+            import commdebug._zstd
+            commdebug._zstd.load = lambda: None
+            from commdebug import Recorder
+            rec = Recorder(sys.argv[1], light=True, keep=2)
+            m = torch.nn.Linear(4, 4)
+            for i in range(10):
+                with rec(label="step %d" % (i + 1)):
+                    m(torch.randn(2, 4)).sum().backward()
+                rec.flush()
+            rec.close()
+        '''))
+    path = os.path.join(ctx.tmp, "p.jsonl")
+    r = subprocess.run([PYTHON, script, path], env=env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    out = r.stdout.decode(errors="replace")
+    eq(r.returncode, 0, "exit status (%s)" % out[-2000:])
+    check("could not bound" not in out, "bounding failed: %s", out[-2000:])
+    with open(path, "rb") as f:
+        eq(f.read(1), b"{", "the trace's first byte (plain JSON Lines)")
+    evs = events(path)
+    kept = sorted(regions(evs))
+    check(2 <= len(kept) <= 4 and kept[-1] == 10, "kept regions %r", kept)
+    trims = [e for e in evs if e["ev"] == "trim"]
+    check(trims, "no trim event")
+    eq(max(t["region"] for t in trims), kept[0] - 1, "last region trimmed")
+    eq(evs[-1]["ev"], "end", "the last event")
+    if ctx.analyzer is not None:
+        ctx.analyzer.run("analyze", "--noise", "0", path)
+
+
+def test_record_cli_light_unavailable(ctx):
+    """Where light mode is unavailable (torch 1.13), record --light --keep 2
+    records in full mode and says that the trace is not bounded."""
+    from commdebug import _light
+    if _light.available() is None:
+        raise Skip("light mode is available here")
+    script = os.path.join(ctx.tmp, "train.py")
+    with open(script, "w") as f:
+        f.write("import torch\nm = torch.nn.Linear(4, 2)\nm(torch.randn(3, 4)).sum().backward()\n")
+    out = os.path.join(ctx.tmp, "traces")
+    r = subprocess.run([PYTHON, "-m", "commdebug.record", "--out", out, "--light",
+                        "--keep", "2", "--", script], env=env(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    err = r.stderr.decode(errors="replace")
+    eq(r.returncode, 0, "exit status (stderr: %s)" % err[-2000:])
+    check("recording in full mode, not bounded (--keep 2 needs light mode)" in err,
+          "stderr: %s", err[-2000:])
+    evs = events(os.path.join(out, "rank0.zst"))
+    check("light" not in evs[0], "meta says light: %r", evs[0])
