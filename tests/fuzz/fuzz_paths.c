@@ -23,6 +23,7 @@
 #include "frdump.h"
 #include "out.h"
 #include "ranks.h"
+#include "summary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -82,9 +83,10 @@ static bool ends(const char *s, const char *suf)
 	return n > k && strcmp(s + n - k, suf) == 0;
 }
 
-/* A regular file whose first bytes are a Flight Recorder dump's (the
- * oracle for dumps of names no trace has: read here, not by paths.c). */
-static bool fr_dump(const char *path)
+/* A regular file whose first bytes are a Flight Recorder dump's or a
+ * summary file's (the oracle for inputs of names no trace has: read here,
+ * not by paths.c). */
+static bool by_content(const char *path)
 {
 	uint8_t buf[64];
 	FILE *f = fopen(path, "rb");
@@ -92,7 +94,7 @@ static bool fr_dump(const char *path)
 		return false;
 	size_t k = fread(buf, 1, sizeof buf, f);
 	fclose(f);
-	return k > 0 && cd_fr_sniff(buf, k);
+	return k > 0 && (cd_fr_sniff(buf, k) || cd_summary_sniff(buf, k));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -202,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!cd_paths_trace_name(names[i])) {
 			if (names[i][0] != '.' && !ends(names[i], ".nccl.zst") &&
 			    !ends(names[i], ".nccl.jsonl") && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-			    fr_dump(path))
+			    by_content(path))
 				want++;
 			continue;
 		}
@@ -219,7 +221,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < got.n - 1; i++) {
 			struct stat st;
 			const char *g = got.v[i];
-			if (strncmp(g, dir, dl) != 0 || g[dl] != '/' || (!cd_paths_trace_name(g + dl + 1) && !fr_dump(g)))
+			if (strncmp(g, dir, dl) != 0 || g[dl] != '/' || (!cd_paths_trace_name(g + dl + 1) && !by_content(g)))
 				abort();
 			if (stat(g, &st) == 0 && !S_ISREG(st.st_mode))
 				abort(); /* never a FIFO, a directory... */
