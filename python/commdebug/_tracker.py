@@ -16,6 +16,7 @@ import weakref
 import torch
 
 from . import _compat as C
+from . import _leanbw
 
 _Tensor = torch.Tensor
 _is_bw = C.is_bw
@@ -63,25 +64,25 @@ class TrackerEvents:
             self._append((e[2][:-4] + '"params":%s,"grad_in":%s,"t":'
                           % (self._params_json(mod), "true" if grad_in else "false"), _clock()))
         if grad_in:
-            C.multi_grad_hook(tensors, self._exit_fn(nj))
+            t = tensors[0]
+            if self._lean_bw and len(tensors) == 1 and type(t) is _Tensor \
+                    and t.grad_fn is not None:
+                # one gradient, held by nobody: a line of the marker it joins
+                _leanbw.exit_line(self, t, '{"ev":"bw_exit","mod":' + nj + ',"t":')
+            else:
+                C.multi_grad_hook(tensors, self._exit_fn(nj))
         if bw:
             return
         # (CommDebugMode reads param.data here, which for a DTensor dispatches
         # a detach; the recorder reads nothing that dispatches: the analyzer
         # accounts for those detaches.)
-        # The module-local forward hook that reports fw_done must run after the
-        # module's other forward hooks: keep the one registered by an earlier
-        # call only while it is still the last one (and for the same name).
-        old = self._done_handles.get(id(mod))
-        if old is not None:
-            hooks = mod._forward_hooks
-            if old[1] == nj and hooks and next(reversed(hooks)) == old[0].id:
-                pass
-            else:
-                old[0].remove()
-                old = None
-        if old is None:
-            self._done_handles[id(mod)] = (mod.register_forward_hook(self._done_fn(nj)), nj)
+        if not self._lean_bw:
+            # The module-local forward hook that reports fw_done must run after
+            # the module's other forward hooks: keep the one registered by an
+            # earlier call only while it is still the last one (and for the
+            # same name).  (With LeanBackwardHook, fw_done comes from its
+            # setup_output_hook, which runs there.)
+            self._keep_done_last(mod, nj)
         if _DDP is not None and isinstance(mod, _DDP):
             pg = mod.process_group
             name = self._group_name(pg)
@@ -93,6 +94,15 @@ class TrackerEvents:
                 self._pg_ctx.append(mod.process_group)
             if mod not in self._ddp_state:
                 self._ddp_first_sight(mod)
+
+    def _keep_done_last(self, mod, nj):
+        old = self._done_handles.get(id(mod))
+        if old is not None:
+            hooks = mod._forward_hooks
+            if old[1] == nj and hooks and next(reversed(hooks)) == old[0].id:
+                return
+            old[0].remove()
+        self._done_handles[id(mod)] = (mod.register_forward_hook(self._done_fn(nj)), nj)
 
     def _fw_post(self, mod, inputs, output):
         if C.in_compiled_region() or not self._in_region:
@@ -113,7 +123,17 @@ class TrackerEvents:
         self._append((e[5 if bw else 4][0][:-4] + ('"grad_out":true,"t":' if grad_out
                                                    else '"grad_out":false,"t":'), _clock()))
         emulate = tensors and _EMULATE_BW_PRE and torch.is_grad_enabled()
-        if grad_out:
+        if grad_out and self._lean_bw:
+            t = tensors[0]
+            if len(tensors) == 1 and type(t) is _Tensor and t.grad_fn is not None:
+                # registered here, put on the tensor by setup_output_hook
+                # (as a line of bw_pre's marker when it can be)
+                self._pending_enter[id(mod)] = (
+                    t, _leanbw.new_key(),
+                    _leanbw.make_marker(self, ['{"ev":"bw_enter","mod":' + nj + ',"t":'], True))
+            else:
+                C.multi_grad_hook(tensors, self._enter_fn(nj), mode="any")
+        elif grad_out:
             if emulate:
                 # torch < 2.0 has no global full-backward pre-hook: bw_pre fires at
                 # the first gradient of an output, just before the tracker's own

@@ -74,6 +74,7 @@ from ._ddp import DDPEvents
 from ._mode import OpEvents, _install_python_api, _make_mode, watch_compile
 from ._light import LightEvents
 from ._tracker import TrackerEvents
+from . import _leanbw
 from ._bounded import Bounded
 from . import _light
 
@@ -133,6 +134,12 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         self._seen = weakref.WeakSet()
         self._has_callback = False
         self._done_handles = {}      # id(module) -> (fw_done hook handle, name json)
+        # Full mode with LeanBackwardHook (_leanbw): its bw_enter hooks waiting
+        # for setup_output_hook (id(module) -> (tensor, key, hook)), the op
+        # event texts of the views it does not dispatch.
+        self._lean_bw = False
+        self._pending_enter = {}
+        self._view_text = None
         self._param_cache = weakref.WeakKeyDictionary()
         self._name_json = {}
         self._type_json = {}
@@ -262,6 +269,11 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
             return self
         if self._mode is None:
             self._mode = _make_mode(self)
+        if not self._lean_bw and _leanbw.available():
+            _leanbw.install()
+            info = self._op_info(torch.ops.aten.view.default)
+            self._view_text = (info[0], info[1])
+            self._lean_bw = True
         watch_compile(_note)
         self._mode.__enter__()
         self._handles = [

@@ -6,9 +6,11 @@ Recorder's trace are the op names a do-nothing dispatch mode sees in a
 separate run with the same seeds (tests/golden/observe.py; the do-nothing
 mode has CommDebugMode's module hooks, which dispatch views of their own).
 
-test_same_ops_with_and_without_recorder: the ops a logging dispatch mode below
-the recorder sees are the ops it sees without the recorder (a leaf input that
-requires grad, activation checkpointing, several steps).
+test_same_ops_with_and_without_recorder: with torch's own BackwardHook, the
+ops a logging dispatch mode below the recorder sees are the ops it sees
+without the recorder (a leaf input that requires grad, activation
+checkpointing, several steps); with LeanBackwardHook (_leanbw) the trace has
+those ops all the same, and below the recorder only views are missing.
 
 On torch 1.13 any dispatch mode above the logging one changes what it sees
 (the autograd engine dispatches extra aten.detach ops while a Python mode is
@@ -138,23 +140,64 @@ def first_difference(got, want):
                                                  len(want))
 
 
+def trace_ops(path):
+    from commdebug.tracefile import read_events
+    return [ev["name"] for ev in read_events(path) if ev.get("ev") == "op"]
+
+
+def left_out(below, want):
+    """The ops of want that below lacks, when below is want with some left
+    out (else None)."""
+    out = []
+    i = 0
+    for op in want:
+        if i < len(below) and below[i] == op:
+            i += 1
+        else:
+            out.append(op)
+    return out if i == len(below) else None
+
+
 def test_same_ops_with_and_without_recorder(ctx):
     for reentrant in (False, True):
         plain, gplain = ops_of(reentrant, None)
         mode, _ = ops_of(reentrant, NothingRegion())
         want = plain if mode == plain else mode
-        rec = Recorder(os.path.join(ctx.tmp, "o%d.zst" % reentrant))
-        got, ggot = ops_of(reentrant, rec)
-        rec.close()
+        # torch's own BackwardHook everywhere: the program dispatches what it
+        # does under CommDebugMode, and the trace has those ops
+        os.environ["COMMDEBUG_LEAN_BW"] = "0"
+        try:
+            rec = Recorder(os.path.join(ctx.tmp, "o%d.zst" % reentrant))
+            got, ggot = ops_of(reentrant, rec)
+            rec.close()
+        finally:
+            del os.environ["COMMDEBUG_LEAN_BW"]
         if got != want:
             raise AssertionError("use_reentrant=%s: the recorder changed the ops %s"
                                  % (reentrant, first_difference(got, want)))
+        eq(trace_ops(rec.path), want, "the trace's ops (torch's BackwardHook)")
         for a, b in zip(ggot, gplain):
             eq(torch.equal(a, b), True, "input gradients")
-        ctx.note("use_reentrant=%s: %d ops, the same as %s" % (
+        # LeanBackwardHook where it can (torch 2.4 and newer): the trace still
+        # has the ops CommDebugMode sees; the program dispatches them, less
+        # the views the wrapper nodes left out would have dispatched
+        rec = Recorder(os.path.join(ctx.tmp, "lean%d.zst" % reentrant))
+        below, glean = ops_of(reentrant, rec)
+        rec.close()
+        traced = trace_ops(rec.path)
+        if traced != want:
+            raise AssertionError("use_reentrant=%s: the trace's ops %s"
+                                 % (reentrant, first_difference(traced, want)))
+        missing = left_out(below, want)
+        if missing is None or set(missing) - {"aten.view.default"}:
+            raise AssertionError("use_reentrant=%s: below the recorder %s"
+                                 % (reentrant, first_difference(below, want)))
+        for a, b in zip(glean, gplain):
+            eq(torch.equal(a, b), True, "input gradients")
+        ctx.note("use_reentrant=%s: %d ops, the same as %s; %d views written, not dispatched" % (
             reentrant, len(got), "without a mode (with do-nothing hooks)" if mode == plain else
             "under a do-nothing mode (which itself adds %d to the %d without one)"
-            % (len(mode) - len(plain), len(plain))))
+            % (len(mode) - len(plain), len(plain)), len(missing)))
 
 
 def test_golden_programs(ctx):

@@ -1,0 +1,283 @@
+"""CommDebugMode's global full-backward pre-hook, without its autograd nodes
+where they change nothing that CommDebugMode sees (torch 2.4 and newer).
+
+CommDebugMode's module tracker registers a global full-backward pre-hook.
+With one registered, nn.Module's call makes a ``BackwardHook``
+(torch/utils/hooks.py) for every module call: after the forward pre-hooks
+it passes the call's tensor arguments through ``BackwardHookFunction``, a
+custom autograd function, and after the forward hooks the output's tensors;
+each wraps every tensor in a view (one ``aten.view`` dispatched per tensor)
+and adds one Python autograd node, and the pre-hook fires when the output's
+node has run.  That costs about 20 us per module call on torch 2.14, more
+than everything else the full recorder does.
+
+The recorder keeps that hook registered, so that nn.Module makes the
+``BackwardHook`` where it always does, but replaces the class
+(``torch.nn.modules.module.BackwardHook``) by ``LeanBackwardHook``.  When the
+only backward hook of a module call is the recorder's own pre-hook, each
+side is decided on its own:
+
+* **the input side** needs no node when the call has exactly one tensor
+  argument and it requires grad and is not a leaf: an identity node with one
+  producer does not change the order in which the autograd engine runs the
+  program's own nodes, and no hook of CommDebugMode's hangs on it.  The view
+  it would dispatch is written as the op event it would have been.
+* **the output side** needs no node when the output is one tensor (or a
+  tuple holding one), requiring grad, not a leaf, whose ``grad_fn`` is the
+  newest autograd node of the thread (``_get_sequence_nr``): the wrapper
+  node would have been made right after it, so no node can run between
+  them, and a gradient hook on the tensor (a pre-hook of its ``grad_fn``)
+  fires where the wrapper's post-hook would.  The view is written as an op
+  event, and ``bw_pre`` comes from that gradient hook, put among the
+  tensor's other hooks where the wrapper node would put it (``place``).
+* anything else (several tensors, a tensor that does not require grad among
+  them, whose node would materialize zeros; a leaf; a tensor subclass such
+  as DTensor or FakeTensor; a node made after the output's; another backward
+  hook on the module) gets torch's own ``BackwardHook``.
+
+``fw_done`` comes from the same place: the output side runs right after a
+module's last forward hook, where CommDebugMode's module-local hook runs.
+
+Hook order on one tensor.  With the wrappers, each module boundary is a node
+and a tensor object of its own; hooks put on the tensor the program sees
+after a boundary run before the boundary's node, the hooks put before it
+after.  Without them, all land on one tensor, so a placed ``bw_pre`` hook
+(a *marker*, ``_cd_lines``) remembers the handle id it was placed at
+(``_cd_bound``): the hooks registered since then (key above it) belong to a
+newer boundary and go between the next marker and it.  The module
+tracker's own gradient hooks are lines of the marker they would run next to
+where that is exact: ``bw_enter`` (registered at the forward hook on the
+same tensor, when nothing was registered on it since) right after
+``bw_pre``, and ``bw_exit`` (one input tensor) before the marker of the
+module that produced it.  Not exact, and only for ``bw_exit`` (which
+CommDebugMode's outputs do not use): a hook another party puts on a module
+input after that module's ``bw_exit`` runs before it, not after.
+"""
+
+import os
+import time
+from collections import OrderedDict
+
+import torch
+import torch.nn.modules.module as _nn_module
+from torch.utils.hooks import BackwardHook, RemovableHandle
+
+from . import _compat as C
+
+try:
+    from torch._C._autograd import _get_sequence_nr as _next_seq_nr
+except Exception:  # older torch
+    _next_seq_nr = None
+
+_Tensor = torch.Tensor
+_alias = torch.ops.aten.alias.default
+_no_python_dispatch = torch._C._DisableTorchDispatch
+_clock = time.monotonic_ns
+_grad_enabled = torch.is_grad_enabled
+_is_bw = C.is_bw
+
+
+def available():
+    """Whether this torch makes BackwardHooks the way LeanBackwardHook knows
+    (and COMMDEBUG_LEAN_BW is not 0: torch's own BackwardHook everywhere)."""
+    return (os.environ.get("COMMDEBUG_LEAN_BW", "1") != "0" and _next_seq_nr is not None and C.TORCH >= (2, 4) and not C.EMULATE_BW_PRE
+            and getattr(_nn_module, "BackwardHook", None) in (BackwardHook, LeanBackwardHook)
+            and hasattr(BackwardHook, "setup_input_hook")
+            and hasattr(BackwardHook, "setup_output_hook"))
+
+
+def install():
+    """Make nn.Module use LeanBackwardHook (for good: with no recorder's
+    pre-hook among a call's hooks it is torch's BackwardHook)."""
+    _nn_module.BackwardHook = LeanBackwardHook
+
+
+def new_key():
+    """A hook key from torch's own handle counter (so keys order hooks by
+    when they were registered, ours and everybody else's)."""
+    k = RemovableHandle.next_id
+    RemovableHandle.next_id = k + 1
+    return k
+
+
+def _hook_dict(t):
+    """t's gradient hook dict (as Tensor.register_hook makes it; t has a grad_fn)."""
+    d = t._backward_hooks
+    if d is None:
+        d = t._backward_hooks = OrderedDict()
+        t.grad_fn._register_hook_dict(t)
+    return d
+
+
+def make_marker(rec, lines, enter):
+    """The gradient hook that writes lines (bw_pre, bw_enter, bw_exit
+    prefixes) when it fires; enter: one of them is a bw_enter (which queues
+    the end-of-backward callback, as the module tracker's does)."""
+    append = rec._append
+    clock = _clock
+
+    def marker(grad):
+        t = clock()
+        for p in lines:
+            append((p, t))
+        if marker._cd_enter:
+            rec._queue_bw_end()
+        return None
+    marker._cd_lines = lines
+    marker._cd_enter = enter
+    marker._cd_bound = None
+    return marker
+
+
+def place(rec, t, lines, enter):
+    """Put a marker with lines on t, where the wrapper node's post-hook
+    would run: before the hooks registered on t until now, after those a
+    newer boundary would have put on the tensor after the wrapper (none
+    yet: they are registered later, see the module's doc)."""
+    d = _hook_dict(t)
+    if d:
+        first = next(iter(d.values()))
+        bound = getattr(first, "_cd_bound", None)
+        if bound is not None and max(d) <= bound:
+            # the newest marker runs first and nothing came since: join it
+            first._cd_lines[0:0] = lines
+            first._cd_enter = first._cd_enter or enter
+            first._cd_bound = new_key()
+            return
+        bound = -1
+        for v in d.values():
+            b = getattr(v, "_cd_bound", None)
+            if b is not None and b > bound:
+                bound = b
+        items = list(d.items())
+        since = sorted(kv for kv in items if kv[0] > bound)
+        rest = [kv for kv in items if kv[0] <= bound]
+        d.clear()
+        fn = make_marker(rec, lines, enter)
+        fn._cd_bound = new_key()
+        d[fn._cd_bound] = fn
+        d.update(since)
+        d.update(rest)
+        return
+    fn = make_marker(rec, lines, enter)
+    fn._cd_bound = new_key()
+    d[fn._cd_bound] = fn
+
+
+def exit_line(rec, t, line):
+    """bw_exit of a module whose one input tensor requiring grad is t (a
+    non-leaf): a line of the marker that runs first on t when nothing was
+    registered since it, else a hook of its own, registered now."""
+    d = _hook_dict(t)
+    if d:
+        first = next(iter(d.values()))
+        bound = getattr(first, "_cd_bound", None)
+        if bound is not None and max(d) <= bound:
+            first._cd_lines.insert(0, line)
+            return
+    fn = make_marker(rec, [line], False)
+    d[new_key()] = fn
+
+
+def insert_hook(t, key, fn):
+    """Put fn on t under key, a key reserved earlier: after the hooks
+    registered before it was reserved, before those registered since."""
+    d = _hook_dict(t)
+    if not d or max(d) < key:
+        d[key] = fn
+        return
+    items = list(d.items())
+    d.clear()
+    d.update(kv for kv in items if kv[0] < key)
+    d[key] = fn
+    d.update(kv for kv in items if kv[0] > key)
+
+
+def _single(args):
+    """The tensor among args when there is exactly one, else None (and
+    False when there is none)."""
+    one = False
+    for a in args:
+        if isinstance(a, _Tensor):
+            if one is not False:
+                return None
+            one = a
+    return one
+
+
+class LeanBackwardHook(BackwardHook):
+    """torch's BackwardHook, without its nodes where the module's doc says
+    they change nothing; torch's own wherever a recorder's pre-hook is not
+    the call's only backward hook."""
+
+    def __init__(self, module, user_hooks, user_pre_hooks):
+        BackwardHook.__init__(self, module, user_hooks, user_pre_hooks)
+        rec = None
+        for h in user_pre_hooks:
+            r = getattr(h, "__self__", None)
+            if getattr(r, "_lean_bw", False) is True:
+                rec = r
+                break
+        self._rec = rec
+        self._lean = rec is not None and not user_hooks and len(user_pre_hooks) == 1
+
+    def setup_input_hook(self, args):
+        if self._lean and _grad_enabled():
+            t = _single(args)
+            if t is False:
+                return args
+            if t is not None and type(t) is _Tensor and t.grad_fn is not None:
+                # An identity node of C++ (no Python in backward, nothing
+                # dispatched) where the wrapper's would be: the gradients of
+                # t's uses inside the module reach t's producer when it runs,
+                # as they would through the wrapper (where they are added up
+                # to a gradient of t's other uses matters to what runs when).
+                with _no_python_dispatch():
+                    a = _alias(t)
+                rec = self._rec
+                if rec._in_region:
+                    rec._append((rec._view_text[1 if _is_bw() else 0], _clock()))
+                return tuple(a if x is t else x for x in args) if type(args) is tuple \
+                    else type(args)(*(a if x is t else x for x in args))
+        return BackwardHook.setup_input_hook(self, args)
+
+    def setup_output_hook(self, args):
+        rec = self._rec
+        if rec is None:
+            return BackwardHook.setup_output_hook(self, args)
+        mod = self.module
+        pending = rec._pending_enter.pop(id(mod), None)
+        if not rec._in_region:
+            return BackwardHook.setup_output_hook(self, args)
+        e = rec._lc.get(id(mod))
+        if e is None:
+            e = rec._lentry(mod)
+        if e[1] is None:        # (not a module of the program: compiled code's)
+            return BackwardHook.setup_output_hook(self, args)
+        bw = _is_bw()
+        rec._append((e[5 if bw else 4][1], _clock()))      # fw_done
+        t = None
+        if self._lean and _grad_enabled():
+            t = _single(args) if type(args) is tuple else args
+            if t is False:
+                t = None
+            elif t is not None:
+                g = t.grad_fn if type(t) is _Tensor else None
+                if g is None or g._sequence_nr() != _next_seq_nr() - 1:
+                    t = None
+        if t is None:
+            if pending is not None:
+                insert_hook(pending[0], pending[1], pending[2])
+            return BackwardHook.setup_output_hook(self, args)
+        rec._append((rec._view_text[1 if bw else 0], _clock()))
+        lines = [e[6]]
+        enter = False
+        if pending is not None:
+            d = t._backward_hooks
+            if pending[0] is t and (not d or max(d) < pending[1]):
+                lines.append(pending[2]._cd_lines[0])
+                enter = True
+            else:
+                insert_hook(pending[0], pending[1], pending[2])
+        place(rec, t, lines, enter)
+        return args
