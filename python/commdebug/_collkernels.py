@@ -23,8 +23,10 @@ real tensors.  Calls the mode would not see are left out:
 * calls on fake or meta tensors (torch.compile tracing a graph; CommDebugMode
   under compile falls back to eager and never sees tracing).
 
-Installed once per process, on first use, and kept: outside a light region a
-kernel only hands the call on.  Needs ``Library.impl(..., with_keyset=True)``
+Installed on first use and kept while a light recorder is open: outside a
+light region a kernel only hands the call on (a few microseconds per
+collective); the last light recorder's close() takes them out
+(``uninstall``), where this torch can (``Library._destroy``).  Needs ``Library.impl(..., with_keyset=True)``
 and ``torch._C._dispatch_keyset_full_after`` (torch 2.1 and later).
 """
 
@@ -35,7 +37,7 @@ import torch
 from . import _collectives as K
 from . import _compat as C
 
-__all__ = ["install", "route", "unroute"]
+__all__ = ["install", "uninstall", "route", "unroute"]
 
 # The light recorders inside a region, innermost last (a kernel reports to
 # the last one).
@@ -141,3 +143,18 @@ def install():
         names.append(full)
     _libs.extend(libs.values())
     return names or None
+
+
+def uninstall():
+    """Take the kernels out of the dispatcher (no light recorder is open):
+    a collective then costs what it did before install().  Kept where this
+    torch's Library cannot be destroyed."""
+    if not _libs or not all(callable(getattr(lib, "_destroy", None)) for lib in _libs):
+        return
+    for lib in _libs:
+        try:
+            lib._destroy()
+        except Exception:
+            pass
+    del _libs[:]
+    del _installed[:]

@@ -17,11 +17,14 @@ The recorder keeps that hook registered, so that nn.Module makes the
 only backward hook of a module call is the recorder's own pre-hook, each
 side is decided on its own:
 
-* **the input side** needs no node when the call has exactly one tensor
-  argument and it requires grad and is not a leaf: an identity node with one
-  producer does not change the order in which the autograd engine runs the
-  program's own nodes, and no hook of CommDebugMode's hangs on it.  The view
-  it would dispatch is written as the op event it would have been.
+* **the input side**, when the call has exactly one tensor argument and it
+  requires grad and is not a leaf, gets an identity node of C++ instead
+  (``aten.alias``, made below the Python dispatch key): the same place in
+  the graph (the gradients of the argument's uses inside the module reach
+  its producer when that node runs, which decides when they are added to
+  those of its other uses), no Python in backward, nothing dispatched.  The
+  view the wrapper would dispatch is written as the op event it would have
+  been.
 * **the output side** needs no node when the output is one tensor (or a
   tuple holding one), requiring grad, not a leaf, whose ``grad_fn`` is the
   newest autograd node of the thread (``_get_sequence_nr``): the wrapper
@@ -39,19 +42,27 @@ side is decided on its own:
 module's last forward hook, where CommDebugMode's module-local hook runs.
 
 Hook order on one tensor.  With the wrappers, each module boundary is a node
-and a tensor object of its own; hooks put on the tensor the program sees
-after a boundary run before the boundary's node, the hooks put before it
-after.  Without them, all land on one tensor, so a placed ``bw_pre`` hook
-(a *marker*, ``_cd_lines``) remembers the handle id it was placed at
-(``_cd_bound``): the hooks registered since then (key above it) belong to a
-newer boundary and go between the next marker and it.  The module
-tracker's own gradient hooks are lines of the marker they would run next to
-where that is exact: ``bw_enter`` (registered at the forward hook on the
-same tensor, when nothing was registered on it since) right after
-``bw_pre``, and ``bw_exit`` (one input tensor) before the marker of the
-module that produced it.  Not exact, and only for ``bw_exit`` (which
-CommDebugMode's outputs do not use): a hook another party puts on a module
-input after that module's ``bw_exit`` runs before it, not after.
+and a tensor object of its own: hooks put on the tensor the program sees
+after a boundary run before the boundary's node, those put before it run
+after.  The input side's alias keeps that boundary; without the output
+side's node, the hooks of both sides of it land on one tensor, so a placed
+``bw_pre`` hook (a *marker*, ``_cd_lines``) remembers the handle id it was
+placed at (``_cd_bound``), and at the next module boundary the tensor
+crosses (``settle``, ``place``) the hooks registered since then go before
+it, in the order they were registered.  The module tracker's own gradient
+hooks are lines of the marker they would run next to, where that is exact:
+``bw_enter`` (registered at the forward hook on the same tensor, with
+nothing registered on it since the marker below) right after ``bw_pre``,
+and ``bw_exit`` (one input tensor, nothing registered since) before the
+marker of the module that produced it; elsewhere they are hooks of their
+own, put where they were registered.  Not exact: a gradient hook that code
+outside any module (a training loop) puts on the output of the outermost
+module after it returned runs after that module's ``bw_pre``, not before
+(no later boundary settles it).
+
+``tests/recorder/test_observer.py`` compares traces made with this and with
+torch's own BackwardHook, event for event, and the ops of the golden
+programs with CommDebugMode's.
 """
 
 import os
@@ -70,17 +81,18 @@ except Exception:  # older torch
     _next_seq_nr = None
 
 _Tensor = torch.Tensor
+_cur_task = getattr(torch._C, "_current_graph_task_id", None)
 _alias = torch.ops.aten.alias.default
-_no_python_dispatch = torch._C._DisableTorchDispatch
+_no_python_dispatch = getattr(torch._C, "_DisableTorchDispatch", None)
 _clock = time.monotonic_ns
 _grad_enabled = torch.is_grad_enabled
-_is_bw = C.is_bw
 
 
 def available():
     """Whether this torch makes BackwardHooks the way LeanBackwardHook knows
     (and COMMDEBUG_LEAN_BW is not 0: torch's own BackwardHook everywhere)."""
-    return (os.environ.get("COMMDEBUG_LEAN_BW", "1") != "0" and _next_seq_nr is not None and C.TORCH >= (2, 4) and not C.EMULATE_BW_PRE
+    return (os.environ.get("COMMDEBUG_LEAN_BW", "1") != "0" and _next_seq_nr is not None
+            and _no_python_dispatch is not None and C.TORCH >= (2, 4) and not C.EMULATE_BW_PRE
             and getattr(_nn_module, "BackwardHook", None) in (BackwardHook, LeanBackwardHook)
             and hasattr(BackwardHook, "setup_input_hook")
             and hasattr(BackwardHook, "setup_output_hook"))
@@ -136,10 +148,9 @@ def place(rec, t, lines, enter):
     yet: they are registered later, see the module's doc)."""
     d = _hook_dict(t)
     if d:
-        first = next(iter(d.values()))
-        bound = getattr(first, "_cd_bound", None)
-        if bound is not None and max(d) <= bound:
+        if _quiet(d):
             # the newest marker runs first and nothing came since: join it
+            first = next(iter(d.values()))
             first._cd_lines[0:0] = lines
             first._cd_enter = first._cd_enter or enter
             first._cd_bound = new_key()
@@ -169,28 +180,65 @@ def exit_line(rec, t, line):
     non-leaf): a line of the marker that runs first on t when nothing was
     registered since it, else a hook of its own, registered now."""
     d = _hook_dict(t)
-    if d:
-        first = next(iter(d.values()))
-        bound = getattr(first, "_cd_bound", None)
-        if bound is not None and max(d) <= bound:
-            first._cd_lines.insert(0, line)
-            return
+    if d and _quiet(d):
+        next(iter(d.values()))._cd_lines.insert(0, line)
+        return
     fn = make_marker(rec, [line], False)
     d[new_key()] = fn
 
 
+def _quiet(d):
+    """Whether nothing was registered on a tensor (hook dict d) since its
+    newest marker, which then runs first (or since ever, without one)."""
+    if not d:
+        return True
+    first = next(iter(d.values()))
+    bound = getattr(first, "_cd_bound", None)
+    return bound is not None and max(d) <= bound
+
+
+def settle(t):
+    """At a module boundary (where the program with wrappers would go on
+    with a new tensor): the hooks registered on t since its newest marker
+    run before it, in the order they were registered."""
+    d = t._backward_hooks
+    if not d:
+        return
+    bound = -1
+    for v in d.values():
+        b = getattr(v, "_cd_bound", None)
+        if b is not None and b > bound:
+            bound = b
+    if bound < 0 or max(d) <= bound:
+        return
+    items = list(d.items())
+    since = sorted(kv for kv in items if kv[0] > bound)
+    if items[:len(since)] == since:
+        return
+    d.clear()
+    d.update(since)
+    d.update(kv for kv in items if kv[0] <= bound)
+
+
 def insert_hook(t, key, fn):
-    """Put fn on t under key, a key reserved earlier: after the hooks
-    registered before it was reserved, before those registered since."""
+    """Put fn on t under key, a key reserved earlier, as if it had been
+    registered then."""
     d = _hook_dict(t)
     if not d or max(d) < key:
         d[key] = fn
-        return
-    items = list(d.items())
-    d.clear()
-    d.update(kv for kv in items if kv[0] < key)
-    d[key] = fn
-    d.update(kv for kv in items if kv[0] > key)
+    else:
+        items = list(d.items())
+        d.clear()
+        d.update(kv for kv in items if kv[0] < key)
+        d[key] = fn
+        d.update(kv for kv in items if kv[0] > key)
+    settle(t)
+
+
+def _settle_all(args):
+    for a in args:
+        if type(a) is _Tensor and a._backward_hooks:
+            settle(a)
 
 
 def _single(args):
@@ -210,8 +258,18 @@ class LeanBackwardHook(BackwardHook):
     they change nothing; torch's own wherever a recorder's pre-hook is not
     the call's only backward hook."""
 
+    # BackwardHook.__init__'s state, as class defaults (set on the instance
+    # only by torch's own setup methods, where they run)
+    grad_outputs = None
+    n_outputs = -1
+    output_tensors_index = None
+    n_inputs = -1
+    input_tensors_index = None
+
     def __init__(self, module, user_hooks, user_pre_hooks):
-        BackwardHook.__init__(self, module, user_hooks, user_pre_hooks)
+        self.module = module
+        self.user_hooks = user_hooks
+        self.user_pre_hooks = user_pre_hooks
         rec = None
         for h in user_pre_hooks:
             r = getattr(h, "__self__", None)
@@ -232,13 +290,19 @@ class LeanBackwardHook(BackwardHook):
                 # t's uses inside the module reach t's producer when it runs,
                 # as they would through the wrapper (where they are added up
                 # to a gradient of t's other uses matters to what runs when).
+                if t._backward_hooks:
+                    settle(t)
                 with _no_python_dispatch():
                     a = _alias(t)
                 rec = self._rec
                 if rec._in_region:
-                    rec._append((rec._view_text[1 if _is_bw() else 0], _clock()))
+                    rec._append((rec._view_text[_cur_task() != -1], _clock()))
+                if len(args) == 1 and type(args) is tuple:
+                    return (a,)
                 return tuple(a if x is t else x for x in args) if type(args) is tuple \
                     else type(args)(*(a if x is t else x for x in args))
+        if self._rec is not None:
+            _settle_all(args)
         return BackwardHook.setup_input_hook(self, args)
 
     def setup_output_hook(self, args):
@@ -246,7 +310,7 @@ class LeanBackwardHook(BackwardHook):
         if rec is None:
             return BackwardHook.setup_output_hook(self, args)
         mod = self.module
-        pending = rec._pending_enter.pop(id(mod), None)
+        pending = rec._pending_enter.pop(id(mod), None) if rec._pending_enter else None
         if not rec._in_region:
             return BackwardHook.setup_output_hook(self, args)
         e = rec._lc.get(id(mod))
@@ -254,30 +318,34 @@ class LeanBackwardHook(BackwardHook):
             e = rec._lentry(mod)
         if e[1] is None:        # (not a module of the program: compiled code's)
             return BackwardHook.setup_output_hook(self, args)
-        bw = _is_bw()
-        rec._append((e[5 if bw else 4][1], _clock()))      # fw_done
+        bw = _cur_task() != -1
+        now = _clock()
+        rec._append((e[5 if bw else 4][1], now))      # fw_done
         t = None
         if self._lean and _grad_enabled():
-            t = _single(args) if type(args) is tuple else args
-            if t is False:
+            t = args if type(args) is _Tensor else _single(args) if type(args) is tuple else None
+            if t is None or t is False or type(t) is not _Tensor:
                 t = None
-            elif t is not None:
-                g = t.grad_fn if type(t) is _Tensor else None
+            else:
+                g = t.grad_fn
                 if g is None or g._sequence_nr() != _next_seq_nr() - 1:
                     t = None
         if t is None:
             if pending is not None:
-                insert_hook(pending[0], pending[1], pending[2])
+                insert_hook(pending[0], pending[1], make_marker(rec, [pending[2]], True))
+            if type(args) is _Tensor:
+                if args._backward_hooks:
+                    settle(args)
+            elif type(args) is tuple:
+                _settle_all(args)
             return BackwardHook.setup_output_hook(self, args)
-        rec._append((rec._view_text[1 if bw else 0], _clock()))
-        lines = [e[6]]
-        enter = False
-        if pending is not None:
-            d = t._backward_hooks
-            if pending[0] is t and (not d or max(d) < pending[1]):
-                lines.append(pending[2]._cd_lines[0])
-                enter = True
-            else:
-                insert_hook(pending[0], pending[1], pending[2])
-        place(rec, t, lines, enter)
+        rec._append((rec._view_text[bw], now))
+        if pending is None:
+            place(rec, t, [e[6]], False)
+            return args
+        if pending[0] is t and _quiet(t._backward_hooks):
+            place(rec, t, [e[6], pending[2]], True)
+        else:
+            insert_hook(pending[0], pending[1], make_marker(rec, [pending[2]], True))
+            place(rec, t, [e[6]], False)
         return args

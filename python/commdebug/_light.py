@@ -51,6 +51,7 @@ from torch.utils.hooks import RemovableHandle
 
 from . import _collkernels
 from . import _compat as C
+from ._process import _live
 
 _clock = time.monotonic_ns
 _Tensor = torch.Tensor
@@ -90,7 +91,7 @@ _hook_keys = itertools.count(-1, -1)
 
 # Entry of the per-module cache (Recorder._lc, keyed by id(module)).
 _REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD, _PKEY, \
-    _PPRE, _PCHECKED, _BWHOOK = range(13)
+    _PPRE, _PCHECKED, _BWHOOK, _FULL = range(14)
 # Every this many regions a module's parameters are read again whole (dtype,
 # shape, requires_grad, which can change without the parameter object
 # changing); in between, only which objects they are.
@@ -146,6 +147,7 @@ class LightEvents:
                                     r"there are global hooks on modules")
         self._lstate[0] = self.region
         self._lstate[2] = True
+        _collkernels.install()      # (again, after the last light recorder's close)
         _collkernels.route(self)
 
     def _light_exit(self):
@@ -171,6 +173,9 @@ class LightEvents:
             h.remove()
         self._done_handles.clear()
         self._lhooks = None
+        if self.light and not any(r is not self and r.light and r._w is not None
+                                  and not r._w._closed for r in _live()):
+            _collkernels.uninstall()
 
     def _lentry(self, mod):
         """The cached texts of a module's events (None: not recorded)."""
@@ -191,7 +196,8 @@ class LightEvents:
              '{"ev":"bw_pre","mod":%s,"t":' % nj,
              -1,
              _DDP is not None and isinstance(mod, _DDP),
-             None, None, -PARAMS_RECHECK, None]
+             None, None, -PARAMS_RECHECK, None,
+             None]          # the full recorder's texts (_tracker.TrackerEvents._fentry)
         self._lc[id(mod)] = e
         return e
 

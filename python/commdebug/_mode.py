@@ -314,6 +314,13 @@ def _make_mode(rec):
     fake_context = C.fake_context
     coll_call = rec._coll_call
     dtensor_line = rec._dtensor_line
+    # is_bw() and fake_context() inline where this torch allows (no Python
+    # call per op): the graph task id, the tracing context's fake mode and
+    # the mode stack's fake slot
+    cur_task = getattr(torch._C, "_current_graph_task_id", None)
+    tls, get_mode, fake_key = C._tracing_tls, C._get_mode, C._FAKE_KEY
+    inline = cur_task is not None and tls is not None and get_mode is not None \
+        and fake_key is not None
 
     class _RecorderMode(C.TorchDispatchMode):
         supports_higher_order_operators = True
@@ -324,11 +331,18 @@ def _make_mode(rec):
             info = op_info(func)
         if info[0] is None:
             return func(*args, **(kwargs or {}))
-        bw = is_bw()
+        bw = cur_task() != -1 if inline else is_bw()
         if DT is not None and DT in types:
             append((dtensor_line(func, bw, args) + ',"t":', clock()))
             return NotImplemented
-        fake = (Fake is not None and Fake in types) or fake_context()
+        if Fake is not None and Fake in types:
+            fake = True
+        elif inline:
+            ctx = getattr(tls, "tracing_context", None)
+            fake = (ctx is not None and getattr(ctx, "fake_mode", None) is not None) \
+                or get_mode(fake_key) is not None
+        else:
+            fake = fake_context()
         if info[2] is not None:
             return coll_call(func, info[2], bw, fake, args, kwargs)
         out = func(*args, **kwargs) if kwargs else func(*args)

@@ -17,10 +17,14 @@ import torch
 
 from . import _compat as C
 from . import _leanbw
+from . import _light
 
 _Tensor = torch.Tensor
 _is_bw = C.is_bw
+_cur_task = getattr(torch._C, "_current_graph_task_id", None)
+_in_compiled_region = C.in_compiled_region
 _clock = time.monotonic_ns
+_DDP_MOD, _FULL = _light._DDP_MOD, _light._FULL
 
 try:
     from torch.nn.parallel import DistributedDataParallel as _DDP
@@ -64,36 +68,36 @@ class TrackerEvents:
             self._append((e[2][:-4] + '"params":%s,"grad_in":%s,"t":'
                           % (self._params_json(mod), "true" if grad_in else "false"), _clock()))
         if grad_in:
-            t = tensors[0]
-            if self._lean_bw and len(tensors) == 1 and type(t) is _Tensor \
-                    and t.grad_fn is not None:
-                # one gradient, held by nobody: a line of the marker it joins
-                _leanbw.exit_line(self, t, '{"ev":"bw_exit","mod":' + nj + ',"t":')
-            else:
-                C.multi_grad_hook(tensors, self._exit_fn(nj))
+            C.multi_grad_hook(tensors, self._exit_fn(nj))
         if bw:
             return
         # (CommDebugMode reads param.data here, which for a DTensor dispatches
         # a detach; the recorder reads nothing that dispatches: the analyzer
         # accounts for those detaches.)
-        if not self._lean_bw:
-            # The module-local forward hook that reports fw_done must run after
-            # the module's other forward hooks: keep the one registered by an
-            # earlier call only while it is still the last one (and for the
-            # same name).  (With LeanBackwardHook, fw_done comes from its
-            # setup_output_hook, which runs there.)
-            self._keep_done_last(mod, nj)
+        # The module-local forward hook that reports fw_done must run after the
+        # module's other forward hooks: keep the one registered by an earlier
+        # call only while it is still the last one (and for the same name).
+        self._keep_done_last(mod, nj)
         if _DDP is not None and isinstance(mod, _DDP):
-            pg = mod.process_group
-            name = self._group_name(pg)
-            if name is not None:
-                self._ddp_groups.add(name)
-            if _NEED_PG_CTX:
-                # DDP's forward issues collectives from C++ (bucket rebuild, buffer
-                # broadcast) on its group; 1.13 cannot tell the mode which one.
-                self._pg_ctx.append(mod.process_group)
-            if mod not in self._ddp_state:
-                self._ddp_first_sight(mod)
+            self._ddp_pre(mod)
+
+    def _ddp_pre(self, mod):
+        name = self._group_name(mod.process_group)
+        if name is not None:
+            self._ddp_groups.add(name)
+        if _NEED_PG_CTX:
+            # DDP's forward issues collectives from C++ (bucket rebuild, buffer
+            # broadcast) on its group; 1.13 cannot tell the mode which one.
+            self._pg_ctx.append(mod.process_group)
+        if mod not in self._ddp_state:
+            self._ddp_first_sight(mod)
+
+    def _ddp_post(self, mod):
+        if _NEED_PG_CTX and self._pg_ctx and self._pg_ctx[-1] is mod.process_group:
+            self._pg_ctx.pop()
+        st = self._ddp_state.get(mod)
+        if st is not None and not st[0]:
+            self._ddp_check_rebuilt(mod, st)
 
     def _keep_done_last(self, mod, nj):
         old = self._done_handles.get(id(mod))
@@ -108,11 +112,7 @@ class TrackerEvents:
         if C.in_compiled_region() or not self._in_region:
             return
         if _DDP is not None and isinstance(mod, _DDP):
-            if _NEED_PG_CTX and self._pg_ctx and self._pg_ctx[-1] is mod.process_group:
-                self._pg_ctx.pop()
-            st = self._ddp_state.get(mod)
-            if st is not None and not st[0]:
-                self._ddp_check_rebuilt(mod, st)
+            self._ddp_post(mod)
         bw = _is_bw()
         e = self._lc.get(id(mod))
         if e is None:
@@ -123,17 +123,7 @@ class TrackerEvents:
         self._append((e[5 if bw else 4][0][:-4] + ('"grad_out":true,"t":' if grad_out
                                                    else '"grad_out":false,"t":'), _clock()))
         emulate = tensors and _EMULATE_BW_PRE and torch.is_grad_enabled()
-        if grad_out and self._lean_bw:
-            t = tensors[0]
-            if len(tensors) == 1 and type(t) is _Tensor and t.grad_fn is not None:
-                # registered here, put on the tensor by setup_output_hook
-                # (as a line of bw_pre's marker when it can be)
-                self._pending_enter[id(mod)] = (
-                    t, _leanbw.new_key(),
-                    _leanbw.make_marker(self, ['{"ev":"bw_enter","mod":' + nj + ',"t":'], True))
-            else:
-                C.multi_grad_hook(tensors, self._enter_fn(nj), mode="any")
-        elif grad_out:
+        if grad_out:
             if emulate:
                 # torch < 2.0 has no global full-backward pre-hook: bw_pre fires at
                 # the first gradient of an output, just before the tracker's own
@@ -147,6 +137,92 @@ class TrackerEvents:
             # In backward (activation-checkpoint recompute) the tracker registers
             # nothing, but the full-backward pre-hook would still fire.
             C.multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
+
+    # ------------------------------------------- with LeanBackwardHook (_leanbw)
+    def _fentry(self, e):
+        """The full recorder's texts of a module's events (slot _FULL of its
+        light-mode entry): [params key, region they were read whole,
+        fw_pre with grad_in true, with grad_in false, fw_pre in backward,
+        fw_post with grad_out true, false, in backward, bw_exit, bw_enter]."""
+        nj = e[1]
+        f = e[_FULL] = [None, None, None, None, e[3][:-4] + '"params":[],"grad_in":false,"t":',
+                        e[4][0][:-4] + '"grad_out":true,"t":',
+                        e[4][0][:-4] + '"grad_out":false,"t":',
+                        e[5][0][:-4] + '"grad_out":false,"t":',
+                        '{"ev":"bw_exit","mod":' + nj + ',"t":',
+                        '{"ev":"bw_enter","mod":' + nj + ',"t":']
+        return f
+
+    def _fparams(self, mod, e, f, key):
+        pj = self._params_json(mod)
+        f[0] = key
+        f[1] = self.region
+        f[2] = e[2][:-4] + '"params":%s,"grad_in":true,"t":' % pj
+        f[3] = e[2][:-4] + '"params":%s,"grad_in":false,"t":' % pj
+
+    def _fw_pre_lean(self, mod, inputs):
+        """_fw_pre where LeanBackwardHook makes fw_done: the module's texts
+        cached, its parameters read whole at its first call in a region and
+        again whenever one of them is another object."""
+        if not self._in_region:
+            return
+        e = self._lc.get(id(mod))
+        if e is None:
+            e = self._lentry(mod)
+        if e[1] is None:        # (not a module of the program: compiled code's)
+            return
+        f = e[_FULL]
+        if f is None:
+            f = self._fentry(e)
+        if _cur_task() != -1:
+            self._append((f[4], _clock()))
+            return
+        ps = mod._parameters
+        key = tuple(map(id, ps.values())) if ps else ()
+        if key != f[0] or f[1] != self.region:
+            self._fparams(mod, e, f, key)
+        tensors = _flat_tensors_requiring_grad(inputs)
+        if tensors:
+            self._append((f[2], _clock()))
+            t = tensors[0]
+            if len(tensors) == 1 and type(t) is _Tensor and t.grad_fn is not None:
+                # one gradient, held by nobody: a line of the marker it joins
+                _leanbw.exit_line(self, t, f[8])
+            else:
+                C.multi_grad_hook(tensors, self._exit_fn(e[1]))
+        else:
+            self._append((f[3], _clock()))
+        if e[_DDP_MOD]:
+            self._ddp_pre(mod)
+
+    def _fw_post_lean(self, mod, inputs, output):
+        if not self._in_region or _in_compiled_region():
+            return
+        e = self._lc.get(id(mod))
+        if e is None:
+            e = self._lentry(mod)
+        if e[1] is None:        # (not a module of the program: compiled code's)
+            return
+        f = e[_FULL]
+        if f is None:
+            f = self._fentry(e)
+        if e[_DDP_MOD]:
+            self._ddp_post(mod)
+        if _cur_task() != -1:
+            self._append((f[7], _clock()))
+            return
+        tensors = _flat_tensors_requiring_grad(output)
+        if not tensors:
+            self._append((f[6], _clock()))
+            return
+        self._append((f[5], _clock()))
+        t = tensors[0]
+        if len(tensors) == 1 and type(t) is _Tensor and t.grad_fn is not None:
+            # put on the tensor by setup_output_hook (as a line of bw_pre's
+            # marker when it can be), at the key it is registered under now
+            self._pending_enter[id(mod)] = (t, _leanbw.new_key(), f[9])
+        else:
+            C.multi_grad_hook(tensors, self._enter_fn(e[1]), mode="any")
 
     def _bw_pre(self, mod, grad_output):
         self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))

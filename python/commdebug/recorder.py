@@ -137,7 +137,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         # Full mode with LeanBackwardHook (_leanbw): its bw_enter hooks waiting
         # for setup_output_hook (id(module) -> (tensor, key, hook)), the op
         # event texts of the views it does not dispatch.
-        self._lean_bw = False
+        self._lean_bw = None         # (decided at the first region)
         self._pending_enter = {}
         self._view_text = None
         self._param_cache = weakref.WeakKeyDictionary()
@@ -269,16 +269,19 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
             return self
         if self._mode is None:
             self._mode = _make_mode(self)
-        if not self._lean_bw and _leanbw.available():
-            _leanbw.install()
-            info = self._op_info(torch.ops.aten.view.default)
-            self._view_text = (info[0], info[1])
-            self._lean_bw = True
+        if self._lean_bw is None:
+            # decided at the first region, for the recorder's life
+            self._lean_bw = _leanbw.available()
+            if self._lean_bw:
+                _leanbw.install()
+                info = self._op_info(torch.ops.aten.view.default)
+                self._view_text = (info[0], info[1])
         watch_compile(_note)
         self._mode.__enter__()
+        lean = self._lean_bw
         self._handles = [
-            C.register_global_fw_pre(self._fw_pre),
-            C.register_global_fw_post(self._fw_post),
+            C.register_global_fw_pre(self._fw_pre_lean if lean else self._fw_pre),
+            C.register_global_fw_post(self._fw_post_lean if lean else self._fw_post),
         ]
         h = C.register_global_bw_pre(self._bw_pre)
         if h is not None:
@@ -296,6 +299,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         for h in self._handles:
             h.remove()
         self._handles = []
+        self._pending_enter.clear()
         if self.light:
             self._light_exit()
         else:

@@ -40,8 +40,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-VARIANTS = ["plain", "light", "full", "nothing", "hooks", "cdm"]
+VARIANTS = ["plain", "light", "full", "fulltorch", "nothing", "hooks", "cdm"]
 LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
+          "fulltorch": "full, torch's BackwardHook",
           "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
           "hooks": "do-nothing mode + CDM hooks"}
 
@@ -67,6 +68,15 @@ def make_variants(step, tmp, rank, hooks=False):
 
     light = Recorder(os.path.join(tmp, "light-rank%d.zst" % rank), light=True)
     full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
+    # the full recorder as it was before LeanBackwardHook (commdebug/_leanbw.py):
+    # torch's own wrappers around every module call (decided at its first region)
+    fulltorch = Recorder(os.path.join(tmp, "fulltorch-rank%d.zst" % rank))
+    os.environ["COMMDEBUG_LEAN_BW"] = "0"
+    try:
+        with fulltorch:
+            pass
+    finally:
+        del os.environ["COMMDEBUG_LEAN_BW"]
     try:
         from torch.distributed.tensor.debug import CommDebugMode
     except Exception:
@@ -87,6 +97,7 @@ def make_variants(step, tmp, rank, hooks=False):
         "plain": lambda k: timed(k, None),
         "light": lambda k: timed(k, lambda: light),
         "full": lambda k: timed(k, lambda: full),
+        "fulltorch": lambda k: timed(k, lambda: fulltorch),
         "nothing": lambda k: timed(k, NothingMode),
     }
     if CommDebugMode is not None:
@@ -107,7 +118,7 @@ def make_variants(step, tmp, rank, hooks=False):
                     for h in self._h:
                         h.remove()
         runs["hooks"] = lambda k: timed(k, Hooked)
-    return runs, (light, full)
+    return runs, (light, full, fulltorch)
 
 
 def rounds(runs, n_rounds, k):
@@ -250,9 +261,12 @@ def blocks(args):
     print("full recorder / do-nothing mode, CPU per op added: spread %.2f-%.2f over rounds"
           % q)
     r = [a / b for a, b in zip(added["full"][1], added["hooks"][1])]
-    print("full recorder / do-nothing mode with CommDebugMode's module hooks (which the full "
-          "recorder registers too), CPU per op added: %.2f (spread %.2f-%.2f)"
+    print("full recorder / do-nothing mode with CommDebugMode's module hooks (the program "
+          "CommDebugMode shows), CPU per op added: %.2f (spread %.2f-%.2f)"
           % ((statistics.median(r),) + quartiles(r)))
+    r = [a / b for a, b in zip(added["full"][1], added["fulltorch"][1])]
+    print("full recorder / the same with torch's BackwardHook, CPU per op added: %.2f "
+          "(spread %.2f-%.2f)" % ((statistics.median(r),) + quartiles(r)))
     print()
     ops_only(args)
 

@@ -585,3 +585,48 @@ def test_record_cli_light_unavailable(ctx):
           "stderr: %s", err[-2000:])
     evs = events(os.path.join(out, "rank0.zst"))
     check("light" not in evs[0], "meta says light: %r", evs[0])
+
+
+def test_light_kernels_out_after_close(ctx):
+    """The collective kernels are in the dispatcher while a light recorder
+    is open and out once the last one closed (a collective then costs what
+    it did); a light recorder opened after that records collectives again."""
+    _need_light()
+    script = os.path.join(ctx.tmp, "kernels.py")
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(r'''
+            import os, sys, torch
+            import torch.distributed as dist
+            from commdebug import Recorder
+            from commdebug.tracefile import read_events
+
+            def ours():
+                return any("commdebug" in ln for ln in
+                           torch._C._dispatch_dump("c10d::allreduce_").splitlines()
+                           if ln.startswith("BackendSelect"))
+
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+            t = torch.ones(4)
+            a = Recorder(os.path.join(sys.argv[1], "a.zst"), light=True)
+            b = Recorder(os.path.join(sys.argv[1], "b.zst"), light=True)
+            for rec in (a, b):
+                with rec:
+                    dist.all_reduce(t)
+            a.close()
+            print("after a", ours())
+            b.close()
+            print("after b", ours())
+            dist.all_reduce(t)
+            c = Recorder(os.path.join(sys.argv[1], "c.zst"), light=True)
+            with c:
+                dist.all_reduce(t)
+            c.close()
+            n = sum(1 for ev in read_events(c.path) if ev.get("ev") == "op")
+            print("c records", n)
+            dist.destroy_process_group()
+        '''))
+    r = subprocess.run([PYTHON, script, ctx.tmp], env=env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    out = r.stdout.decode(errors="replace")
+    eq(r.returncode, 0, "exit status (stderr: %s)" % r.stderr.decode(errors="replace")[-2000:])
+    eq(out.split("\n")[:3], ["after a True", "after b False", "c records 1"], "kernels")

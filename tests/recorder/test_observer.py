@@ -29,7 +29,7 @@ from torch.utils.checkpoint import checkpoint
 
 from _util import REPO, eq
 
-from commdebug import Recorder
+from commdebug import Recorder, _leanbw
 
 sys.path.insert(0, os.path.join(REPO, "tests", "golden", "programs"))
 from oplog import install_hooks  # noqa: E402
@@ -175,9 +175,15 @@ def test_same_ops_with_and_without_recorder(ctx):
         if got != want:
             raise AssertionError("use_reentrant=%s: the recorder changed the ops %s"
                                  % (reentrant, first_difference(got, want)))
-        eq(trace_ops(rec.path), want, "the trace's ops (torch's BackwardHook)")
         for a, b in zip(ggot, gplain):
             eq(torch.equal(a, b), True, "input gradients")
+        if not _leanbw.available():
+            ctx.note("use_reentrant=%s: %d ops, the same as %s" % (
+                reentrant, len(got), "without a mode (with do-nothing hooks)" if mode == plain
+                else "under a do-nothing mode (which itself adds %d to the %d without one)"
+                % (len(mode) - len(plain), len(plain))))
+            continue
+        eq(trace_ops(rec.path), want, "the trace's ops (torch's BackwardHook)")
         # LeanBackwardHook where it can (torch 2.4 and newer): the trace still
         # has the ops CommDebugMode sees; the program dispatches them, less
         # the views the wrapper nodes left out would have dispatched
@@ -194,10 +200,9 @@ def test_same_ops_with_and_without_recorder(ctx):
                                  % (reentrant, first_difference(below, want)))
         for a, b in zip(glean, gplain):
             eq(torch.equal(a, b), True, "input gradients")
-        ctx.note("use_reentrant=%s: %d ops, the same as %s; %d views written, not dispatched" % (
-            reentrant, len(got), "without a mode (with do-nothing hooks)" if mode == plain else
-            "under a do-nothing mode (which itself adds %d to the %d without one)"
-            % (len(mode) - len(plain), len(plain)), len(missing)))
+        ctx.note("use_reentrant=%s: %d ops, the same as without a mode (with do-nothing "
+                 "hooks); with LeanBackwardHook %d views written, not dispatched"
+                 % (reentrant, len(got), len(missing)))
 
 
 def test_golden_programs(ctx):
@@ -214,3 +219,137 @@ def test_golden_programs(ctx):
     ctx.note("%s: %s the same with and without the recorder%s" % (
         last, " ".join(cases), "; left out on this torch: " + " ".join(skipped)
         if skipped else ""))
+
+
+# ----------------------------------------------------------- LeanBackwardHook
+class Side(nn.Module):
+    """Makes a node after its output's (a side branch): torch's BackwardHook."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.aux = None
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.aux = (x * 3).sum()
+        return y
+
+
+class Wrap(nn.Module):
+    """Like FSDP1: puts a gradient hook that dispatches ops on its inner
+    module's output, from its own forward; and returns that tensor."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        y = self.inner(x)
+        y.register_hook(lambda g: (g.abs().sum(), None)[1])
+        return y
+
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.a(x)
+        return y, y * 2
+
+
+class Prog(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wrap = Wrap(nn.Sequential(nn.Linear(8, 8), nn.GELU()))
+        self.side = Side()
+        self.norm = nn.LayerNorm(8)
+        self.pair = Pair()
+        self.ident = nn.Identity()
+        self.head = nn.Linear(8, 1)
+        self.norm.register_forward_hook(
+            lambda m, i, o: o.register_hook(lambda g: (g.mean(), None)[1]) and None)
+
+    def forward(self, x, reentrant):
+        h = self.wrap(x)
+        h = h + self.norm(h)                     # a residual: gradients added up
+        h = checkpoint(self.side, h, use_reentrant=reentrant)
+        a, b = self.pair(h)
+        return self.head(self.ident(a + b)).sum() + self.side.aux
+
+
+def lean_events(ctx, name, lean, reentrant, leaf):
+    """A trace's events of Prog, times left out."""
+    from commdebug.tracefile import read_events
+    if not lean:
+        os.environ["COMMDEBUG_LEAN_BW"] = "0"
+    try:
+        rec = Recorder(os.path.join(ctx.tmp, name))
+        torch.manual_seed(0)
+        prog = Prog()
+        for step in range(2):
+            x = torch.randn(4, 8, requires_grad=leaf)
+            with rec:
+                prog(x if leaf else x * 1, reentrant).backward()
+        rec.close()
+    finally:
+        os.environ.pop("COMMDEBUG_LEAN_BW", None)
+    out = []
+    for ev in read_events(rec.path):
+        if ev.get("ev") in ("meta", "pg", "end"):
+            continue
+        ev.pop("t", None)
+        out.append(ev)
+    return out, rec
+
+
+def test_lean_backward_hook_same_trace(ctx):
+    """The trace with LeanBackwardHook is the trace with torch's
+    BackwardHook, event for event (every op, bw_pre, bw_enter, bw_exit and
+    its place): nested modules returning one tensor, a wrapper putting a
+    hook that dispatches on its inner module's output (as FSDP1 does), a
+    module's own forward hook doing so (as FSDP2 does), a residual, a side
+    branch, a tuple output, nn.Identity, activation checkpointing both ways,
+    an input that is a leaf."""
+    from commdebug import _leanbw
+    if not _leanbw.available():
+        ctx.note("skipped: torch %s has no LeanBackwardHook" % torch.__version__)
+        return
+    for reentrant in (False, True):
+        for leaf in (False, True):
+            tag = "r%d-l%d" % (reentrant, leaf)
+            want, _ = lean_events(ctx, "torch-%s.zst" % tag, False, reentrant, leaf)
+            got, rec = lean_events(ctx, "lean-%s.zst" % tag, True, reentrant, leaf)
+            if got != want:
+                i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
+                         min(len(got), len(want)))
+                raise AssertionError("use_reentrant=%s leaf=%s: event %d: %r vs %r (%d vs %d)"
+                                     % (reentrant, leaf, i, got[i:i + 3], want[i:i + 3],
+                                        len(got), len(want)))
+    ctx.note("%d events, the same with LeanBackwardHook and with torch's" % len(got))
+
+
+def test_lean_inplace_input(ctx):
+    """A module changing its input in place (ReLU(inplace=True) after a
+    Linear) fails under CommDebugMode's wrappers; with LeanBackwardHook
+    the recorder runs it, with the program's gradients."""
+    from commdebug import _leanbw
+    if not _leanbw.available():
+        ctx.note("skipped: torch %s has no LeanBackwardHook" % torch.__version__)
+        return
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 1))
+    x = torch.randn(2, 4)
+    m(x).sum().backward()
+    want = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    rec = Recorder(os.path.join(ctx.tmp, "inplace.zst"))
+    with rec:
+        m(x).sum().backward()
+    rec.close()
+    for a, b in zip(m.parameters(), want):
+        eq(torch.equal(a.grad, b), True, "gradients")
+    ops = trace_ops(rec.path)
+    eq("aten.threshold_backward.default" in ops, True, "the ReLU's backward recorded")
