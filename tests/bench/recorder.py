@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""What recording costs: plain vs light vs full recorder vs a do-nothing
-dispatch mode vs CommDebugMode, on two workloads, ratios from one run.
+"""What recording costs: plain vs light vs full recorder (and the full
+recorder with torch's own BackwardHook, as before commdebug/_leanbw.py) vs a
+do-nothing dispatch mode vs CommDebugMode, on two workloads, ratios from one
+run.
 
     tests/torch2/env.sh run python3 tests/bench/recorder.py [--rounds R] [--steps K]
                                                             [--only gpt2|blocks|colls]
