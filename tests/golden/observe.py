@@ -14,7 +14,10 @@ not both see DTensor ops.
 Prints one line per case and run and, for a difference, where the sequences
 part; the last line is "N passed, M failed" (exit status 1 when one failed).
 With --baseline, compares the do-nothing runs with each other instead (is the
-program itself deterministic?).
+program itself deterministic?).  With --lean, compares two recorded runs: one
+with torch's own BackwardHook around every module call (COMMDEBUG_LEAN_BW=0)
+and one with the recorder's LeanBackwardHook; their traces must be the same
+event for event (every field but the time).
 """
 
 import argparse
@@ -44,6 +47,45 @@ def trace_ops(path):
         elif e == "op" and "via" not in ev and regions:
             regions[-1].append(ev["name"])
     return regions
+
+
+def trace_events(path):
+    """A trace's events but the meta event, without their times."""
+    from commdebug.tracefile import read_events
+    out = []
+    for ev in read_events(path):
+        if ev.get("ev") == "meta":
+            continue
+        ev.pop("t", None)
+        out.append(ev)
+    return out
+
+
+def lean_difference(case, world, outdir, timeout):
+    """[problem] where the traces with torch's BackwardHook and with
+    LeanBackwardHook differ."""
+    cdir = os.path.join(outdir, case)
+    runs = []
+    for lean in ("0", "1"):
+        os.environ["COMMDEBUG_LEAN_BW"] = lean
+        try:
+            rcs = run_case(case, world, outdir, "rec", timeout=timeout)
+        finally:
+            del os.environ["COMMDEBUG_LEAN_BW"]
+        if any(rc != 0 for rc in rcs):
+            return ["rec (COMMDEBUG_LEAN_BW=%s) rank %d exited %s:\n%s"
+                    % (lean, r, rc, log_tail(outdir, case, "rec", r))
+                    for r, rc in enumerate(rcs) if rc != 0]
+        runs.append([trace_events(os.path.join(cdir, "rank%d.zst" % r)) for r in range(world)])
+    problems = []
+    for r in range(world):
+        want, got = runs[0][r], runs[1][r]
+        if want != got:
+            i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
+                     min(len(got), len(want)))
+            problems.append("rank %d: event %d of %d/%d: lean %s, torch's %s" % (
+                r, i, len(got), len(want), got[max(0, i - 1):i + 2], want[max(0, i - 1):i + 2]))
+    return problems
 
 
 def first_difference(got, want):
@@ -77,6 +119,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--baseline", action="store_true",
                     help="compare the do-nothing runs with each other")
+    ap.add_argument("--lean", action="store_true",
+                    help="compare traces with torch's BackwardHook and with LeanBackwardHook")
     a = ap.parse_args()
     preload()
     passed = failed = 0
@@ -88,6 +132,20 @@ def main():
         for run in range(1, a.runs + 1):
             shutil.rmtree(cdir, ignore_errors=True)
             bad = []
+            if a.lean:
+                rcs = run_case(case, world, a.outdir, "ops", timeout=a.timeout)
+                if all(rc == LEFT_OUT for rc in rcs):
+                    print("skip %s: %s" % (case, log_tail(a.outdir, case, "ops", 0, 300).strip()))
+                    break
+                bad = lean_difference(case, world, a.outdir, a.timeout)
+                if bad:
+                    failed += 1
+                    print("FAIL %s run %d:\n  %s" % (case, run, "\n  ".join(bad)), flush=True)
+                else:
+                    passed += 1
+                    print("ok   %s run %d (the same trace on %d ranks)" % (case, run, world),
+                          flush=True)
+                continue
             rcs = run_case(case, world, a.outdir, "ops", timeout=a.timeout)
             if all(rc == LEFT_OUT for rc in rcs):
                 print("skip %s: %s" % (case, log_tail(a.outdir, case, "ops", 0, 300).strip()))

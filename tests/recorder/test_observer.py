@@ -221,6 +221,26 @@ def test_golden_programs(ctx):
         if skipped else ""))
 
 
+def test_golden_programs_lean(ctx):
+    """Every golden program this torch runs, every rank: the trace recorded
+    with LeanBackwardHook is the trace recorded with torch's own
+    BackwardHook (COMMDEBUG_LEAN_BW=0), event for event, every field but the
+    time (tests/golden/observe.py --lean): TP, FSDP2, DDP, activation
+    checkpointing, functional collectives, GPT-2."""
+    if not _leanbw.available():
+        ctx.note("skipped: torch %s has no LeanBackwardHook" % torch.__version__)
+        return
+    r = subprocess.run([sys.executable, os.path.join(REPO, "tests", "golden", "observe.py"),
+                        os.path.join(ctx.tmp, "lean"), "--lean", "--runs", "1"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+    out = r.stdout.decode(errors="replace")
+    if r.returncode != 0:
+        raise AssertionError("LeanBackwardHook changed a trace (tests/golden/observe.py "
+                             "--lean):\n" + out[-6000:])
+    cases = sorted({ln.split()[1] for ln in out.splitlines() if ln.startswith("ok ")})
+    ctx.note("%s: %s" % (out.strip().splitlines()[-1], " ".join(cases)))
+
+
 # ----------------------------------------------------------- LeanBackwardHook
 class Side(nn.Module):
     """Makes a node after its output's (a side branch): torch's BackwardHook."""
