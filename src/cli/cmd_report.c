@@ -445,7 +445,7 @@ static int write_page(const struct cd_cli *o, const struct pass *p, const struct
  * none). */
 static int write_postmortem_page(const struct cd_cli *o, const struct cd_out *ranks)
 {
-	bool summaries = cd_summary_sniff_file(o->traces[0]);
+	bool summaries = cd_run_input_kind(o->traces[0]) == CD_IN_SUMMARY;
 	struct cd_out meta, page;
 	struct cd_html_part parts[2];
 	char title[512];
@@ -561,7 +561,7 @@ int cmd_report(int argc, char **argv)
 	if ((rc = cd_cli_refuse_inputs(&o, o.out_path, true)) != CD_EXIT_OK)
 		goto done;
 	path = o.traces[0];
-	if ((o.ntraces > 1 || cd_paths_fr_file(path) || cd_summary_sniff_file(path)) &&
+	if ((o.ntraces > 1 || cd_run_input_kind(path) != CD_IN_TRACE) &&
 	    (prc = postmortem(&o, &ranks, &path, &has_rank, &rank)) == CD_EXIT_DATA) {
 		rc = prc;
 		goto done;

@@ -67,11 +67,6 @@ static int trace_entry(const struct dirent *d)
 					  !has_suffix(s, ".nccl.jsonl"));
 }
 
-bool cd_paths_fr_file(const char *path)
-{
-	return cd_fr_sniff_file(path);
-}
-
 /* A trace the Python recorder keeps under a hidden name until its process
  * learns its rank (.rank-pending-PID.zst): never expanded, but named. */
 static int pending_entry(const struct dirent *d)

@@ -22,10 +22,6 @@ void cd_paths_free(struct cd_paths *p);
  * *.json, not hidden, not an NCCL-side *.nccl.zst / *.nccl.jsonl.) */
 bool cd_paths_trace_name(const char *name);
 
-/* Is the regular file at path a PyTorch Flight Recorder dump, by its first
- * bytes (cd_fr_sniff)?  Never opens what is not a regular file. */
-bool cd_paths_fr_file(const char *path);
-
 /* Replace each directory in args by the traces in it, sorted by name, and
  * the Flight Recorder dumps and summary files among files of other names
  * (by their first bytes, read once: cd_run_input_kind);

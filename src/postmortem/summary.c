@@ -242,13 +242,6 @@ bool cd_summary_sniff(const void *p, size_t n)
 	return n >= CD_SUMMARY_MAGIC_LEN && memcmp(p, CD_SUMMARY_MAGIC, CD_SUMMARY_MAGIC_LEN) == 0;
 }
 
-bool cd_summary_sniff_file(const char *path)
-{
-	char buf[CD_SUMMARY_MAGIC_LEN];
-	return cd_reader_peek_file(path, buf, sizeof buf) == (long)sizeof buf &&
-	       cd_summary_sniff(buf, sizeof buf);
-}
-
 /* ---- writing ---- */
 
 /* One rank's strings renumbered: the class's in the order it uses them,

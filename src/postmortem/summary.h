@@ -58,8 +58,6 @@ struct cd_summary_info {
 
 /* Is this the start of a summary file? */
 bool cd_summary_sniff(const void *p, size_t n);
-/* Is the regular file at path a summary file (by its first bytes)? */
-bool cd_summary_sniff_file(const char *path);
 
 /* Write the n summaries to f as one summary file.  info: the shard (in),
  * the counts (out).  Returns CD_OK or an error (err says which). */
