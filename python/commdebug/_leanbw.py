@@ -155,14 +155,7 @@ def place(rec, t, lines, enter):
             first._cd_enter = first._cd_enter or enter
             first._cd_bound = new_key()
             return
-        bound = -1
-        for v in d.values():
-            b = getattr(v, "_cd_bound", None)
-            if b is not None and b > bound:
-                bound = b
-        items = list(d.items())
-        since = sorted(kv for kv in items if kv[0] > bound)
-        rest = [kv for kv in items if kv[0] <= bound]
+        since, rest = _layers(d, _newest_bound(d))
         d.clear()
         fn = make_marker(rec, lines, enter)
         fn._cd_bound = new_key()
@@ -187,6 +180,23 @@ def exit_line(rec, t, line):
     d[new_key()] = fn
 
 
+def _newest_bound(d):
+    """The bound of the newest marker among a tensor's hooks (-1: none)."""
+    bound = -1
+    for v in d.values():
+        b = getattr(v, "_cd_bound", None)
+        if b is not None and b > bound:
+            bound = b
+    return bound
+
+
+def _layers(d, bound):
+    """A tensor's hooks split at bound: those registered since (by key, the
+    order they were registered in) and the others (in their order)."""
+    items = list(d.items())
+    return sorted(kv for kv in items if kv[0] > bound), [kv for kv in items if kv[0] <= bound]
+
+
 def _quiet(d):
     """Whether nothing was registered on a tensor (hook dict d) since its
     newest marker, which then runs first (or since ever, without one)."""
@@ -204,20 +214,15 @@ def settle(t):
     d = t._backward_hooks
     if not d:
         return
-    bound = -1
-    for v in d.values():
-        b = getattr(v, "_cd_bound", None)
-        if b is not None and b > bound:
-            bound = b
+    bound = _newest_bound(d)
     if bound < 0 or max(d) <= bound:
         return
-    items = list(d.items())
-    since = sorted(kv for kv in items if kv[0] > bound)
-    if items[:len(since)] == since:
+    since, rest = _layers(d, bound)
+    if list(d.items())[:len(since)] == since:
         return
     d.clear()
     d.update(since)
-    d.update(kv for kv in items if kv[0] <= bound)
+    d.update(rest)
 
 
 def insert_hook(t, key, fn):

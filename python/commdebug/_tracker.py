@@ -153,6 +153,18 @@ class TrackerEvents:
                         '{"ev":"bw_enter","mod":' + nj + ',"t":']
         return f
 
+    def _lean_entry(self, mod):
+        """The module's cached texts, with the full recorder's (None: not a
+        module of the program, but compiled code's)."""
+        e = self._lc.get(id(mod))
+        if e is None:
+            e = self._lentry(mod)
+        if e[1] is None:
+            return None
+        if e[_FULL] is None:
+            self._fentry(e)
+        return e
+
     def _fparams(self, mod, e, f, key):
         pj = self._params_json(mod)
         f[0] = key
@@ -166,14 +178,10 @@ class TrackerEvents:
         again whenever one of them is another object."""
         if not self._in_region:
             return
-        e = self._lc.get(id(mod))
+        e = self._lean_entry(mod)
         if e is None:
-            e = self._lentry(mod)
-        if e[1] is None:        # (not a module of the program: compiled code's)
             return
         f = e[_FULL]
-        if f is None:
-            f = self._fentry(e)
         if _cur_task() != -1:
             self._append((f[4], _clock()))
             return
@@ -198,14 +206,10 @@ class TrackerEvents:
     def _fw_post_lean(self, mod, inputs, output):
         if not self._in_region or _in_compiled_region():
             return
-        e = self._lc.get(id(mod))
+        e = self._lean_entry(mod)
         if e is None:
-            e = self._lentry(mod)
-        if e[1] is None:        # (not a module of the program: compiled code's)
             return
         f = e[_FULL]
-        if f is None:
-            f = self._fentry(e)
         if e[_DDP_MOD]:
             self._ddp_post(mod)
         if _cur_task() != -1:
