@@ -143,9 +143,10 @@ def make_marker(rec, lines, enter):
 
 def place(rec, t, lines, enter):
     """Put a marker with lines on t, where the wrapper node's post-hook
-    would run: before the hooks registered on t until now, after those a
-    newer boundary would have put on the tensor after the wrapper (none
-    yet: they are registered later, see the module's doc)."""
+    would run: after the hooks registered on t since the newest marker
+    (they were on the tensor the wrapper made) and before the others (on
+    the tensor it wrapped).  Hooks registered later are put in front of it
+    by the next boundary (settle, place)."""
     d = _hook_dict(t)
     if d:
         if _quiet(d):
@@ -293,8 +294,8 @@ class LeanBackwardHook(BackwardHook):
                 # An identity node of C++ (no Python in backward, nothing
                 # dispatched) where the wrapper's would be: the gradients of
                 # t's uses inside the module reach t's producer when it runs,
-                # as they would through the wrapper (where they are added up
-                # to a gradient of t's other uses matters to what runs when).
+                # as through the wrapper (when they are added to those of t's
+                # other uses decides what the engine runs when).
                 if t._backward_hooks:
                     settle(t)
                 with _no_python_dispatch():
