@@ -143,10 +143,10 @@ def make_marker(rec, lines, enter):
 
 def place(rec, t, lines, enter):
     """Put a marker with lines on t, where the wrapper node's post-hook
-    would run: after the hooks registered on t since the newest marker
-    (they were on the tensor the wrapper made) and before the others (on
-    the tensor it wrapped).  Hooks registered later are put in front of it
-    by the next boundary (settle, place)."""
+    would run: before every hook on t so far (they hang on the tensor it
+    wraps, or deeper), with those registered since the newest marker right
+    after it.  Hooks registered later are put in front of it by the next
+    boundary (settle, place)."""
     d = _hook_dict(t)
     if d:
         if _quiet(d):
