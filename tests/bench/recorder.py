@@ -19,6 +19,10 @@ run.
 * blocks: one process, 8 blocks of Linear(64) + GELU + LayerNorm, batch 16,
   forward + backward, one region per step.  Reported: the time each variant
   adds per dispatched op over plain, and its ratio to the do-nothing mode's.
+* pieces: the blocks workload under the full recorder with its module-hook
+  work taken out piece by piece (markers, identity nodes, bw_exit, the
+  views' events and checks, the module hooks): what each costs, and the
+  floor with all of it returning at once.
 * colls: one process, a gloo all_reduce of 4 floats: what each source of
   collectives costs per collective (a BackendSelect kernel that only hands the
   call on, the light recorder, a ProcessGroup pre-hook, a Python wrapper of
@@ -320,6 +324,100 @@ def ops_only(args):
     print()
 
 
+# ------------------------------------------------------------------- pieces
+def pieces(args):
+    """The full recorder on the 8-block workload with its module-hook work
+    taken out piece by piece (cumulatively), main thread CPU per step: what
+    each piece costs, and what is left with none of it (the floor of the
+    hooks' calls, nn.Module's BackwardHook, the per-op path)."""
+    import torch
+    import torch.nn as nn
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from commdebug import Recorder, _leanbw
+    if not _leanbw.available():
+        print("pieces: this torch has no LeanBackwardHook; skipped\n")
+        return
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.LayerNorm(64))
+                            for _ in range(8)])
+    x = torch.randn(16, 64)
+
+    def step():
+        model(x).sum().backward()
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    rec = Recorder(os.path.join(tempfile.mkdtemp(prefix="commdebug-bench-"), "pieces.zst"))
+    with rec:
+        step()
+    L = _leanbw.LeanBackwardHook
+    orig = (_leanbw.place, _leanbw._alias, _leanbw.exit_line, L.setup_input_hook,
+            L.setup_output_hook)
+
+    def level(n):
+        (_leanbw.place, _leanbw._alias, _leanbw.exit_line, L.setup_input_hook,
+         L.setup_output_hook) = orig
+        rec.__dict__.pop("_fw_pre_lean", None)
+        rec.__dict__.pop("_fw_post_lean", None)
+        if n >= 1:
+            _leanbw.place = lambda *a: None
+        if n >= 2:
+            _leanbw._alias = lambda t: t
+        if n >= 3:
+            _leanbw.exit_line = lambda *a: None
+        if n >= 4:
+            L.setup_input_hook = lambda self, a: a
+            L.setup_output_hook = lambda self, a: a
+        if n >= 5:
+            rec._fw_pre_lean = lambda *a: None
+            rec._fw_post_lean = lambda *a: None
+
+    names = ["full recorder", "- bw_pre markers", "- input identity nodes",
+             "- bw_exit lines and hooks", "- views' events and the wrappers' checks",
+             "- module hooks' work (all of it returning at once)"]
+
+    def timed(v, k):
+        if v == "plain" or v == "nothing":
+            ctx = NothingMode if v == "nothing" else None
+        else:
+            level(v)
+            ctx = lambda: rec  # noqa: E731
+        t0 = time.thread_time()
+        for _ in range(k):
+            if ctx is None:
+                step()
+            else:
+                with ctx():
+                    step()
+        return (time.thread_time() - t0) / k
+    variants = ["plain", "nothing"] + list(range(len(names)))
+    for v in variants:
+        timed(v, 3)
+    res = {v: [] for v in variants}
+    for _ in range(args.rounds):
+        for v in variants:
+            res[v].append(timed(v, args.steps))
+    level(0)
+    rec.close()
+    med = {v: statistics.median(r) for v, r in res.items()}
+    base, nothing = med["plain"], med["nothing"] - med["plain"]
+    print("pieces: the 8-block workload under the full recorder, its module-hook work taken out "
+          "piece by piece; main thread CPU per step, medians of %d rounds" % args.rounds)
+    print("  %-52s %8.3f ms" % ("plain", base * 1e3))
+    print("  %-52s %+8.3f ms" % ("do-nothing dispatch mode", nothing * 1e3))
+    prev = None
+    for v in range(len(names)):
+        added = med[v] - base
+        print("  %-52s %+8.3f ms  %.2fx the do-nothing mode%s"
+              % (names[v], added * 1e3, added / nothing,
+                 "" if prev is None else "  (the piece: %.3f ms)" % ((prev - added) * 1e3)))
+        prev = added
+    print()
+
+
 # -------------------------------------------------------------------- colls
 def colls(args):
     import torch
@@ -415,7 +513,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--only", choices=["gpt2", "blocks", "colls"], action="append")
+    ap.add_argument("--only", choices=["gpt2", "blocks", "pieces", "colls"], action="append")
     ap.add_argument("--rank-of", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank_of == "gpt2":
@@ -424,8 +522,8 @@ def main():
     print("torch %s, Python %s, %d CPUs" % (torch.__version__, sys.version.split()[0],
                                           os.cpu_count()))
     print()
-    for what in args.only or ["gpt2", "blocks", "colls"]:
-        {"gpt2": gpt2, "blocks": blocks, "colls": colls}[what](args)
+    for what in args.only or ["gpt2", "blocks", "pieces", "colls"]:
+        {"gpt2": gpt2, "blocks": blocks, "pieces": pieces, "colls": colls}[what](args)
 
 
 if __name__ == "__main__":
