@@ -13,7 +13,8 @@ than everything else the full recorder does.
 
 The recorder keeps that hook registered, so that nn.Module makes the
 ``BackwardHook`` where it always does, but replaces the class
-(``torch.nn.modules.module.BackwardHook``) by ``LeanBackwardHook``.  When the
+(``torch.nn.modules.module.BackwardHook``) by ``LeanBackwardHook`` while its
+regions are open.  When the
 only backward hook of a module call is the recorder's own pre-hook, each
 side is decided on its own:
 
@@ -98,10 +99,23 @@ def available():
             and hasattr(BackwardHook, "setup_output_hook"))
 
 
+_regions = [0]     # full recorders' regions open with LeanBackwardHook in place
+
+
 def install():
-    """Make nn.Module use LeanBackwardHook (for good: with no recorder's
-    pre-hook among a call's hooks it is torch's BackwardHook)."""
+    """Make nn.Module use LeanBackwardHook while a full recorder's region is
+    open (one call per region; uninstall() at its end)."""
+    _regions[0] += 1
     _nn_module.BackwardHook = LeanBackwardHook
+
+
+def uninstall():
+    """At a region's end: torch's own BackwardHook again once no region is
+    open (dynamo knows that class by identity: code compiled later, with
+    full backward hooks of its own, sees the class it expects)."""
+    _regions[0] = max(0, _regions[0] - 1)
+    if _regions[0] == 0 and _nn_module.BackwardHook is LeanBackwardHook:
+        _nn_module.BackwardHook = BackwardHook
 
 
 def new_key():

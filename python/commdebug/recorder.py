@@ -273,9 +273,10 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
             # decided at the first region, for the recorder's life
             self._lean_bw = _leanbw.available()
             if self._lean_bw:
-                _leanbw.install()
                 info = self._op_info(torch.ops.aten.view.default)
                 self._view_text = (info[0], info[1])
+        if self._lean_bw:
+            _leanbw.install()
         watch_compile(_note)
         self._mode.__enter__()
         lean = self._lean_bw
@@ -304,6 +305,8 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
             self._light_exit()
         else:
             self._mode.__exit__(*exc)
+            if self._lean_bw:
+                _leanbw.uninstall()
         del self._pg_ctx[:]
         self._in_region = False
         self._emit('{"ev":"region_exit","region":' + str(self.region))

@@ -373,3 +373,23 @@ def test_lean_inplace_input(ctx):
         eq(torch.equal(a.grad, b), True, "gradients")
     ops = trace_ops(rec.path)
     eq("aten.threshold_backward.default" in ops, True, "the ReLU's backward recorded")
+
+
+def test_lean_only_inside_regions(ctx):
+    """nn.Module makes LeanBackwardHooks only while a full recorder's region
+    is open: outside one, code with full backward hooks of its own (and
+    dynamo, which knows torch's class by identity) gets torch's."""
+    from commdebug import _leanbw
+    import torch.nn.modules.module as nn_module
+    from torch.utils.hooks import BackwardHook
+    if not _leanbw.available():
+        ctx.note("skipped: torch %s has no LeanBackwardHook" % torch.__version__)
+        return
+    rec = Recorder(os.path.join(ctx.tmp, "regions.zst"))
+    m = nn.Linear(4, 4)
+    for step in range(2):
+        with rec:
+            eq(nn_module.BackwardHook, _leanbw.LeanBackwardHook, "the class inside a region")
+            m(torch.randn(2, 4, requires_grad=True) * 1).sum().backward()
+        eq(nn_module.BackwardHook, BackwardHook, "the class after region %d" % (step + 1))
+    rec.close()
