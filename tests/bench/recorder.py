@@ -60,6 +60,16 @@ def quartiles(v):
     return q[0], q[2]
 
 
+def run_steps(step, ctx, k):
+    """k steps, each in its own ctx() (a region) unless ctx is None."""
+    for _ in range(k):
+        if ctx is None:
+            step()
+        else:
+            with ctx():
+                step()
+
+
 def make_variants(step, tmp, rank, hooks=False):
     """{name: run(k) -> (wall s, cpu s) per step} for the variants (with
     hooks: also the do-nothing mode with CommDebugMode's module hooks, doing
@@ -91,12 +101,7 @@ def make_variants(step, tmp, rank, hooks=False):
     def timed(k, ctx):
         c0 = time.process_time()
         t0 = time.perf_counter()
-        for _ in range(k):
-            if ctx is None:
-                step()
-            else:
-                with ctx():
-                    step()
+        run_steps(step, ctx, k)
         return (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
 
     runs = {
@@ -386,12 +391,7 @@ def pieces(args):
             level(v)
             ctx = lambda: rec  # noqa: E731
         t0 = time.thread_time()
-        for _ in range(k):
-            if ctx is None:
-                step()
-            else:
-                with ctx():
-                    step()
+        run_steps(step, ctx, k)
         return (time.thread_time() - t0) / k
     variants = ["plain", "nothing"] + list(range(len(names)))
     for v in variants:
