@@ -23,8 +23,12 @@ collective counts (its noise-0 outputs), so each hook keeps what that needs:
   at most once per backward pass.  Where nested modules return the same
   tensor, the hooks on it are put in the order the nested wrapping nodes
   would run them: each module's own ``bw_pre`` first, then the gradient
-  hooks its own forward hooks put there (FSDP2's pre-backward all-gather),
-  then those of the modules inside it;
+  hooks put there after the module inside it returned the tensor (by the
+  module's own forward hooks, as FSDP2's pre-backward all-gather is, or by
+  its forward, as FSDP1's wrapper puts its hook on its inner module's
+  output), then the inner module's ``bw_pre`` and the hooks before it.
+  Nested modules returning the same tensor with nothing registered in
+  between share one hook (its lines outermost first);
 * ``bw_end``: the end of each backward pass (an engine callback queued by
   the first ``bw_pre``).
 
@@ -91,7 +95,7 @@ _hook_keys = itertools.count(-1, -1)
 
 # Entry of the per-module cache (Recorder._lc, keyed by id(module)).
 _REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD, _PKEY, \
-    _PPRE, _PCHECKED, _BWHOOK, _FULL = range(14)
+    _PPRE, _PCHECKED, _BWHOOK, _FULL, _BWJOIN = range(15)
 # Every this many regions a module's parameters are read again whole (dtype,
 # shape, requires_grad, which can change without the parameter object
 # changing); in between, only which objects they are.
@@ -197,7 +201,8 @@ class LightEvents:
              -1,
              _DDP is not None and isinstance(mod, _DDP),
              None, None, -PARAMS_RECHECK, None,
-             None]          # the full recorder's texts (_tracker.TrackerEvents._fentry)
+             None,          # the full recorder's texts (_tracker.TrackerEvents._fentry)
+             None]          # {inner module's bw_pre hook: the two joined} (_make_hooks.join)
         self._lc[id(mod)] = e
         return e
 
@@ -279,6 +284,7 @@ def _make_hooks(rec):
     grad_enabled = _grad_enabled
     Tensor = _Tensor
     keys = _hook_keys
+    Handle = RemovableHandle
     queue = C.queue_engine_callback
     recheck = PARAMS_RECHECK
 
@@ -295,7 +301,72 @@ def _make_hooks(rec):
                 queue(bw_end)
             append((prefix, clock()))
             return None
+        bw_pre._cd_own = (prefix,)
         return bw_pre
+
+    def joined(prefixes):
+        """The bw_pre hook of nested modules returning the same tensor (their
+        lines in prefixes, outermost first): one call in backward."""
+        def bw_pre(grad):
+            if not state[1]:
+                state[1] = True
+                queue(bw_end)
+            t = clock()
+            for p in prefixes:
+                append((p, t))
+            return None
+        bw_pre._cd_own = prefixes
+        return bw_pre
+
+    def newer(d, mark):
+        """The smallest key of a hook on d registered after the last bw_pre
+        hook put there (without one: mark, or None)."""
+        since = getattr(d, "_cd_since", None)
+        return mark if since is None else since
+
+    def join(e, d, mark):
+        """Where the first hook on a tensor is a module's own (or joined)
+        bw_pre hook, with nothing registered since, make it this module's
+        too, its line first (the join made once per pair of hooks).  True
+        when done."""
+        k, first = next(iter(d.items()))
+        inner = getattr(first, "_cd_own", None)
+        if inner is None:
+            return False
+        since = newer(d, mark)
+        if since is not None and max(d) >= since:
+            return False
+        cache = e[14]
+        if cache is None:
+            cache = e[14] = {}
+        fn = cache.get(first)
+        if fn is None:
+            fn = cache[first] = joined((e[6],) + inner)
+        d[k] = fn
+        d._cd_since = Handle.next_id
+        return True
+
+    def put_first(d, key, fn, mark):
+        """fn first among the hooks of d, then those registered since the
+        last bw_pre hook put on d (or since mark), then the rest: in
+        backward a module's bw_pre runs before the gradient hooks put on its
+        output after the module inside it returned it (by its own forward
+        hooks, or by its forward after the inner call, as FSDP1's wrapper
+        does), and those before the inner module's bw_pre."""
+        since = newer(d, mark)
+        items = list(d.items())
+        d.clear()
+        d[key] = fn
+        if since is not None:
+            for k, v in items:
+                if k >= since:
+                    d[k] = v
+            for k, v in items:
+                if k < since:
+                    d[k] = v
+        else:
+            d.update(items)
+        d._cd_since = Handle.next_id
 
     def attach(tensors, e, mark):
         """bw_pre when the first of tensors gets its gradient, once per
@@ -317,12 +388,18 @@ def _make_hooks(rec):
                 d = t._backward_hooks = OrderedDict()
                 g._register_hook_dict(t)
                 d[next(keys)] = fn
+                d._cd_since = Handle.next_id
                 return
             if d:
                 first = next(iter(d.values()))
                 lines = getattr(first, "_cd_lines", None)
-                if lines is not None and (mark is None or max(d) < mark):
-                    lines.insert(0, prefix)
+                if lines is not None:
+                    since = newer(d, mark)
+                    if since is None or max(d) < since:
+                        lines.insert(0, prefix)
+                        d._cd_since = Handle.next_id
+                        return
+                elif type(t) is Tensor and join(e, d, mark):
                     return
         lines = [prefix]
         if len(tensors) == 1:
@@ -357,6 +434,7 @@ def _make_hooks(rec):
             if d is None:
                 if type(t) is not Tensor:       # a subclass (DTensor): its own way
                     h = t.register_hook(bw_pre)
+                    t._backward_hooks._cd_since = Handle.next_id
                     if t.grad_fn is None:
                         lleaf.append((t._backward_hooks, h.id))
                     continue
@@ -366,21 +444,12 @@ def _make_hooks(rec):
                 if g is not None:
                     g._register_hook_dict(t)
                 d[key] = bw_pre
+                d._cd_since = Handle.next_id
             elif d:
-                items = list(d.items())
-                d.clear()
-                d[key] = bw_pre
-                if mark is not None:
-                    for k, v in items:
-                        if k >= mark:
-                            d[k] = v
-                    for k, v in items:
-                        if k < mark:
-                            d[k] = v
-                else:
-                    d.update(items)
+                put_first(d, key, bw_pre, mark)
             else:
                 d[key] = bw_pre
+                d._cd_since = Handle.next_id
             if t.grad_fn is None:
                 lleaf.append((d, key))
 
@@ -447,7 +516,20 @@ def _make_hooks(rec):
             append((post, done, t))
             if type(output) is Tensor:
                 if output.requires_grad and grad_enabled():
-                    attach((output,), e, None)
+                    # attach()'s common case, inline: the output's first hook
+                    # is the module's own
+                    d = output._backward_hooks
+                    g = output.grad_fn
+                    if d is None and g is not None:
+                        fn = e[12]
+                        if fn is None:
+                            fn = e[12] = own(e[6])
+                        d = output._backward_hooks = OrderedDict()
+                        g._register_hook_dict(output)
+                        d[next(keys)] = fn
+                        d._cd_since = Handle.next_id
+                    elif not (d and g is not None and join(e, d, None)):
+                        attach((output,), e, None)
             else:
                 ts = outputs(output)
                 if ts is not None:
@@ -466,5 +548,6 @@ def _make_hooks(rec):
                 attach(ts, e, RemovableHandle.next_id if mark is None else mark)
         return fw_done
 
-    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end, own])
+    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end, own, joined,
+                      join, newer, put_first])
     return fw_pre, fw_post, done_hook

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -54,9 +55,26 @@ def start_ranks(what, out, world, *args, script="workers.py"):
     return procs
 
 
+def dump_stacks_and_kill(procs):
+    """Kill the ranks still running, after each has written the Python stack
+    of every thread to its log (the job scripts register faulthandler for
+    SIGUSR2), so that a hang can be read after the fact."""
+    live = [q for q, _ in procs if q.poll() is None]
+    for q in live:
+        try:
+            q.send_signal(signal.SIGUSR2)
+        except OSError:
+            pass
+    time.sleep(2)
+    for q, _ in procs:
+        q.kill()
+        q.wait()
+
+
 def run_ranks(what, out, world, *args, timeout=240, script="workers.py"):
     """Run workers.py (or SCRIPT) WHAT as WORLD gloo ranks; raise with their
-    output if one fails."""
+    output if one fails (a rank still running after timeout seconds: with
+    the stacks of every rank still running)."""
     procs = start_ranks(what, out, world, *args, script=script)
     deadline = time.time() + timeout
     failed = []
@@ -64,8 +82,7 @@ def run_ranks(what, out, world, *args, timeout=240, script="workers.py"):
         try:
             rc = p.wait(max(1, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            for q, _ in procs:
-                q.kill()
+            dump_stacks_and_kill(procs)
             rc = "timeout"
         log.close()
         if rc != 0:
@@ -74,7 +91,7 @@ def run_ranks(what, out, world, *args, timeout=240, script="workers.py"):
         msgs = []
         for rank, rc in failed:
             with open(os.path.join(out, "log%d.txt" % rank)) as f:
-                msgs.append("rank %d exited %s:\n%s" % (rank, rc, f.read()[-3000:]))
+                msgs.append("rank %d exited %s:\n%s" % (rank, rc, f.read()[-6000:]))
         raise AssertionError("\n".join(msgs))
 
 

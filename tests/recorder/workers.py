@@ -27,12 +27,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
+import faulthandler  # noqa: E402
+import signal  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from commdebug import Recorder  # noqa: E402
+
+# the test harness sends SIGUSR2 to a rank that hangs: every thread's stack to the log
+faulthandler.register(signal.SIGUSR2, all_threads=True)
 from commdebug import _nccl  # noqa: E402
 
 # COMMDEBUG_TEST_TAGSPY=FILE: stand-ins for the NCCL-side recorder's

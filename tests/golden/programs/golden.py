@@ -14,7 +14,7 @@ MODE is one of
 
 Adapted from the program that made the PyTorch 2.11 golden data
 (shared/golden-torch2.11/tools/golden.py): the same cases with the same seeds,
-plus cases of our own (twice, shared, locals, c10d, fsdp2, sp_block; compiled,
+plus cases of our own (twice, shared, locals, c10d, fsdp2, sp_block, wraphook; compiled,
 which regen.py leaves out).  The
 cases that need DTensor are left out (exit status 3) on a torch without it;
 ddp and c10d also run on torch 1.13.
@@ -411,6 +411,32 @@ elif case == "locals":  # classes defined in a function (<locals> in their names
                                            "inner.mlp.net2": RowwiseParallel()})
     x = inp()
     region_run("locals fwd+bwd", lambda: m(x).sum().backward())
+elif case == "wraphook":
+    # A wrapper that puts a gradient hook on its inner module's output in its
+    # forward, as FSDP1's wrapper puts its pre-backward hook there, and the
+    # hook issues a collective in backward: CommDebugMode counts it for the
+    # wrapper (its bw_pre has run, the inner module's not yet).  Nested
+    # twice, so that three modules return the same tensor; no DTensor.
+    class Wrap(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            y = self.inner(x)
+            if y.requires_grad:
+                y.register_hook(self.pre_backward)
+            return y
+
+        def pre_backward(self, grad):
+            t = torch.ones(4)
+            dist.all_reduce(t)
+            return None
+
+    torch.manual_seed(0)
+    m = nn.Sequential(Wrap(nn.Linear(10, 10)), nn.ReLU(), Wrap(Wrap(nn.Linear(10, 10))))
+    x = torch.randn(4, 10)
+    region_run("wraphook fwd+bwd", lambda: m(x).sum().backward())
 else:
     raise SystemExit("unknown case " + case)
 
