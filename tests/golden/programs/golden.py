@@ -433,10 +433,27 @@ elif case == "wraphook":
             dist.all_reduce(t)
             return None
 
+    class Par(nn.Module):
+        # the same hook put by a parent's forward between two modules, the
+        # second of which returns its input (nn.Identity)
+        def __init__(self):
+            super().__init__()
+            self.a = Wrap(nn.Linear(10, 10))
+            self.idn = nn.Identity()
+            self.b = Wrap(Wrap(nn.Linear(10, 10)))
+
+        def forward(self, x):
+            y = self.a(x)
+            if y.requires_grad:
+                y.register_hook(self.b.pre_backward)
+            return self.b(torch.relu(self.idn(y)))
+
     torch.manual_seed(0)
     m = nn.Sequential(Wrap(nn.Linear(10, 10)), nn.ReLU(), Wrap(Wrap(nn.Linear(10, 10))))
     x = torch.randn(4, 10)
     region_run("wraphook fwd+bwd", lambda: m(x).sum().backward())
+    p = Par()
+    region_run("wraphook parent", lambda: p(x).sum().backward())
 else:
     raise SystemExit("unknown case " + case)
 
