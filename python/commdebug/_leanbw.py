@@ -183,13 +183,22 @@ def place(rec, t, lines, enter):
     d[fn._cd_bound] = fn
 
 
+_EXIT = '{"ev":"bw_exit"'
+
+
 def exit_line(rec, t, line):
     """bw_exit of a module whose one input tensor requiring grad is t (a
     non-leaf): a line of the marker that runs first on t when nothing was
-    registered since it, else a hook of its own, registered now."""
+    registered since it (after the bw_exit lines put there before it: the
+    hooks they stand for run in the order they were registered), else a
+    hook of its own, registered now."""
     d = _hook_dict(t)
     if d and _quiet(d):
-        next(iter(d.values()))._cd_lines.insert(0, line)
+        lines = next(iter(d.values()))._cd_lines
+        i = 0
+        while i < len(lines) and lines[i].startswith(_EXIT):
+            i += 1
+        lines.insert(i, line)
         return
     fn = make_marker(rec, [line], False)
     d[new_key()] = fn

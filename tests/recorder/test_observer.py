@@ -18,9 +18,11 @@ active: a do-nothing mode shows the same), so there the baseline is a
 do-nothing mode in the recorder's place; where a do-nothing mode changes
 nothing, the baseline is the run without any mode."""
 
+import collections
 import os
 import subprocess
 import sys
+import warnings
 
 import torch
 import torch.nn as nn
@@ -349,6 +351,129 @@ def test_lean_backward_hook_same_trace(ctx):
                                      % (reentrant, leaf, i, got[i:i + 3], want[i:i + 3],
                                         len(got), len(want)))
     ctx.note("%d events, the same with LeanBackwardHook and with torch's" % len(got))
+
+
+class Edge(nn.Module):
+    """Calls LeanBackwardHook must tell apart: a call with keyword arguments
+    only, a module called under no_grad with an input requiring grad, two
+    modules taking the same tensor, outputs that are a list, a namedtuple, a
+    dict, a tensor not requiring grad, the module's input itself."""
+
+    NT = collections.namedtuple("NT", "a b")
+
+    class Kw(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x=None, scale=1.0):
+            return self.lin(x) * scale
+
+    class Out(nn.Module):
+        def __init__(self, kind):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.kind = kind
+
+        def forward(self, x):
+            y = self.lin(x)
+            if self.kind == "list":
+                return [y, y + 1]
+            if self.kind == "namedtuple":
+                return Edge.NT(y, y * 3)
+            if self.kind == "dict":
+                return {"y": y}
+            return y > 0
+
+    class Argmax(nn.Module):
+        def forward(self, x):
+            return x.argmax(-1)
+
+    class Stat(nn.Module):
+        def forward(self, x):
+            self.m = x.mean()
+            return x
+
+    def __init__(self):
+        super().__init__()
+        self.kw = Edge.Kw()
+        self.mask = Edge.Out("mask")
+        self.lo = Edge.Out("list")
+        self.nt = Edge.Out("namedtuple")
+        self.do = Edge.Out("dict")
+        self.p1 = nn.Linear(8, 8)
+        self.p2 = nn.Linear(8, 8)
+        self.arg = Edge.Argmax()
+        self.stat = Edge.Stat()
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.kw(x=x, scale=2.0)
+        with torch.no_grad():
+            m = self.mask(h)
+        a, b = self.lo(h)
+        n = self.nt(a + b)
+        d = self.do(n.a + n.b)["y"]
+        d = self.p1(d) + self.p2(d)
+        i = self.arg(d)
+        s = self.stat(d * m)
+        return self.head(s).sum() + i.sum() * 0
+
+
+def edge_events(ctx, name, lean, mode):
+    """A trace's events of Edge (mode: train, no_grad, inference_mode),
+    times left out."""
+    from commdebug.tracefile import read_events
+    if not lean:
+        os.environ["COMMDEBUG_LEAN_BW"] = "0"
+    try:
+        rec = Recorder(os.path.join(ctx.tmp, name))
+        torch.manual_seed(0)
+        prog = Edge()
+        with warnings.catch_warnings():
+            # (torch: backward hooks are not called for a list or dict output)
+            warnings.simplefilter("ignore")
+            for step in range(2):
+                x = torch.randn(4, 8, requires_grad=True) * 1
+                with rec:
+                    if mode == "train":
+                        prog(x).backward()
+                    elif mode == "no_grad":
+                        with torch.no_grad():
+                            prog(x)
+                    else:
+                        with torch.inference_mode():
+                            prog(torch.randn(4, 8))
+        rec.close()
+    finally:
+        os.environ.pop("COMMDEBUG_LEAN_BW", None)
+    out = []
+    for ev in read_events(rec.path):
+        if ev.get("ev") in ("meta", "pg", "end"):
+            continue
+        ev.pop("t", None)
+        out.append(ev)
+    return out
+
+
+def test_lean_edge_calls_same_trace(ctx):
+    """Edge's trace with LeanBackwardHook is the trace with torch's
+    BackwardHook, event for event, trained and under no_grad and
+    inference_mode (the bw_exit hooks of the modules taking one tensor run in
+    the order they were registered)."""
+    from commdebug import _leanbw
+    if not _leanbw.available():
+        ctx.note("skipped: torch %s has no LeanBackwardHook" % torch.__version__)
+        return
+    for mode in ("train", "no_grad", "inference_mode"):
+        want = edge_events(ctx, "edge-torch-%s.zst" % mode, False, mode)
+        got = edge_events(ctx, "edge-lean-%s.zst" % mode, True, mode)
+        if got != want:
+            i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
+                     min(len(got), len(want)))
+            raise AssertionError("%s: event %d: %r vs %r (%d vs %d)"
+                                 % (mode, i, got[i:i + 3], want[i:i + 3], len(got), len(want)))
+        ctx.note("%s: %d events, the same" % (mode, len(got)))
 
 
 def test_lean_inplace_input(ctx):
