@@ -11,6 +11,7 @@ recorder can say once what it had to emulate.
 import contextlib
 import sys
 import threading
+import weakref
 
 import torch
 import torch.nn.modules.module as _nn_module
@@ -302,18 +303,38 @@ def _fallback_multi_grad_hook(tensors, fn, mode, prepend=False):
         return _Handles([_register_hook(t, any_hook, prepend)
                          for t in tensors if t.requires_grad])
 
-    grad_fns = [_grad_fn_or_acc(t) for t in tensors]
+    n = len(tensors)
+    if n == 1:
+        # one tensor: its hook runs once per backward pass that reaches it
+        def one_hook(grad):
+            fn([True])
+            return None
+        return _Handles([_register_hook(tensors[0], one_hook, prepend)])
+    if NODE_HOOK_CYCLES:
+        # Not the nodes themselves (see NODE_HOOK_CYCLES): the tensors,
+        # weakly; one that died by the first gradient counts as one that
+        # gets its gradient in that pass.
+        refs = [weakref.ref(t) for t in tensors]
+
+        def nodes():
+            ts = [r() for r in refs]
+            return [True if t is None else _grad_fn_or_acc(t) for t in ts]
+    else:
+        grad_fns = [_grad_fn_or_acc(t) for t in tensors]
+
+        def nodes():
+            return grad_fns
     count = {}
     buffers = {}
-    n = len(tensors)
 
     def make(idx):
         def all_hook(grad):
             tid = _task_id()
             c = count.get(tid, 0)
             if c == 0:
-                expected = sum(1 for g in grad_fns
-                               if g is not None and torch._C._will_engine_execute_node(g))
+                expected = sum(1 for g in nodes()
+                               if g is True or (g is not None
+                                                and torch._C._will_engine_execute_node(g)))
                 buffers[tid] = ([None] * n, expected)
             buf, expected = buffers[tid]
             # Only that it arrived: a gradient kept here until the others
@@ -394,10 +415,20 @@ def _lean_multi_grad_hook(tensors, fn, mode):
         t.register_hook(make(i))
 
 
+# Before torch 2.1 the Python object of an autograd node reports the hook
+# dicts of that node to the garbage collector whether or not it owns the node
+# (pytorch/pytorch#102174).  A gradient hook that holds that object (as
+# register_multi_grad_hook's holds the nodes of its tensors) then closes a
+# cycle the collector takes for garbage: it clears the tensor's hook dict,
+# and every gradient hook on the tensor, the program's own too, is lost.
+# There the recorder's hooks hold no node (_fallback_multi_grad_hook).
+NODE_HOOK_CYCLES = TORCH < (2, 1)
+
+
 def multi_grad_hook(tensors, fn, mode="all"):
     if _native_has_mode and _grad_fn_of is not None and _cur_task is not None:
         return _lean_multi_grad_hook(tensors, fn, mode)
-    if _native_mgh is not None and (_native_has_mode or mode == "all"):
+    if _native_mgh is not None and (_native_has_mode or mode == "all") and not NODE_HOOK_CYCLES:
         if _native_has_mode:
             return _native_mgh(tensors, fn, mode=mode)
         return _native_mgh(tensors, fn)

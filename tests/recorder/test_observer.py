@@ -476,6 +476,55 @@ def test_lean_edge_calls_same_trace(ctx):
         ctx.note("%s: %d events, the same" % (mode, len(got)))
 
 
+def test_program_hooks_survive_gc(ctx):
+    """The program's own gradient hooks all run under the recorder (full,
+    and light where there is light mode) when the garbage collector runs
+    between forward and backward: on torch before 2.1 a hook holding an
+    autograd node made the collector empty the tensor's hook dict (wrappers
+    putting a hook on their inner module's output, one or two tensors into
+    a module)."""
+    import gc
+    from commdebug import _light
+    fired = []
+
+    class Hooked(nn.Module):
+        def __init__(self, inner, name):
+            super().__init__()
+            self.inner = inner
+            self.name = name
+
+        def forward(self, x):
+            y = self.inner(x)
+            y.register_hook(lambda g: fired.append(self.name))
+            return y
+
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+
+        def forward(self, x, z):
+            return self.a(x) + z
+
+    torch.manual_seed(0)
+    m = nn.Sequential(Hooked(nn.Linear(8, 8), "a"), nn.ReLU(),
+                      Hooked(Hooked(nn.Linear(8, 8), "b"), "c"))
+    two = Two()
+    modes = [False] + ([True] if _light.available() is None else [])
+    for light in modes:
+        rec = Recorder(os.path.join(ctx.tmp, "gc-%s.zst" % light), light=light)
+        for step in range(3):
+            del fired[:]
+            with rec:
+                h = m(torch.randn(4, 8))
+                out = two(h * 2, h * 3)
+                gc.collect()
+                out.sum().backward()
+            eq(sorted(fired), ["a", "b", "c"], "%s recorder, step %d: the program's hooks "
+               "that ran" % ("light" if light else "full", step + 1))
+        rec.close()
+
+
 def test_lean_inplace_input(ctx):
     """A module changing its input in place (ReLU(inplace=True) after a
     Linear) fails under CommDebugMode's wrappers; with LeanBackwardHook
