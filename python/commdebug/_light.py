@@ -14,23 +14,10 @@ collective counts (its noise-0 outputs), so each hook keeps what that needs:
   them); otherwise ``fw_done`` comes from a module-local hook that runs after
   the module's other hooks, as in the full recorder (tensor-parallel output
   redistribution issues collectives there);
-* ``bw_pre``: CommDebugMode's global full-backward pre-hook makes every
-  module wrap its outputs in an autograd node (BackwardHookFunction), which
-  costs more than the whole budget here.  Instead one gradient hook is put
-  on the module's final outputs, the tensors that node would wrap (a Tensor,
-  or the Tensors of a tuple, when one requires grad and grad mode is on): it
-  fires when their gradient is computed, which is when that node would run,
-  at most once per backward pass.  Where nested modules return the same
-  tensor, the hooks on it are put in the order the nested wrapping nodes
-  would run them: each module's own ``bw_pre`` first, then the gradient
-  hooks put there after the module inside it returned the tensor (by the
-  module's own forward hooks, as FSDP2's pre-backward all-gather is, or by
-  its forward, as FSDP1's wrapper puts its hook on its inner module's
-  output), then the inner module's ``bw_pre`` and the hooks before it.
-  Nested modules returning the same tensor with nothing registered in
-  between share one hook (its lines outermost first);
-* ``bw_end``: the end of each backward pass (an engine callback queued by
-  the first ``bw_pre``).
+* ``bw_pre``: not CommDebugMode's full-backward pre-hook, whose wrapper
+  nodes around every module call cost more than the whole budget here, but a
+  gradient hook on the module's outputs, put where the wrapper node would run
+  it (``_lightbw``); ``bw_end`` at the end of each backward pass.
 
 Not recorded: ops other than collectives, ``bw_enter`` and ``bw_exit`` (the
 module tracker's gradient hooks, which count for CommDebugMode's tables only
@@ -43,10 +30,8 @@ code calls is not a module of the program: it is not recorded.
 """
 
 import functools
-import itertools
 import sys
 import warnings
-from collections import OrderedDict
 import time
 import weakref
 
@@ -55,12 +40,11 @@ from torch.utils.hooks import RemovableHandle
 
 from . import _collkernels
 from . import _compat as C
+from ._lightbw import make_bw_hooks
 from ._process import _live
 
 _clock = time.monotonic_ns
-_Tensor = torch.Tensor
 _cur_task = getattr(torch._C, "_current_graph_task_id", None)
-_grad_enabled = torch.is_grad_enabled
 
 
 def _is_compiling():
@@ -89,13 +73,9 @@ try:
 except Exception:
     _GraphModule = None
 
-# Keys of the gradient hooks put in a tensor's hook dict directly: negative,
-# never those of torch's RemovableHandle.
-_hook_keys = itertools.count(-1, -1)
-
 # Entry of the per-module cache (Recorder._lc, keyed by id(module)).
 _REF, _NJ, _PRE, _PRE_BW, _POST, _POST_BW, _BWPRE, _PARAMS_REGION, _DDP_MOD, _PKEY, \
-    _PPRE, _PCHECKED, _BWHOOK, _FULL, _BWJOIN = range(15)
+    _PPRE, _PCHECKED, _BWHOOK, _FULL, _BWJOIN, _BWMOD = range(16)
 # Every this many regions a module's parameters are read again whole (dtype,
 # shape, requires_grad, which can change without the parameter object
 # changing); in between, only which objects they are.
@@ -105,10 +85,6 @@ PARAMS_RECHECK = 64
 _COMPILER_MODULES = ("torch._functorch", "torch._dynamo", "torch._inductor")
 # Frames between a GraphModule's caller and the module hook.
 _CALL_MODULES = ("torch.nn.modules.module", "torch.fx.graph_module", "torch.fx._lazy_graph_module")
-
-
-def _next_handle_id():
-    return RemovableHandle.next_id
 
 
 def available():
@@ -202,7 +178,8 @@ class LightEvents:
              _DDP is not None and isinstance(mod, _DDP),
              None, None, -PARAMS_RECHECK, None,
              None,          # the full recorder's texts (_tracker.TrackerEvents._fentry)
-             None]          # {inner module's bw_pre hook: the two joined} (_make_hooks.join)
+             None,          # {inner module's bw_pre hook: the two joined} (_make_hooks.join)
+             None]          # its bw_pre as a full-backward pre-hook (_make_hooks.pre_hooked)
         self._lc[id(mod)] = e
         return e
 
@@ -270,197 +247,18 @@ def _make_hooks(rec):
     few Python calls as can be."""
     lc = rec._lc
     append = rec._w.buf.append
-    mono0 = rec._mono0
     w = rec._w
     done_handles = rec._done_handles
     lmark = rec._lmark
-    lleaf = rec._lleaf
     state = rec._lstate          # [region, a bw_end callback is queued, in a region]
     entry = rec._lentry
     params = rec._lparams
     clock = _clock
     cur_task = _cur_task
     compiling = _is_compiling()
-    grad_enabled = _grad_enabled
-    Tensor = _Tensor
-    keys = _hook_keys
-    Handle = RemovableHandle
-    queue = C.queue_engine_callback
     recheck = PARAMS_RECHECK
 
-    def bw_end():
-        state[1] = False
-        append('{"ev":"bw_end","t":%d}\n' % (clock() - mono0))
-
-    def own(prefix):
-        """A module's bw_pre hook for a tensor of its own (made once: a
-        tensor's node runs once per backward pass, so does the hook)."""
-        def bw_pre(grad):
-            if not state[1]:
-                state[1] = True
-                queue(bw_end)
-            append((prefix, clock()))
-            return None
-        bw_pre._cd_own = (prefix,)
-        return bw_pre
-
-    def joined(prefixes):
-        """The bw_pre hook of nested modules returning the same tensor (their
-        lines in prefixes, outermost first): one call in backward."""
-        def bw_pre(grad):
-            if not state[1]:
-                state[1] = True
-                queue(bw_end)
-            t = clock()
-            for p in prefixes:
-                append((p, t))
-            return None
-        bw_pre._cd_own = prefixes
-        return bw_pre
-
-    def newer(d, mark):
-        """The smallest key of a hook on d registered after the last bw_pre
-        hook put there (without one: mark, or None)."""
-        since = getattr(d, "_cd_since", None)
-        return mark if since is None else since
-
-    def join(e, d, mark):
-        """Where the first hook on a tensor is a module's own (or joined)
-        bw_pre hook, with nothing registered since, make it this module's
-        too, its line first (the join made once per pair of hooks).  True
-        when done."""
-        k, first = next(iter(d.items()))
-        inner = getattr(first, "_cd_own", None)
-        if inner is None:
-            return False
-        since = newer(d, mark)
-        if since is not None and max(d) >= since:
-            return False
-        cache = e[14]
-        if cache is None:
-            cache = e[14] = {}
-        fn = cache.get(first)
-        if fn is None:
-            fn = cache[first] = joined((e[6],) + inner)
-        d[k] = fn
-        d._cd_since = Handle.next_id
-        return True
-
-    def put_first(d, key, fn, mark):
-        """fn first among the hooks of d, then those registered since the
-        last bw_pre hook put on d (or since mark), then the rest: in
-        backward a module's bw_pre runs before the gradient hooks put on its
-        output after the module inside it returned it (by its own forward
-        hooks, or by its forward after the inner call, as FSDP1's wrapper
-        does), and those before the inner module's bw_pre."""
-        since = newer(d, mark)
-        items = list(d.items())
-        d.clear()
-        d[key] = fn
-        if since is not None:
-            for k, v in items:
-                if k >= since:
-                    d[k] = v
-            for k, v in items:
-                if k < since:
-                    d[k] = v
-        else:
-            d.update(items)
-        d._cd_since = Handle.next_id
-
-    def attach(tensors, e, mark):
-        """bw_pre when the first of tensors gets its gradient, once per
-        backward pass: a gradient hook put first on each (see the module's
-        doc for the order).  A module whose only output already carries the
-        bw_pre hook of a module inside it, with nothing registered since,
-        joins that hook (its line goes first): one call in backward for
-        nested modules that return the same tensor."""
-        prefix = e[6]
-        if len(tensors) == 1:
-            t = tensors[0]
-            d = t._backward_hooks
-            g = t.grad_fn
-            if d is None and g is not None and type(t) is Tensor:
-                # the common case: the module's own hook, made once
-                fn = e[12]
-                if fn is None:
-                    fn = e[12] = own(e[6])
-                d = t._backward_hooks = OrderedDict()
-                g._register_hook_dict(t)
-                d[next(keys)] = fn
-                d._cd_since = Handle.next_id
-                return
-            if d:
-                first = next(iter(d.values()))
-                lines = getattr(first, "_cd_lines", None)
-                if lines is not None:
-                    since = newer(d, mark)
-                    if since is None or max(d) < since:
-                        lines.insert(0, prefix)
-                        d._cd_since = Handle.next_id
-                        return
-                elif type(t) is Tensor and join(e, d, mark):
-                    return
-        lines = [prefix]
-        if len(tensors) == 1:
-            # one tensor: its node runs once per backward pass, so does this
-            def bw_pre(grad):
-                if not state[1]:
-                    state[1] = True
-                    queue(bw_end)
-                t = clock()
-                for p in lines:
-                    append((p, t))
-                return None
-        else:
-            last = [None]
-
-            def bw_pre(grad):
-                task = cur_task()
-                if last[0] != task:
-                    last[0] = task
-                    if not state[1]:
-                        state[1] = True
-                        queue(bw_end)
-                    t = clock()
-                    for p in lines:
-                        append((p, t))
-                return None
-        bw_pre._cd_lines = lines
-
-        for t in tensors:
-            d = t._backward_hooks
-            key = next(keys)
-            if d is None:
-                if type(t) is not Tensor:       # a subclass (DTensor): its own way
-                    h = t.register_hook(bw_pre)
-                    t._backward_hooks._cd_since = Handle.next_id
-                    if t.grad_fn is None:
-                        lleaf.append((t._backward_hooks, h.id))
-                    continue
-                # Tensor.register_hook without its handle
-                d = t._backward_hooks = OrderedDict()
-                g = t.grad_fn
-                if g is not None:
-                    g._register_hook_dict(t)
-                d[key] = bw_pre
-                d._cd_since = Handle.next_id
-            elif d:
-                put_first(d, key, bw_pre, mark)
-            else:
-                d[key] = bw_pre
-                d._cd_since = Handle.next_id
-            if t.grad_fn is None:
-                lleaf.append((d, key))
-
-    def outputs(output):
-        """The tensors BackwardHook would wrap, or None."""
-        if type(output) is Tensor or isinstance(output, Tensor):
-            return (output,) if output.requires_grad and grad_enabled() else None
-        if isinstance(output, tuple):
-            ts = [o for o in output if isinstance(o, Tensor) and o.requires_grad]
-            return ts if ts and grad_enabled() else None
-        return None
+    attach, outputs, pre_hooked = make_bw_hooks(rec, compiling, (_BWPRE, _BWHOOK, _BWJOIN, _BWMOD))
 
     def fw_pre(mod, inputs):
         if compiling() or not state[2]:
@@ -514,26 +312,9 @@ def _make_hooks(rec):
             lmark[id(mod)] = RemovableHandle.next_id
         else:
             append((post, done, t))
-            if type(output) is Tensor:
-                if output.requires_grad and grad_enabled():
-                    # attach()'s common case, inline: the output's first hook
-                    # is the module's own
-                    d = output._backward_hooks
-                    g = output.grad_fn
-                    if d is None and g is not None:
-                        fn = e[12]
-                        if fn is None:
-                            fn = e[12] = own(e[6])
-                        d = output._backward_hooks = OrderedDict()
-                        g._register_hook_dict(output)
-                        d[next(keys)] = fn
-                        d._cd_since = Handle.next_id
-                    elif not (d and g is not None and join(e, d, None)):
-                        attach((output,), e, None)
-            else:
-                ts = outputs(output)
-                if ts is not None:
-                    attach(ts, e, None)
+            ts = outputs(output)
+            if ts is not None and not pre_hooked(mod, e, 1):
+                attach(ts, e, None)
         if e[8] and not bw:
             rec._lddp_post(mod)
 
@@ -544,10 +325,9 @@ def _make_hooks(rec):
             append((e[5 if cur_task() != -1 else 4][1], clock()))
             ts = outputs(output)
             mark = lmark.pop(id(mod), None)
-            if ts is not None:
+            if ts is not None and not pre_hooked(mod, e, 1):
                 attach(ts, e, RemovableHandle.next_id if mark is None else mark)
         return fw_done
 
-    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None), attach, outputs, bw_end, own, joined,
-                      join, newer, put_first])
+    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None)])
     return fw_pre, fw_post, done_hook

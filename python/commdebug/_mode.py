@@ -220,7 +220,7 @@ class OpEvents:
 _SKIP_MODULES = ("commdebug._mode", "commdebug.recorder", "commdebug._events", "commdebug._ddp",
                  "commdebug._process", "commdebug._compat", "commdebug._light",
                  "commdebug._collkernels", "commdebug._tracker", "commdebug._bounded",
-                 "commdebug._leanbw",
+                 "commdebug._leanbw", "commdebug._lightbw", "commdebug._gradhooks",
                  "torch.utils._python_dispatch")
 # The Python functions that hand a backward pass to the C++ autograd engine
 # (Variable._execution_engine.run_backward): torch.autograd.backward and

@@ -16,6 +16,7 @@ import weakref
 import torch
 
 from . import _compat as C
+from ._gradhooks import multi_grad_hook
 from . import _leanbw
 from . import _light
 
@@ -68,7 +69,7 @@ class TrackerEvents:
             self._append((e[2][:-4] + '"params":%s,"grad_in":%s,"t":'
                           % (self._params_json(mod), "true" if grad_in else "false"), _clock()))
         if grad_in:
-            C.multi_grad_hook(tensors, self._exit_fn(nj))
+            multi_grad_hook(tensors, self._exit_fn(nj))
         if bw:
             return
         # (CommDebugMode reads param.data here, which for a DTensor dispatches
@@ -132,11 +133,11 @@ class TrackerEvents:
                 fn = self._pre_enter_fn(weakref.ref(mod), nj)
             else:
                 fn = self._enter_fn(nj)
-            C.multi_grad_hook(tensors, fn, mode="any")
+            multi_grad_hook(tensors, fn, mode="any")
         elif emulate:
             # In backward (activation-checkpoint recompute) the tracker registers
             # nothing, but the full-backward pre-hook would still fire.
-            C.multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
+            multi_grad_hook(tensors, self._bw_pre_fn(weakref.ref(mod)), mode="any")
 
     # ------------------------------------------- with LeanBackwardHook (_leanbw)
     def _fentry(self, e):
@@ -197,7 +198,7 @@ class TrackerEvents:
                 # one gradient, held by nobody: a line of the marker it joins
                 _leanbw.exit_line(self, t, f[8])
             else:
-                C.multi_grad_hook(tensors, self._exit_fn(e[1]))
+                multi_grad_hook(tensors, self._exit_fn(e[1]))
         else:
             self._append((f[3], _clock()))
         if e[_DDP_MOD]:
@@ -226,7 +227,7 @@ class TrackerEvents:
             # marker when it can be), at the key it is registered under now
             self._pending_enter[id(mod)] = (t, _leanbw.new_key(), f[9])
         else:
-            C.multi_grad_hook(tensors, self._enter_fn(e[1]), mode="any")
+            multi_grad_hook(tensors, self._enter_fn(e[1]), mode="any")
 
     def _bw_pre(self, mod, grad_output):
         self._emit('{"ev":"bw_pre","mod":' + self._nj(self._mod_name(mod)))

@@ -14,10 +14,10 @@ MODE is one of
 
 Adapted from the program that made the PyTorch 2.11 golden data
 (shared/golden-torch2.11/tools/golden.py): the same cases with the same seeds,
-plus cases of our own (twice, shared, locals, c10d, fsdp2, sp_block, wraphook; compiled,
-which regen.py leaves out).  The
-cases that need DTensor are left out (exit status 3) on a torch without it;
-ddp and c10d also run on torch 1.13.
+plus cases of our own (twice, shared, locals, c10d, fsdp2, sp_block, wraphook,
+bwhooks; compiled, which regen.py leaves out).  The cases that need DTensor
+are left out (exit status 3) on a torch without it; ddp, c10d and wraphook
+also run on torch 1.13.
 """
 import json
 import os
@@ -48,6 +48,9 @@ case, outdir, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
 assert MODE in ("rec", "light", "cdm", "ops"), MODE
 if case in NEEDS_DTENSOR and DTensor is None:
     print("%s needs DTensor: left out on torch %s" % (case, torch.__version__))
+    sys.exit(3)
+if case == "bwhooks" and not hasattr(nn.Module, "register_full_backward_pre_hook"):
+    print("bwhooks needs full-backward pre-hooks: left out on torch %s" % torch.__version__)
     sys.exit(3)
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo", timeout=timedelta(seconds=90))
@@ -454,6 +457,30 @@ elif case == "wraphook":
     region_run("wraphook fwd+bwd", lambda: m(x).sum().backward())
     p = Par()
     region_run("wraphook parent", lambda: p(x).sum().backward())
+elif case == "bwhooks":
+    # Module backward hooks of the program's own that issue collectives: a
+    # full-backward pre-hook (runs where the module's backward starts), a
+    # full-backward hook (where its input gradients are ready), on leaves,
+    # on a module with children, on the outermost module, on a module with a
+    # forward hook too.
+    def coll(*_):
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        return None
+
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 10))
+    m = nn.Sequential(nn.Linear(10, 10), inner, nn.Linear(10, 10))
+    m.register_full_backward_pre_hook(coll)
+    m[0].register_full_backward_hook(coll)
+    m[2].register_full_backward_pre_hook(coll)
+    inner.register_full_backward_pre_hook(coll)
+    inner.register_full_backward_hook(coll)
+    inner[0].register_forward_hook(lambda *a: None)      # (and a forward hook)
+    inner[0].register_full_backward_pre_hook(coll)
+    inner[2].register_full_backward_hook(coll)
+    x = torch.randn(4, 10, requires_grad=True)
+    region_run("bwhooks fwd+bwd", lambda: m(x * 1).sum().backward())
 else:
     raise SystemExit("unknown case " + case)
 

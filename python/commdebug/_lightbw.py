@@ -1,0 +1,271 @@
+"""Light mode's bw_pre and bw_end: where each module call's backward starts,
+without CommDebugMode's wrapper nodes (see commdebug._light).
+
+CommDebugMode's global full-backward pre-hook makes every module wrap its
+outputs in an autograd node (BackwardHookFunction), which costs more than
+light mode's whole budget.  Instead one gradient hook is put on the module's
+final outputs, the tensors that node would wrap (a Tensor, or the Tensors of
+a tuple, when one requires grad and grad mode is on): it fires when their
+gradient is computed, which is when that node would run, at most once per
+backward pass.
+
+Order on one tensor.  Where nested modules return the same tensor, its hooks
+are put in the order the nested wrapping nodes would run them: each module's
+own ``bw_pre`` first, then the gradient hooks put there after the module
+inside it returned the tensor (by the module's own forward hooks, as FSDP2's
+pre-backward all-gather is, or by its forward, as FSDP1's wrapper puts its
+hook on its inner module's output), then the inner module's ``bw_pre`` and
+the hooks before it.  A hook dict remembers where the last ``bw_pre`` hook
+was put (``_cd_since``: the next handle id then).  Nested modules returning
+the same tensor with nothing registered in between share one hook (its lines
+outermost first).
+
+Calls torch wraps anyway.  A call that torch wraps in its own BackwardHook for
+full-backward pre-hooks (the module's, or global ones of other code) runs
+them where the wrapper node runs, before any gradient hook on its output, as
+under CommDebugMode: there ``bw_pre`` is put first among that call's
+pre-hooks instead (the BackwardHook is a local of nn.Module's call, whose
+frame calls the forward hooks).
+
+``bw_end``: the end of each backward pass (an engine callback queued by the
+first ``bw_pre``).
+"""
+
+import itertools
+import sys
+import time
+from collections import OrderedDict
+
+import torch
+import torch.nn.modules.module as _nn_module
+from torch.utils.hooks import BackwardHook, RemovableHandle
+
+from . import _compat as C
+
+# Keys of the gradient hooks put in a tensor's hook dict directly: negative,
+# never those of torch's RemovableHandle.
+_hook_keys = itertools.count(-1, -1)
+# Functions of nn.Module's call in which the forward hooks run (the local
+# bw_hook: the call's BackwardHook).
+_CALL_FRAMES = ("inner", "_call_impl")
+
+
+def make_bw_hooks(rec, compiling, slots):
+    """(attach, outputs, pre_hooked) of a light Recorder whose trace is open
+    (closures, as _light._make_hooks's; slots: those of a module's entry
+    holding its bw_pre line, its own hook, its joined hooks, its module
+    pre-hook):
+
+    * attach(tensors, e, mark): bw_pre of the module of entry e when the
+      first of tensors gets its gradient (mark: the first handle id its own
+      forward hooks may have registered, or None);
+    * outputs(output): the tensors torch's BackwardHook would wrap, or None;
+    * pre_hooked(mod, e, frame): whether this call's bw_pre is one of its
+      BackwardHook's pre-hooks (then it needs no attach)."""
+    _BWPRE, _BWHOOK, _BWJOIN, _BWMOD = slots
+    append = rec._w.buf.append
+    mono0 = rec._mono0
+    lleaf = rec._lleaf
+    state = rec._lstate          # [region, a bw_end callback is queued, in a region]
+    clock = time.monotonic_ns
+    cur_task = torch._C._current_graph_task_id
+    grad_enabled = torch.is_grad_enabled
+    Tensor = torch.Tensor
+    keys = _hook_keys
+    Handle = RemovableHandle
+    queue = C.queue_engine_callback
+    global_pre = _nn_module._global_backward_pre_hooks
+    getframe = sys._getframe
+
+    def bw_end():
+        state[1] = False
+        append('{"ev":"bw_end","t":%d}\n' % (clock() - mono0))
+
+    def joined(prefixes):
+        """The bw_pre hook of a module (prefixes: its line), or of nested
+        modules returning the same tensor (their lines, outermost first),
+        made once: a tensor's node runs once per backward pass, so does it."""
+        def bw_pre(grad):
+            if not state[1]:
+                state[1] = True
+                queue(bw_end)
+            t = clock()
+            for p in prefixes:
+                append((p, t))
+            return None
+        bw_pre._cd_own = prefixes
+        return bw_pre
+
+    def module_bw_pre(prefix):
+        """bw_pre as a full-backward pre-hook of a module call."""
+        def bw_pre(mod, grad_output):
+            if compiling() or not state[2]:
+                return None
+            if not state[1]:
+                state[1] = True
+                queue(bw_end)
+            append((prefix, clock()))
+            return None
+        return bw_pre
+
+    def pre_hooked(mod, e, depth):
+        """Whether this call's bw_pre is put first among the full-backward
+        pre-hooks of the BackwardHook torch made for it (depth: frames from
+        the caller to nn.Module's call)."""
+        if not (mod._backward_pre_hooks or global_pre):
+            return False
+        frame = getframe(depth + 1)
+        bw_hook = frame.f_locals.get("bw_hook") if frame.f_code.co_name in _CALL_FRAMES \
+            else None
+        if not isinstance(bw_hook, BackwardHook) or \
+                not isinstance(getattr(bw_hook, "user_pre_hooks", None), list):
+            return False
+        fn = e[_BWMOD]
+        if fn is None:
+            fn = e[_BWMOD] = module_bw_pre(e[_BWPRE])
+        bw_hook.user_pre_hooks.insert(0, fn)
+        return True
+
+    def newer(d, mark):
+        """The smallest key of a hook on d registered after the last bw_pre
+        hook put there (without one: mark, or None)."""
+        since = getattr(d, "_cd_since", None)
+        return mark if since is None else since
+
+    def join(e, d, mark):
+        """Where the first hook on a tensor (dict d) is a module's own (or
+        joined) bw_pre hook, with nothing registered since, make it this
+        module's too, its line first (made once per pair).  True when done."""
+        k, first = next(iter(d.items()))
+        inner = getattr(first, "_cd_own", None)
+        if inner is None:
+            return False
+        since = newer(d, mark)
+        if since is not None and max(d) >= since:
+            return False
+        cache = e[_BWJOIN]
+        if cache is None:
+            cache = e[_BWJOIN] = {}
+        fn = cache.get(first)
+        if fn is None:
+            fn = cache[first] = joined((e[_BWPRE],) + inner)
+        d[k] = fn
+        d._cd_since = Handle.next_id
+        return True
+
+    def put_first(d, key, fn, mark):
+        """fn first among the hooks of d, then those registered since the
+        last bw_pre hook put on d (or since mark), then the rest."""
+        since = newer(d, mark)
+        items = list(d.items())
+        d.clear()
+        d[key] = fn
+        if since is not None:
+            for k, v in items:
+                if k >= since:
+                    d[k] = v
+            for k, v in items:
+                if k < since:
+                    d[k] = v
+        else:
+            d.update(items)
+        d._cd_since = Handle.next_id
+
+    def shared(lines, one):
+        """A bw_pre hook whose lines the modules returning its tensors add
+        to (one: for one tensor, else fired once per backward pass)."""
+        if one:
+            def bw_pre(grad):
+                if not state[1]:
+                    state[1] = True
+                    queue(bw_end)
+                t = clock()
+                for p in lines:
+                    append((p, t))
+                return None
+        else:
+            last = [None]
+
+            def bw_pre(grad):
+                task = cur_task()
+                if last[0] != task:
+                    last[0] = task
+                    if not state[1]:
+                        state[1] = True
+                        queue(bw_end)
+                    t = clock()
+                    for p in lines:
+                        append((p, t))
+                return None
+        bw_pre._cd_lines = lines
+        return bw_pre
+
+    def attach_one(t, e, mark):
+        """attach() for one tensor where it can own a hook or join one.
+        True when done."""
+        d = t._backward_hooks
+        if d is None:
+            g = t.grad_fn
+            if g is None or type(t) is not Tensor:
+                return False
+            # the common case: the module's own hook, made once
+            fn = e[_BWHOOK]
+            if fn is None:
+                fn = e[_BWHOOK] = joined((e[_BWPRE],))
+            d = t._backward_hooks = OrderedDict()
+            g._register_hook_dict(t)
+            d[next(keys)] = fn
+            d._cd_since = Handle.next_id
+            return True
+        if not d:
+            return False
+        lines = getattr(next(iter(d.values())), "_cd_lines", None)
+        if lines is None:
+            return type(t) is Tensor and join(e, d, mark)
+        since = newer(d, mark)
+        if since is not None and max(d) >= since:
+            return False
+        lines.insert(0, e[_BWPRE])
+        d._cd_since = Handle.next_id
+        return True
+
+    def attach(tensors, e, mark):
+        if len(tensors) == 1 and attach_one(tensors[0], e, mark):
+            return
+        bw_pre = shared([e[_BWPRE]], len(tensors) == 1)
+        for t in tensors:
+            d = t._backward_hooks
+            key = next(keys)
+            if d is None:
+                if type(t) is not Tensor:       # a subclass (DTensor): its own way
+                    h = t.register_hook(bw_pre)
+                    t._backward_hooks._cd_since = Handle.next_id
+                    if t.grad_fn is None:
+                        lleaf.append((t._backward_hooks, h.id))
+                    continue
+                # Tensor.register_hook without its handle
+                d = t._backward_hooks = OrderedDict()
+                g = t.grad_fn
+                if g is not None:
+                    g._register_hook_dict(t)
+                d[key] = bw_pre
+                d._cd_since = Handle.next_id
+            elif d:
+                put_first(d, key, bw_pre, mark)
+            else:
+                d[key] = bw_pre
+                d._cd_since = Handle.next_id
+            if t.grad_fn is None:
+                lleaf.append((d, key))
+
+    def outputs(output):
+        if type(output) is Tensor or isinstance(output, Tensor):
+            return (output,) if output.requires_grad and grad_enabled() else None
+        if isinstance(output, tuple):
+            ts = [o for o in output if isinstance(o, Tensor) and o.requires_grad]
+            return ts if ts and grad_enabled() else None
+        return None
+
+    C.skip_in_dynamo([bw_end, joined, module_bw_pre, pre_hooked, newer, join, put_first,
+                      shared, attach_one, attach, outputs])
+    return attach, outputs, pre_hooked
