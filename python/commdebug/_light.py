@@ -36,6 +36,7 @@ import time
 import weakref
 
 import torch
+import torch.nn.modules.module as _nn_module
 from torch.utils.hooks import RemovableHandle
 
 from . import _collkernels
@@ -258,7 +259,11 @@ def _make_hooks(rec):
     compiling = _is_compiling()
     recheck = PARAMS_RECHECK
 
-    attach, outputs, pre_hooked = make_bw_hooks(rec, compiling, (_BWPRE, _BWHOOK, _BWJOIN, _BWMOD))
+    attach, attach1, outputs, pre_hooked = make_bw_hooks(rec, compiling,
+                                                         (_BWPRE, _BWHOOK, _BWJOIN, _BWMOD))
+    grad_enabled = torch.is_grad_enabled
+    Tensor = torch.Tensor
+    global_pre = _nn_module._global_backward_pre_hooks
 
     def fw_pre(mod, inputs):
         if compiling() or not state[2]:
@@ -312,9 +317,15 @@ def _make_hooks(rec):
             lmark[id(mod)] = RemovableHandle.next_id
         else:
             append((post, done, t))
-            ts = outputs(output)
-            if ts is not None and not pre_hooked(mod, e, 1):
-                attach(ts, e, None)
+            if (mod._backward_pre_hooks or global_pre) and pre_hooked(e, 1):
+                pass
+            elif type(output) is Tensor:
+                if output.requires_grad and grad_enabled():
+                    attach1(output, e, None)
+            else:
+                ts = outputs(output)
+                if ts is not None:
+                    attach(ts, e, None)
         if e[8] and not bw:
             rec._lddp_post(mod)
 
@@ -325,7 +336,8 @@ def _make_hooks(rec):
             append((e[5 if cur_task() != -1 else 4][1], clock()))
             ts = outputs(output)
             mark = lmark.pop(id(mod), None)
-            if ts is not None and not pre_hooked(mod, e, 1):
+            if ts is not None and not ((mod._backward_pre_hooks or global_pre)
+                                       and pre_hooked(e, 1)):
                 attach(ts, e, RemovableHandle.next_id if mark is None else mark)
         return fw_done
 

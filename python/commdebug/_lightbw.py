@@ -37,7 +37,6 @@ import time
 from collections import OrderedDict
 
 import torch
-import torch.nn.modules.module as _nn_module
 from torch.utils.hooks import BackwardHook, RemovableHandle
 
 from . import _compat as C
@@ -51,16 +50,17 @@ _CALL_FRAMES = ("inner", "_call_impl")
 
 
 def make_bw_hooks(rec, compiling, slots):
-    """(attach, outputs, pre_hooked) of a light Recorder whose trace is open
+    """(attach, attach1, outputs, pre_hooked) of a light Recorder whose trace is open
     (closures, as _light._make_hooks's; slots: those of a module's entry
     holding its bw_pre line, its own hook, its joined hooks, its module
     pre-hook):
 
     * attach(tensors, e, mark): bw_pre of the module of entry e when the
       first of tensors gets its gradient (mark: the first handle id its own
-      forward hooks may have registered, or None);
+      forward hooks may have registered, or None); attach1(t, e, mark) for
+      one tensor;
     * outputs(output): the tensors torch's BackwardHook would wrap, or None;
-    * pre_hooked(mod, e, frame): whether this call's bw_pre is one of its
+    * pre_hooked(e, depth): whether this call's bw_pre is one of its
       BackwardHook's pre-hooks (then it needs no attach)."""
     _BWPRE, _BWHOOK, _BWJOIN, _BWMOD = slots
     append = rec._w.buf.append
@@ -74,7 +74,6 @@ def make_bw_hooks(rec, compiling, slots):
     keys = _hook_keys
     Handle = RemovableHandle
     queue = C.queue_engine_callback
-    global_pre = _nn_module._global_backward_pre_hooks
     getframe = sys._getframe
 
     def bw_end():
@@ -108,12 +107,11 @@ def make_bw_hooks(rec, compiling, slots):
             return None
         return bw_pre
 
-    def pre_hooked(mod, e, depth):
-        """Whether this call's bw_pre is put first among the full-backward
-        pre-hooks of the BackwardHook torch made for it (depth: frames from
-        the caller to nn.Module's call)."""
-        if not (mod._backward_pre_hooks or global_pre):
-            return False
+    def pre_hooked(e, depth):
+        """For a call with full-backward pre-hooks (the module's own or
+        global ones: the caller checks), whether its bw_pre is put first
+        among those of the BackwardHook torch made for it (depth: frames
+        from the caller to nn.Module's call)."""
         frame = getframe(depth + 1)
         bw_hook = frame.f_locals.get("bw_hook") if frame.f_code.co_name in _CALL_FRAMES \
             else None
@@ -200,9 +198,15 @@ def make_bw_hooks(rec, compiling, slots):
         bw_pre._cd_lines = lines
         return bw_pre
 
-    def attach_one(t, e, mark):
-        """attach() for one tensor where it can own a hook or join one.
-        True when done."""
+    def attach1(t, e, mark):
+        """attach((t,), e, mark), in one call where t can own its hook or
+        join one (the common case)."""
+        if not own_or_join(t, e, mark):
+            attach_many((t,), e, mark)
+
+    def own_or_join(t, e, mark):
+        """The hook of a module's one output tensor where it can own a hook
+        or join one.  True when done."""
         d = t._backward_hooks
         if d is None:
             g = t.grad_fn
@@ -230,8 +234,14 @@ def make_bw_hooks(rec, compiling, slots):
         return True
 
     def attach(tensors, e, mark):
-        if len(tensors) == 1 and attach_one(tensors[0], e, mark):
-            return
+        if len(tensors) == 1:
+            attach1(tensors[0], e, mark)
+        else:
+            attach_many(tensors, e, mark)
+
+    def attach_many(tensors, e, mark):
+        """A hook of bw_pre's own on each of tensors (see the module's doc
+        for where it goes among their hooks)."""
         bw_pre = shared([e[_BWPRE]], len(tensors) == 1)
         for t in tensors:
             d = t._backward_hooks
@@ -267,5 +277,5 @@ def make_bw_hooks(rec, compiling, slots):
         return None
 
     C.skip_in_dynamo([bw_end, joined, module_bw_pre, pre_hooked, newer, join, put_first,
-                      shared, attach_one, attach, outputs])
-    return attach, outputs, pre_hooked
+                      shared, attach1, own_or_join, attach, attach_many, outputs])
+    return attach, attach1, outputs, pre_hooked
