@@ -29,6 +29,16 @@ frame calls the forward hooks).
 
 ``bw_end``: the end of each backward pass (an engine callback queued by the
 first ``bw_pre``).
+
+Not exact (the golden programs have none of these; the full recorder is):
+a wrapper node runs when the gradients of all the tensors it wraps are in,
+and right before the node that made them; the gradient hook fires when the
+node that made the tensor runs.  The two part where a module returns several
+tensors requiring grad whose gradients come in apart (``bw_pre`` at the
+first, not the last), or a tensor whose node is not the newest when the
+module returns (it made nodes after, such as an auxiliary loss: those may
+run between the two).  A collective issued in backward between the two
+moments is counted for another module than under CommDebugMode.
 """
 
 import itertools
