@@ -125,8 +125,10 @@ def make_bw_hooks(rec, compiling, slots):
         frame = getframe(depth + 1)
         bw_hook = frame.f_locals.get("bw_hook") if frame.f_code.co_name in _CALL_FRAMES \
             else None
-        if not isinstance(bw_hook, BackwardHook) or \
+        if type(bw_hook) is not BackwardHook or \
                 not isinstance(getattr(bw_hook, "user_pre_hooks", None), list):
+            # (a LeanBackwardHook of a full recorder open too decides at its
+            # construction what it runs: not a pre-hook put in later)
             return False
         fn = e[_BWMOD]
         if fn is None:
