@@ -90,31 +90,34 @@ def make_bw_hooks(rec, compiling, slots):
         state[1] = False
         append('{"ev":"bw_end","t":%d}\n' % (clock() - mono0))
 
-    def joined(prefixes):
-        """The bw_pre hook of a module (prefixes: its line), or of nested
-        modules returning the same tensor (their lines, outermost first),
-        made once: a tensor's node runs once per backward pass, so does it."""
+    def fire(lines):
+        """A gradient hook writing lines, all at the time it fires."""
         def bw_pre(grad):
             if not state[1]:
                 state[1] = True
                 queue(bw_end)
             t = clock()
-            for p in prefixes:
+            for p in lines:
                 append((p, t))
             return None
-        bw_pre._cd_own = prefixes
         return bw_pre
+
+    def joined(prefixes):
+        """The bw_pre hook of a module (prefixes: its line), or of nested
+        modules returning the same tensor (their lines, outermost first),
+        made once: a tensor's node runs once per backward pass, so does it."""
+        fn = fire(prefixes)
+        fn._cd_own = prefixes
+        return fn
 
     def module_bw_pre(prefix):
         """bw_pre as a full-backward pre-hook of a module call."""
+        write = fire((prefix,))
+
         def bw_pre(mod, grad_output):
             if compiling() or not state[2]:
                 return None
-            if not state[1]:
-                state[1] = True
-                queue(bw_end)
-            append((prefix, clock()))
-            return None
+            return write(None)
         return bw_pre
 
     def pre_hooked(e, depth):
@@ -185,30 +188,19 @@ def make_bw_hooks(rec, compiling, slots):
         """A bw_pre hook whose lines the modules returning its tensors add
         to (one: for one tensor, else fired once per backward pass)."""
         if one:
-            def bw_pre(grad):
-                if not state[1]:
-                    state[1] = True
-                    queue(bw_end)
-                t = clock()
-                for p in lines:
-                    append((p, t))
-                return None
+            fn = fire(lines)
         else:
             last = [None]
+            write = fire(lines)
 
-            def bw_pre(grad):
+            def fn(grad):
                 task = cur_task()
                 if last[0] != task:
                     last[0] = task
-                    if not state[1]:
-                        state[1] = True
-                        queue(bw_end)
-                    t = clock()
-                    for p in lines:
-                        append((p, t))
+                    write(grad)
                 return None
-        bw_pre._cd_lines = lines
-        return bw_pre
+        fn._cd_lines = lines
+        return fn
 
     def attach1(t, e, mark):
         """attach((t,), e, mark), in one call where t can own its hook or
@@ -288,6 +280,6 @@ def make_bw_hooks(rec, compiling, slots):
             return ts if ts and grad_enabled() else None
         return None
 
-    C.skip_in_dynamo([bw_end, joined, module_bw_pre, pre_hooked, newer, join, put_first,
+    C.skip_in_dynamo([bw_end, fire, joined, module_bw_pre, pre_hooked, newer, join, put_first,
                       shared, attach1, own_or_join, attach, attach_many, outputs])
     return attach, attach1, outputs, pre_hooked

@@ -302,19 +302,16 @@ class Prog(nn.Module):
         return self.head(self.ident(a + b)).sum() + self.side.aux
 
 
-def lean_events(ctx, name, lean, reentrant, leaf):
-    """A trace's events of Prog, times left out."""
+def recorded_events(ctx, name, lean, run):
+    """The events of a trace run(rec) records (with LeanBackwardHook, or
+    with torch's own BackwardHook), times left out; and the Recorder."""
     from commdebug.tracefile import read_events
     if not lean:
         os.environ["COMMDEBUG_LEAN_BW"] = "0"
     try:
         rec = Recorder(os.path.join(ctx.tmp, name))
         torch.manual_seed(0)
-        prog = Prog()
-        for step in range(2):
-            x = torch.randn(4, 8, requires_grad=leaf)
-            with rec:
-                prog(x if leaf else x * 1, reentrant).backward()
+        run(rec)
         rec.close()
     finally:
         os.environ.pop("COMMDEBUG_LEAN_BW", None)
@@ -325,6 +322,25 @@ def lean_events(ctx, name, lean, reentrant, leaf):
         ev.pop("t", None)
         out.append(ev)
     return out, rec
+
+
+def same_events(got, want, what):
+    if got != want:
+        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
+                 min(len(got), len(want)))
+        raise AssertionError("%s: event %d: %r vs %r (%d vs %d)"
+                             % (what, i, got[i:i + 3], want[i:i + 3], len(got), len(want)))
+
+
+def lean_events(ctx, name, lean, reentrant, leaf):
+    """A trace's events of Prog, times left out."""
+    def run(rec):
+        prog = Prog()
+        for step in range(2):
+            x = torch.randn(4, 8, requires_grad=leaf)
+            with rec:
+                prog(x if leaf else x * 1, reentrant).backward()
+    return recorded_events(ctx, name, lean, run)
 
 
 def test_lean_backward_hook_same_trace(ctx):
@@ -344,12 +360,7 @@ def test_lean_backward_hook_same_trace(ctx):
             tag = "r%d-l%d" % (reentrant, leaf)
             want, _ = lean_events(ctx, "torch-%s.zst" % tag, False, reentrant, leaf)
             got, rec = lean_events(ctx, "lean-%s.zst" % tag, True, reentrant, leaf)
-            if got != want:
-                i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
-                         min(len(got), len(want)))
-                raise AssertionError("use_reentrant=%s leaf=%s: event %d: %r vs %r (%d vs %d)"
-                                     % (reentrant, leaf, i, got[i:i + 3], want[i:i + 3],
-                                        len(got), len(want)))
+            same_events(got, want, "use_reentrant=%s leaf=%s" % (reentrant, leaf))
     ctx.note("%d events, the same with LeanBackwardHook and with torch's" % len(got))
 
 
@@ -423,12 +434,7 @@ class Edge(nn.Module):
 def edge_events(ctx, name, lean, mode):
     """A trace's events of Edge (mode: train, no_grad, inference_mode),
     times left out."""
-    from commdebug.tracefile import read_events
-    if not lean:
-        os.environ["COMMDEBUG_LEAN_BW"] = "0"
-    try:
-        rec = Recorder(os.path.join(ctx.tmp, name))
-        torch.manual_seed(0)
+    def run(rec):
         prog = Edge()
         with warnings.catch_warnings():
             # (torch: backward hooks are not called for a list or dict output)
@@ -444,16 +450,7 @@ def edge_events(ctx, name, lean, mode):
                     else:
                         with torch.inference_mode():
                             prog(torch.randn(4, 8))
-        rec.close()
-    finally:
-        os.environ.pop("COMMDEBUG_LEAN_BW", None)
-    out = []
-    for ev in read_events(rec.path):
-        if ev.get("ev") in ("meta", "pg", "end"):
-            continue
-        ev.pop("t", None)
-        out.append(ev)
-    return out
+    return recorded_events(ctx, name, lean, run)[0]
 
 
 def test_lean_edge_calls_same_trace(ctx):
@@ -468,11 +465,7 @@ def test_lean_edge_calls_same_trace(ctx):
     for mode in ("train", "no_grad", "inference_mode"):
         want = edge_events(ctx, "edge-torch-%s.zst" % mode, False, mode)
         got = edge_events(ctx, "edge-lean-%s.zst" % mode, True, mode)
-        if got != want:
-            i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
-                     min(len(got), len(want)))
-            raise AssertionError("%s: event %d: %r vs %r (%d vs %d)"
-                                 % (mode, i, got[i:i + 3], want[i:i + 3], len(got), len(want)))
+        same_events(got, want, mode)
         ctx.note("%s: %d events, the same" % (mode, len(got)))
 
 
