@@ -28,6 +28,18 @@ class _Handles:
             h.remove()
 
 
+def _will_run(node):
+    """Whether the backward pass running now runs node.  A leaf's gradient
+    accumulator in torch.autograd.grad runs only when the leaf is one of its
+    inputs, which the engine does not say (it raises): counted as run, so
+    that a hook waiting for it is never called early nor twice (at worst
+    not at all: a bw_exit left out, where CommDebugMode raises)."""
+    try:
+        return torch._C._will_engine_execute_node(node)
+    except RuntimeError:
+        return True
+
+
 def _grad_fn_or_acc(t):
     if t.requires_grad and t.grad_fn is None:
         # A leaf: its gradient accumulator, reached through a throwaway view.
@@ -105,8 +117,7 @@ def _fallback_multi_grad_hook(tensors, fn, mode, prepend=False):
             c = count.get(tid, 0)
             if c == 0:
                 expected = sum(1 for g in nodes()
-                               if g is True or (g is not None
-                                                and torch._C._will_engine_execute_node(g)))
+                               if g is True or (g is not None and _will_run(g)))
                 buffers[tid] = ([None] * n, expected)
             buf, expected = buffers[tid]
             # Only that it arrived: a gradient kept here until the others
@@ -154,8 +165,17 @@ def _lean_multi_grad_hook(tensors, fn, mode):
             if t.requires_grad:
                 t.register_hook(any_hook)
         return
-    grad_fns = [_grad_fn_of(t) for t in tensors]
     n = len(tensors)
+    # (for a leaf, torch's function dispatches a view, which CommDebugMode
+    # records: so does this, even where the node is not used)
+    grad_fns = [_grad_fn_of(t) for t in tensors]
+    if n == 1:
+        # what torch's does for one tensor, without asking the engine
+        # whether the node runs (it raises for a leaf in autograd.grad)
+        def one_hook(grad):
+            fn([grad])
+        tensors[0].register_hook(one_hook)
+        return
     count = {}
     buffer = {}
     nb = [0]
@@ -168,7 +188,7 @@ def _lean_multi_grad_hook(tensors, fn, mode):
                 count[task] = c + 1
                 if c == 0:
                     buffer[task] = [None] * n
-                    nb[0] = sum(map(torch._C._will_engine_execute_node, grad_fns))
+                    nb[0] = sum(map(_will_run, grad_fns))
             buf = buffer[task]
             buf[idx] = grad
             if c == nb[0] - 1:

@@ -37,7 +37,8 @@ from launch import LEFT_OUT, REGION_FAILED, log_tail, preload, run_case  # noqa:
 CASES = [("mlp", 4), ("mlp_stacked", 4), ("ac", 4), ("ddp", 4), ("funcol", 4),
          ("redistribute", 4), ("mesh2d", 4), ("gpt2", 1),
          ("twice", 4), ("shared", 4), ("locals", 4), ("c10d", 4), ("fsdp2", 4),
-         ("sp_block", 4), ("wraphook", 4), ("bwhooks", 4)]
+         ("sp_block", 4), ("wraphook", 4), ("bwhooks", 4),
+         ("backwards", 4)]
 # Not here: "compiled" (programs/golden.py: a TP MLP under torch.compile with
 # aot_eager).  CommDebugMode does not handle it on 2.14: its module tree nests
 # each module under the one before it and counts net2's all-reduce in every

@@ -518,6 +518,39 @@ def test_program_hooks_survive_gc(ctx):
         rec.close()
 
 
+def test_autograd_grad_leaf_input(ctx):
+    """torch.autograd.grad through modules whose input is a leaf (one, and
+    two tensors) runs under the full recorder, with the gradients it gives
+    without one: torch's register_multi_grad_hook raises there (it asks the
+    engine whether the leaf's node runs, which autograd.grad does not allow),
+    so CommDebugMode fails; the recorder's module tracker must not."""
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+
+        def forward(self, x, y):
+            return self.a(x) * y
+
+    torch.manual_seed(0)
+    one, two = nn.Linear(4, 4), Two()
+    x = torch.randn(2, 4, requires_grad=True)
+    y = torch.randn(2, 4, requires_grad=True)
+
+    def grads():
+        return torch.autograd.grad((one(x) + two(x, y)).sum(), [x, y])
+    want = grads()
+    rec = Recorder(os.path.join(ctx.tmp, "grad.zst"))
+    with rec:
+        got = grads()
+    rec.close()
+    for a, b in zip(got, want):
+        eq(torch.equal(a, b), True, "gradients")
+    from commdebug.tracefile import read_events
+    evs = [e for e in read_events(rec.path) if e.get("ev") == "bw_pre"]
+    eq(sorted({e["mod"] for e in evs}), ["Linear", "Two", "Two.a"], "modules with bw_pre")
+
+
 def test_lean_inplace_input(ctx):
     """A module changing its input in place (ReLU(inplace=True) after a
     Linear) fails under CommDebugMode's wrappers; with LeanBackwardHook

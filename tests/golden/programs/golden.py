@@ -15,9 +15,9 @@ MODE is one of
 Adapted from the program that made the PyTorch 2.11 golden data
 (shared/golden-torch2.11/tools/golden.py): the same cases with the same seeds,
 plus cases of our own (twice, shared, locals, c10d, fsdp2, sp_block, wraphook,
-bwhooks; compiled, which regen.py leaves out).  The cases that need DTensor
-are left out (exit status 3) on a torch without it; ddp, c10d and wraphook
-also run on torch 1.13.
+bwhooks, backwards; compiled, which regen.py leaves out).  The cases that
+need DTensor are left out (exit status 3) on a torch without it; ddp, c10d,
+wraphook and backwards also run on torch 1.13.
 """
 import json
 import os
@@ -481,6 +481,52 @@ elif case == "bwhooks":
     inner[2].register_full_backward_hook(coll)
     x = torch.randn(4, 10, requires_grad=True)
     region_run("bwhooks fwd+bwd", lambda: m(x * 1).sum().backward())
+elif case == "backwards":
+    # Backward passes other than one loss.backward() per forward: two
+    # forwards then one backward of their sum (gradient accumulation), a
+    # backward run twice over a retained graph, torch.autograd.grad (no
+    # gradient accumulated in the parameters); the collectives come from an
+    # autograd function's backward inside a module, as tensor parallelism's
+    # do.
+    class AllReduceGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            g = g.clone()
+            dist.all_reduce(g)
+            return g
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(10, 10)
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.lin(AllReduceGrad.apply(x)))
+
+    torch.manual_seed(0)
+    m = nn.Sequential(Block(), Block())
+    x = torch.randn(4, 10, requires_grad=True)
+
+    def accumulate():
+        (m(x * 1).sum() + m(x * 2).sum()).backward()
+
+    def twice():
+        loss = m(x * 1).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+
+    # (no leaf as a module's input: CommDebugMode's tracker leaves a gradient
+    # hook on it, which raises in autograd.grad, as torch's
+    # register_multi_grad_hook asks the engine about a leaf's node there;
+    # test_observer.py has that case)
+    region_run("two forwards, one backward", accumulate)
+    region_run("backward twice", twice)
+    region_run("autograd.grad", lambda: torch.autograd.grad(m(x * 1).sum(), [x]))
 else:
     raise SystemExit("unknown case " + case)
 
