@@ -179,8 +179,8 @@ class LightEvents:
              _DDP is not None and isinstance(mod, _DDP),
              None, None, -PARAMS_RECHECK, None,
              None,          # the full recorder's texts (_tracker.TrackerEvents._fentry)
-             None,          # {inner module's bw_pre hook: the two joined} (_make_hooks.join)
-             None]          # its bw_pre as a full-backward pre-hook (_make_hooks.pre_hooked)
+             None,          # {inner module's bw_pre hook: the two joined} (_lightbw join)
+             None]          # its bw_pre as a full-backward pre-hook (_lightbw pre_hooked)
         self._lc[id(mod)] = e
         return e
 

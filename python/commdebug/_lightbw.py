@@ -60,10 +60,10 @@ _CALL_FRAMES = ("inner", "_call_impl")
 
 
 def make_bw_hooks(rec, compiling, slots):
-    """(attach, attach1, outputs, pre_hooked) of a light Recorder whose trace is open
-    (closures, as _light._make_hooks's; slots: those of a module's entry
-    holding its bw_pre line, its own hook, its joined hooks, its module
-    pre-hook):
+    """(attach, attach1, outputs, pre_hooked) of a light Recorder whose
+    trace is open (closures, as _light._make_hooks's; slots: those of a
+    module's entry holding its bw_pre line, its own hook, its joined hooks,
+    its module pre-hook):
 
     * attach(tensors, e, mark): bw_pre of the module of entry e when the
       first of tensors gets its gradient (mark: the first handle id its own
