@@ -145,6 +145,12 @@ def make_bw_hooks(rec, compiling, slots):
         since = getattr(d, "_cd_since", None)
         return mark if since is None else since
 
+    def quiet(d, mark):
+        """Whether nothing was registered on d since its last bw_pre hook
+        (or since mark)."""
+        since = newer(d, mark)
+        return since is None or max(d) < since
+
     def join(e, d, mark):
         """Where the first hook on a tensor (dict d) is a module's own (or
         joined) bw_pre hook, with nothing registered since, make it this
@@ -153,8 +159,7 @@ def make_bw_hooks(rec, compiling, slots):
         inner = getattr(first, "_cd_own", None)
         if inner is None:
             return False
-        since = newer(d, mark)
-        if since is not None and max(d) >= since:
+        if not quiet(d, mark):
             return False
         cache = e[_BWJOIN]
         if cache is None:
@@ -230,8 +235,7 @@ def make_bw_hooks(rec, compiling, slots):
         lines = getattr(next(iter(d.values())), "_cd_lines", None)
         if lines is None:
             return type(t) is Tensor and join(e, d, mark)
-        since = newer(d, mark)
-        if since is not None and max(d) >= since:
+        if not quiet(d, mark):
             return False
         lines.insert(0, e[_BWPRE])
         d._cd_since = Handle.next_id
@@ -280,6 +284,6 @@ def make_bw_hooks(rec, compiling, slots):
             return ts if ts and grad_enabled() else None
         return None
 
-    C.skip_in_dynamo([bw_end, fire, joined, module_bw_pre, pre_hooked, newer, join, put_first,
-                      shared, attach1, own_or_join, attach, attach_many, outputs])
+    C.skip_in_dynamo([bw_end, fire, joined, module_bw_pre, pre_hooked, newer, quiet, join,
+                      put_first, shared, attach1, own_or_join, attach, attach_many, outputs])
     return attach, attach1, outputs, pre_hooked
