@@ -39,9 +39,12 @@ import torch
 import torch.nn.modules.module as _nn_module
 from torch.utils.hooks import RemovableHandle
 
+from collections import OrderedDict
+
 from . import _collkernels
 from . import _compat as C
-from ._lightbw import make_bw_hooks
+from ._lightbw import hook_keys, make_bw_hooks
+from ._native import speedups
 from ._process import _live
 
 _clock = time.monotonic_ns
@@ -264,9 +267,12 @@ def _make_hooks(rec):
     grad_enabled = torch.is_grad_enabled
     Tensor = torch.Tensor
     global_pre = _nn_module._global_backward_pre_hooks
+    native_pre, native_post = _native_hooks(rec)
 
     def fw_pre(mod, inputs):
         if compiling() or not state[2]:
+            return
+        if native_pre is not None and not native_pre(mod):
             return
         e = lc.get(id(mod))
         if e is None:
@@ -300,6 +306,8 @@ def _make_hooks(rec):
 
     def fw_post(mod, inputs, output):
         if compiling() or not state[2]:
+            return
+        if native_post is not None and not native_post(mod, output):
             return
         e = lc.get(id(mod))
         if e is None:
@@ -343,3 +351,22 @@ def _make_hooks(rec):
 
     C.skip_in_dynamo([fw_pre, fw_post, done_hook(None)])
     return fw_pre, fw_post, done_hook
+
+
+def _native_hooks(rec):
+    """pre(mod) and post(mod, output) of the C module, fw_pre's and
+    fw_post's common case (True where they leave the call to the Python
+    body), or (None, None) without it."""
+    native = speedups()
+    if native is None:
+        return None, None
+    h = native.Hooks(lc=rec._lc, buf=rec._w.buf, state=rec._lstate, writer=rec._w,
+                     done_handles=rec._done_handles,
+                     global_pre=_nn_module._global_backward_pre_hooks,
+                     cur_task=_cur_task, grad_enabled=torch.is_grad_enabled,
+                     tensor=torch.Tensor, odict=OrderedDict, keys=hook_keys,
+                     handle=RemovableHandle,
+                     slots=(_NJ, _PRE, _PRE_BW, _POST, _POST_BW, _PARAMS_REGION, _DDP_MOD,
+                            _PKEY, _PPRE, _PCHECKED, _BWHOOK),
+                     recheck=PARAMS_RECHECK)
+    return h.pre, h.post

@@ -53,7 +53,7 @@ from . import _compat as C
 
 # Keys of the gradient hooks put in a tensor's hook dict directly: negative,
 # never those of torch's RemovableHandle.
-_hook_keys = itertools.count(-1, -1)
+hook_keys = itertools.count(-1, -1)
 # Functions of nn.Module's call in which the forward hooks run (the local
 # bw_hook: the call's BackwardHook).
 _CALL_FRAMES = ("inner", "_call_impl")
@@ -81,7 +81,7 @@ def make_bw_hooks(rec, compiling, slots):
     cur_task = torch._C._current_graph_task_id
     grad_enabled = torch.is_grad_enabled
     Tensor = torch.Tensor
-    keys = _hook_keys
+    keys = hook_keys
     Handle = RemovableHandle
     queue = C.queue_engine_callback
     getframe = sys._getframe

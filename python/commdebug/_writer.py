@@ -42,6 +42,7 @@ import threading
 import time
 
 from . import _zstd
+from ._native import speedups
 from ._claim import Busy, _claim_free_name, _warn, alt_path, claim  # noqa: F401
 from ._relocate import Relocation
 from ._tail import RawTail
@@ -119,6 +120,8 @@ class TraceWriter(RawTail, Relocation):
         self.tick = TICK_S                # the writer thread's period (LIGHT_TICK_S: light)
         self.bounded = None               # a _bounded.Bounded, or None
         self._marks = []
+        native = speedups()
+        self._ctext = native.text if native is not None else None
         self.bytes_in = 0
         self.bytes_out = 0
         self.frames = 0
@@ -171,7 +174,14 @@ class TraceWriter(RawTail, Relocation):
         line prefix + str(t - mono0) + "}\n", or (prefix1, prefix2, t) for
         two such lines with the same time, or an int: a mark (the number of
         the region whose region_enter line comes next), noted in
-        self._marks as (region, index of that line)."""
+        self._marks as (region, index of that line).  (The C module's text()
+        where it is built; this Python where it refuses an item.)"""
+        if self._ctext is not None:
+            try:
+                data, self._marks = self._ctext(chunk, self.mono0)
+                return data
+            except (TypeError, OverflowError):
+                pass
         m0 = self.mono0
         out = []
         add = out.append

@@ -6,6 +6,7 @@ run.
 
     tests/torch2/env.sh run python3 tests/bench/recorder.py [--rounds R] [--steps K]
                                                             [--only gpt2|blocks|colls]
+                                                            [--variants plain,light,...]
 
 (tests/bench/recorder.sh runs it in the torch 2.14 root.)
 
@@ -46,8 +47,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-VARIANTS = ["plain", "light", "full", "fulltorch", "nothing", "hooks", "cdm"]
+VARIANTS = ["plain", "light", "lightpy", "full", "fulltorch", "nothing", "hooks", "cdm"]
 LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
+          "lightpy": "light, no C module",
           "fulltorch": "full, torch's BackwardHook",
           "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
           "hooks": "do-nothing mode + CDM hooks"}
@@ -70,6 +72,27 @@ def run_steps(step, ctx, k):
                 step()
 
 
+def light_off(rec):
+    """Take a light recorder's global module hooks and collective kernels
+    off, outside the timing of its variant: they stay from its first region
+    to its close (returning at once outside its regions), and the other
+    variants must run without them."""
+    from commdebug import _collkernels
+    for h in rec._lhandles:
+        h.remove()
+    rec._lhandles = []
+    _collkernels.uninstall()
+
+
+def light_on(rec):
+    """Put them back."""
+    from commdebug import _collkernels, _compat
+    _collkernels.install()
+    if rec._lhooks is not None and not rec._lhandles:
+        rec._lhandles = [_compat.register_global_fw_pre(rec._lhooks[0]),
+                         _compat.register_global_fw_post(rec._lhooks[1])]
+
+
 def make_variants(step, tmp, rank, hooks=False):
     """{name: run(k) -> (wall s, cpu s) per step} for the variants (with
     hooks: also the do-nothing mode with CommDebugMode's module hooks, doing
@@ -83,6 +106,18 @@ def make_variants(step, tmp, rank, hooks=False):
             return func(*args, **(kwargs or {}))
 
     light = Recorder(os.path.join(tmp, "light-rank%d.zst" % rank), light=True)
+    with light:
+        pass
+    light_off(light)
+    # light mode without commdebug._speedups, as where it is not built
+    os.environ["COMMDEBUG_SPEEDUPS"] = "0"
+    try:
+        lightpy = Recorder(os.path.join(tmp, "lightpy-rank%d.zst" % rank), light=True)
+        with lightpy:
+            pass
+    finally:
+        del os.environ["COMMDEBUG_SPEEDUPS"]
+    light_off(lightpy)
     full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
     # the full recorder as it was before LeanBackwardHook (commdebug/_leanbw.py):
     # torch's own wrappers around every module call (decided at its first region)
@@ -98,15 +133,22 @@ def make_variants(step, tmp, rank, hooks=False):
     except Exception:
         CommDebugMode = None
 
-    def timed(k, ctx):
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        run_steps(step, ctx, k)
-        return (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
+    def timed(k, ctx, rec=None):
+        if rec is not None:
+            light_on(rec)
+        try:
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            run_steps(step, ctx, k)
+            return (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
+        finally:
+            if rec is not None:
+                light_off(rec)
 
     runs = {
         "plain": lambda k: timed(k, None),
-        "light": lambda k: timed(k, lambda: light),
+        "light": lambda k: timed(k, lambda: light, light),
+        "lightpy": lambda k: timed(k, lambda: lightpy, lightpy),
         "full": lambda k: timed(k, lambda: full),
         "fulltorch": lambda k: timed(k, lambda: fulltorch),
         "nothing": lambda k: timed(k, NothingMode),
@@ -129,7 +171,7 @@ def make_variants(step, tmp, rank, hooks=False):
                     for h in self._h:
                         h.remove()
         runs["hooks"] = lambda k: timed(k, Hooked)
-    return runs, (light, full, fulltorch)
+    return runs, (light, lightpy, full, fulltorch)
 
 
 def rounds(runs, n_rounds, k):
@@ -200,7 +242,8 @@ def gpt2(args):
                    MASTER_PORT=str(port), BENCH_TMP=tmp, OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-of",
                                        "gpt2", "--rounds", str(args.rounds), "--steps",
-                                       str(args.steps)], env=env,
+                                       str(args.steps), "--variants", ",".join(VARIANTS)],
+                                      env=env,
                                       stderr=subprocess.PIPE))
     errs = [p.communicate()[1] for p in procs]
     if any(p.returncode for p in procs):
@@ -514,8 +557,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--only", choices=["gpt2", "blocks", "pieces", "colls"], action="append")
+    ap.add_argument("--variants", help="comma-separated: only these of %s (plain always)"
+                    % ",".join(VARIANTS))
     ap.add_argument("--rank-of", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.variants:
+        keep = set(args.variants.split(",")) | {"plain"}
+        unknown = keep - set(VARIANTS)
+        if unknown:
+            ap.error("unknown variants: %s" % ",".join(sorted(unknown)))
+        VARIANTS[:] = [v for v in VARIANTS if v in keep]
     if args.rank_of == "gpt2":
         return gpt2_rank(args)
     import torch

@@ -18,4 +18,5 @@ if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
 	echo "recorder bench: chroot needs root or password-less sudo; skipped"
 	exit 0
 fi
+"$repo/tests/torch2/env.sh" ext || echo "recorder bench: without the recorder's C module"
 cd "$repo" && exec "$repo/tests/torch2/env.sh" run python3 tests/bench/recorder.py "$@"

@@ -5,6 +5,7 @@
 #
 #   tests/torch2/env.sh setup          build the root, or reuse one that works
 #   tests/torch2/env.sh run CMD ARG... run CMD inside it, in this checkout
+#   tests/torch2/env.sh ext            build the recorder's C module for its Python
 #   tests/torch2/env.sh path           print where the root is
 #   tests/torch2/env.sh ok             exit 0 when the root is ready
 #
@@ -18,7 +19,7 @@ set -euo pipefail
 ROOT=${COMMDEBUG_TORCH2_ROOT:-/var/tmp/commdebug-torch2}
 SUITE=${COMMDEBUG_TORCH2_SUITE:-forky}
 MIRROR=${COMMDEBUG_TORCH2_MIRROR:-http://deb.debian.org/debian}
-PKGS=python3-torch,python3-transformers,python3-tabulate,libcjson1,libyaml-0-2,libzstd1,zstd
+PKGS=python3-torch,python3-transformers,python3-tabulate,libcjson1,libyaml-0-2,libzstd1,zstd,libpython3-dev
 REPO=$(cd "$(dirname "$0")/../.." && pwd -P)
 SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -83,10 +84,37 @@ run() {
 		${COMMDEBUG_TORCH2_ENV:-} /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$PWD" "$@"
 }
 
+ext() {
+	# The recorder's C module (python/commdebug/_speedups.c) for the root's
+	# Python, in place beside the package as `pip install` would put it.
+	# The root has no compiler: this machine's builds it against the root's
+	# headers (its own C headers first, the root's Python ones after).
+	ready || die "no root at $ROOT: run tests/torch2/env.sh setup"
+	local src=$REPO/python/commdebug/_speedups.c inc suffix out
+	read -r inc suffix <<-EOF
+	$($SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin python3 -c \
+		'import sysconfig as s; print(s.get_path("include"), s.get_config_var("EXT_SUFFIX"))')
+	EOF
+	[ -n "$suffix" ] || die "ext: the root's Python gave no include path and suffix"
+	out=$REPO/python/commdebug/_speedups$suffix
+	[ -f "$out" ] && [ "$out" -nt "$src" ] && return 0
+	if [ ! -f "$ROOT$inc/Python.h" ]; then
+		echo "torch2: ext: installing libpython3-dev in $ROOT"
+		$SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			libpython3-dev >/dev/null || die "ext: no Python headers in $ROOT"
+	fi
+	${CC:-cc} -O2 -Wall -Wextra -Werror -fPIC -shared -I"$ROOT$inc" -idirafter "$ROOT/usr/include" \
+		"$src" -o "$out.tmp" || die "ext: $src does not build"
+	mv "$out.tmp" "$out"
+	echo "torch2: ext: built $out"
+}
+
 case "${1:-}" in
 setup) setup ;;
+ext) ext ;;
 run) shift; [ $# -gt 0 ] || die "run: no command"; run "$@" ;;
 path) echo "$ROOT" ;;
 ok) ready ;;
-*) echo "usage: $0 setup | run CMD [ARG...] | path | ok" >&2; exit 2 ;;
+*) echo "usage: $0 setup | run CMD [ARG...] | ext | path | ok" >&2; exit 2 ;;
 esac

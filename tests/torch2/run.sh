@@ -34,6 +34,13 @@ fi
 case $cd_bin in "$repo"/*) ;; *) skip "the analyzer $cd_bin is outside the checkout, so not inside the root" ;; esac
 
 cd "$repo" || exit 1
+# the recorder's C module for the root's Python (the tests then run it; the
+# Python it stands for runs on the system's torch 1.13 and under
+# COMMDEBUG_SPEEDUPS=0, and tests compare the two)
+if ! "$here/env.sh" ext; then
+	[ "${COMMDEBUG_REQUIRE_TORCH2:-0}" = 1 ] && { echo "0 passed, 1 failed"; exit 1; }
+	echo "torch2: without the recorder's C module"
+fi
 case $what in
 recorder)
 	exec "$here/env.sh" run python3 tests/recorder/run_tests.py --commdebug "$cd_bin" \

@@ -1,0 +1,634 @@
+/*
+ * commdebug._speedups: the recorder's hottest Python, in C, for where a
+ * training step's own work has just pushed the interpreter out of the CPU's
+ * caches (it runs between a model's ops, many times a step).  Optional:
+ * without it (no compiler at install time, another Python) the recorder
+ * runs the Python it stands for, which stays the reference.  This module
+ * must write exactly what that Python writes.
+ *
+ * Hooks(...): light mode's two global module hooks (_light._make_hooks's
+ * fw_pre and fw_post), their common case.  pre(mod) and post(mod, output)
+ * do the whole of a hook call and return False, or return True having done
+ * nothing, and the Python body runs instead: they decide before they
+ * change anything.  The Python hooks check is_compiling() before calling
+ * them, so dynamo, tracing a hook, never meets this module.
+ *
+ * Left to Python: a module seen for the first time (its entry),
+ * DistributedDataParallel, a module with forward hooks or full-backward
+ * pre-hooks of its own (or global ones), parameters to be written again,
+ * an output that is a Tensor subclass, several tensors requiring grad, a
+ * tensor that has gradient hooks already.
+ *
+ * text(chunk, mono0): the trace writer's formatting of buffered lines
+ * (_writer.TraceWriter._text).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#if PY_VERSION_HEX < 0x030A0000
+#error "commdebug._speedups needs Python 3.10 or later (older Pythons run its Python twin)"
+#endif
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+/* Slots of a module's entry (_light._lentry), in the order Python gives them. */
+enum { S_NJ, S_PRE, S_PRE_BW, S_POST, S_POST_BW, S_PARAMS_REGION, S_DDP, S_PKEY, S_PPRE,
+       S_PCHECKED, S_BWHOOK, S_NSLOTS };
+
+typedef struct {
+	PyObject_HEAD
+	PyObject *lc;           /* dict: id(module) -> entry (list) */
+	PyObject *buf;          /* the writer's list of lines */
+	PyObject *state;        /* list: [region, bw_end queued, in a region] */
+	PyObject *writer;       /* .due, .poke() */
+	PyObject *done_handles; /* dict: id(module) -> its fw_done hook */
+	PyObject *global_pre;   /* nn.Module's global full-backward pre-hooks (dict) */
+	PyObject *cur_task;     /* torch._C._current_graph_task_id */
+	PyObject *grad_enabled; /* torch.is_grad_enabled */
+	PyObject *tensor;       /* torch.Tensor */
+	PyObject *odict;        /* collections.OrderedDict */
+	PyObject *keys;         /* iterator of the hook keys (negative ints) */
+	PyObject *handle;       /* torch.utils.hooks.RemovableHandle (its next_id) */
+	Py_ssize_t slot[S_NSLOTS];
+	long long recheck;      /* _light.PARAMS_RECHECK */
+} Hooks;
+
+static PyObject *s_due, *s_poke, *s_fwd_hooks, *s_bwpre_hooks, *s_params, *s_requires_grad,
+	*s_bw_hooks, *s_grad_fn, *s_register, *s_since, *s_next_id;
+
+static PyObject *now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);        /* time.monotonic_ns()'s clock */
+	return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+}
+
+/* 1: in a backward pass (a graph task runs), 0: not, -1: error. */
+static int in_backward(Hooks *h)
+{
+	PyObject *r = PyObject_CallNoArgs(h->cur_task);
+	if (!r)
+		return -1;
+	long v = PyLong_AsLong(r);
+	Py_DECREF(r);
+	if (v == -1 && PyErr_Occurred())
+		return -1;
+	return v != -1;
+}
+
+/* The truth of attribute name of o: 1, 0, -1 on error. */
+static int attr_true(PyObject *o, PyObject *name)
+{
+	PyObject *v = PyObject_GetAttr(o, name);
+	if (!v)
+		return -1;
+	int r = PyObject_IsTrue(v);
+	Py_DECREF(v);
+	return r;
+}
+
+/* The module's entry (borrowed), or NULL with no error set: none yet. */
+static PyObject *entry_of(Hooks *h, PyObject *mod)
+{
+	PyObject *key = PyLong_FromVoidPtr(mod);
+	if (!key)
+		return NULL;
+	PyObject *e = PyDict_GetItemWithError(h->lc, key);
+	Py_DECREF(key);
+	if (e && (!PyList_CheckExact(e) || PyList_GET_SIZE(e) <= h->slot[S_BWHOOK]))
+		return NULL;        /* not an entry this module knows: Python's path */
+	return e;
+}
+
+#define SLOT(h, e, s) PyList_GET_ITEM((e), (h)->slot[(s)])
+
+static int append2(PyObject *buf, PyObject *a, PyObject *t)
+{
+	PyObject *item = PyTuple_Pack(2, a, t);
+	if (!item)
+		return -1;
+	int r = PyList_Append(buf, item);
+	Py_DECREF(item);
+	return r;
+}
+
+/* fw_pre's `if now > w.due: w.poke()`. */
+static int maybe_poke(Hooks *h, PyObject *now)
+{
+	PyObject *due = PyObject_GetAttr(h->writer, s_due);
+	if (!due)
+		return -1;
+	int late = PyObject_RichCompareBool(now, due, Py_GT);
+	Py_DECREF(due);
+	if (late <= 0)
+		return late;
+	PyObject *r = PyObject_CallMethodNoArgs(h->writer, s_poke);
+	Py_XDECREF(r);
+	return r ? 0 : -1;
+}
+
+/* fw_pre's key: the ids of the module's parameters (None: not a dict). */
+static PyObject *params_key(PyObject *mod)
+{
+	PyObject *ps = PyObject_GetAttr(mod, s_params);
+	if (!ps)
+		return NULL;
+	if (!PyDict_Check(ps)) {
+		Py_DECREF(ps);
+		return Py_NewRef(Py_None);
+	}
+	PyObject *key = PyTuple_New(PyDict_GET_SIZE(ps));
+	Py_ssize_t pos = 0, i = 0;
+	PyObject *k, *v;
+	while (key && PyDict_Next(ps, &pos, &k, &v)) {
+		PyObject *id = PyLong_FromVoidPtr(v);
+		if (!id) {
+			Py_CLEAR(key);
+			break;
+		}
+		PyTuple_SET_ITEM(key, i++, id);
+	}
+	Py_DECREF(ps);
+	return key;
+}
+
+/*
+ * The text of fw_pre at a module's first call in a region (borrowed): its
+ * cached text with the parameters, while they are the same objects and not
+ * due to be read again.  NULL: Python's path (or an error, when
+ * PyErr_Occurred()).
+ */
+static PyObject *params_text(Hooks *h, PyObject *mod, PyObject *e, PyObject *region)
+{
+	PyObject *ppre = SLOT(h, e, S_PPRE);
+	if (ppre == Py_None)
+		return NULL;
+	long long r = PyLong_AsLongLong(region);
+	long long checked = PyLong_AsLongLong(SLOT(h, e, S_PCHECKED));
+	if (PyErr_Occurred() || r - checked >= h->recheck)
+		return NULL;
+	PyObject *key = params_key(mod);
+	if (!key || key == Py_None) {
+		Py_XDECREF(key);
+		return NULL;
+	}
+	int same = PyObject_RichCompareBool(key, SLOT(h, e, S_PKEY), Py_EQ);
+	Py_DECREF(key);
+	return same == 1 ? ppre : NULL;
+}
+
+static PyObject *python_path(int yes)
+{
+	return Py_NewRef(yes ? Py_True : Py_False);
+}
+
+/* pre(mod): fw_pre after its is_compiling() and region checks. */
+static PyObject *Hooks_pre(Hooks *h, PyObject *mod)
+{
+	PyObject *e = entry_of(h, mod);
+	if (!e)
+		return PyErr_Occurred() ? NULL : python_path(1);
+	if (SLOT(h, e, S_NJ) == Py_None)
+		return python_path(0);          /* a module not recorded */
+	int bw = in_backward(h);
+	if (bw < 0)
+		return NULL;
+	if (bw) {                               /* a recompute */
+		PyObject *now = now_ns();
+		int r = now ? append2(h->buf, SLOT(h, e, S_PRE_BW), now) : -1;
+		Py_XDECREF(now);
+		return r < 0 ? NULL : python_path(0);
+	}
+	int t = PyObject_IsTrue(SLOT(h, e, S_DDP));
+	if (t != 0)
+		return t < 0 ? NULL : python_path(1);
+	t = attr_true(mod, s_fwd_hooks);
+	if (t != 0)
+		return t < 0 ? NULL : python_path(1);
+
+	PyObject *region = PyList_GET_ITEM(h->state, 0);
+	PyObject *text = SLOT(h, e, S_PRE);
+	int first = PyObject_RichCompareBool(SLOT(h, e, S_PARAMS_REGION), region, Py_NE);
+	if (first < 0)
+		return NULL;
+	if (first) {
+		text = params_text(h, mod, e, region);
+		if (!text)
+			return PyErr_Occurred() ? NULL : python_path(1);
+	}
+	Py_INCREF(text);
+	Py_INCREF(region);
+	PyObject *now = now_ns();
+	int r = now ? 0 : -1;
+	if (!r && first) {
+		Py_INCREF(region);
+		r = PyList_SetItem(e, h->slot[S_PARAMS_REGION], region);  /* (steals it) */
+	}
+	if (!r)
+		r = append2(h->buf, text, now);
+	if (!r)
+		r = maybe_poke(h, now);
+	Py_DECREF(text);
+	Py_DECREF(region);
+	Py_XDECREF(now);
+	return r < 0 ? NULL : python_path(0);
+}
+
+/*
+ * The tensor of a module's output that fw_post hooks, in *t (a new
+ * reference, or NULL: none): returns 0, or 1 for Python's path, -1 on
+ * error.  (_lightbw's `outputs`, where it finds one plain Tensor.)
+ */
+static int output_tensor(Hooks *h, PyObject *output, PyObject **t)
+{
+	PyTypeObject *T = (PyTypeObject *)h->tensor;
+	PyObject *one = NULL;
+	*t = NULL;
+	if (Py_IS_TYPE(output, T)) {
+		int rg = attr_true(output, s_requires_grad);
+		if (rg <= 0)
+			return rg;
+		one = output;
+	} else if (PyObject_TypeCheck(output, T)) {
+		return 1;                       /* a subclass: its own way */
+	} else if (PyTuple_Check(output)) {
+		Py_ssize_t n = PyTuple_GET_SIZE(output);
+		for (Py_ssize_t i = 0; i < n; i++) {
+			PyObject *o = PyTuple_GET_ITEM(output, i);
+			if (!PyObject_TypeCheck(o, T))
+				continue;
+			int rg = attr_true(o, s_requires_grad);
+			if (rg < 0)
+				return -1;
+			if (!rg)
+				continue;
+			if (one || !Py_IS_TYPE(o, T))
+				return 1;
+			one = o;
+		}
+		if (!one)
+			return 0;
+	} else {
+		return 0;
+	}
+	PyObject *ge = PyObject_CallNoArgs(h->grad_enabled);
+	if (!ge)
+		return -1;
+	int on = PyObject_IsTrue(ge);
+	Py_DECREF(ge);
+	if (on <= 0)
+		return on;
+	*t = Py_NewRef(one);
+	return 0;
+}
+
+/* The module's own bw_pre hook on t, the first hook t gets
+ * (_lightbw's own_or_join, its common case). */
+static int own_hook(Hooks *h, PyObject *t, PyObject *g, PyObject *fn)
+{
+	PyObject *d = PyObject_CallNoArgs(h->odict);
+	if (!d)
+		return -1;
+	PyObject *key = NULL, *since = NULL, *r = NULL;
+	int rc = -1;
+	if (PyObject_SetAttr(t, s_bw_hooks, d) < 0)
+		goto out;
+	r = PyObject_CallMethodOneArg(g, s_register, t);
+	if (!r)
+		goto out;
+	key = PyIter_Next(h->keys);
+	if (!key) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_RuntimeError, "commdebug: the hook keys ran out");
+		goto out;
+	}
+	since = PyObject_GetAttr(h->handle, s_next_id);
+	if (!since || PyObject_SetItem(d, key, fn) < 0 || PyObject_SetAttr(d, s_since, since) < 0)
+		goto out;
+	rc = 0;
+out:
+	Py_XDECREF(r);
+	Py_XDECREF(key);
+	Py_XDECREF(since);
+	Py_DECREF(d);
+	return rc;
+}
+
+/* Whether this fw_post call is not the common case: 1 (Python's path),
+ * 0, -1 on error.  *pair: the entry's (fw_post, fw_done) texts. */
+static int post_unusual(Hooks *h, PyObject *mod, PyObject *e, PyObject **pair)
+{
+	int t = PyObject_IsTrue(SLOT(h, e, S_DDP));
+	if (t != 0)
+		return t;
+	PyObject *key = PyLong_FromVoidPtr(mod);
+	if (!key)
+		return -1;
+	t = PyDict_Contains(h->done_handles, key);
+	Py_DECREF(key);
+	if (t != 0)
+		return t;
+	t = attr_true(mod, s_bwpre_hooks);
+	if (t != 0)
+		return t;
+	t = PyObject_IsTrue(h->global_pre);
+	if (t != 0)
+		return t;
+	int bw = in_backward(h);
+	if (bw < 0)
+		return -1;
+	*pair = SLOT(h, e, bw ? S_POST_BW : S_POST);
+	return !PyTuple_Check(*pair) || PyTuple_GET_SIZE(*pair) != 2;
+}
+
+/* post(mod, output): fw_post after its is_compiling() and region checks. */
+static PyObject *Hooks_post(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 2) {
+		PyErr_SetString(PyExc_TypeError, "post(mod, output)");
+		return NULL;
+	}
+	PyObject *mod = args[0], *output = args[1], *pair = NULL;
+	PyObject *e = entry_of(h, mod);
+	if (!e)
+		return PyErr_Occurred() ? NULL : python_path(1);
+	if (SLOT(h, e, S_NJ) == Py_None)
+		return python_path(0);
+	int u = post_unusual(h, mod, e, &pair);
+	if (u != 0)
+		return u < 0 ? NULL : python_path(1);
+
+	PyObject *t = NULL, *g = NULL, *fn = SLOT(h, e, S_BWHOOK);
+	u = output_tensor(h, output, &t);
+	if (u != 0)
+		return u < 0 ? NULL : python_path(1);
+	if (t) {
+		/* no hooks on it yet, a grad_fn, the module's own hook made */
+		PyObject *d = PyObject_GetAttr(t, s_bw_hooks);
+		g = d ? PyObject_GetAttr(t, s_grad_fn) : NULL;
+		int common = d == Py_None && g && g != Py_None && fn != Py_None;
+		Py_XDECREF(d);
+		if (!common) {
+			Py_DECREF(t);
+			Py_XDECREF(g);
+			return PyErr_Occurred() ? NULL : python_path(1);
+		}
+	}
+	Py_INCREF(pair);
+	Py_INCREF(fn);
+	PyObject *now = now_ns();
+	PyObject *item = now ? PyTuple_Pack(3, PyTuple_GET_ITEM(pair, 0),
+					    PyTuple_GET_ITEM(pair, 1), now) : NULL;
+	int r = item ? PyList_Append(h->buf, item) : -1;
+	if (!r && t)
+		r = own_hook(h, t, g, fn);
+	Py_XDECREF(item);
+	Py_XDECREF(now);
+	Py_DECREF(pair);
+	Py_DECREF(fn);
+	Py_XDECREF(t);
+	Py_XDECREF(g);
+	return r < 0 ? NULL : python_path(0);
+}
+
+#define HOOKS_FIELDS(X) X(lc) X(buf) X(state) X(writer) X(done_handles) X(global_pre) \
+	X(cur_task) X(grad_enabled) X(tensor) X(odict) X(keys) X(handle)
+
+static int Hooks_traverse(Hooks *h, visitproc visit, void *arg)
+{
+#define VISIT(f) Py_VISIT(h->f);
+	HOOKS_FIELDS(VISIT)
+	return 0;
+}
+
+static int Hooks_clear(Hooks *h)
+{
+#define CLEAR(f) Py_CLEAR(h->f);
+	HOOKS_FIELDS(CLEAR)
+	return 0;
+}
+
+static void Hooks_dealloc(Hooks *h)
+{
+	PyObject_GC_UnTrack(h);
+	Hooks_clear(h);
+	Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
+{
+	static char *names[] = {"lc", "buf", "state", "writer", "done_handles", "global_pre",
+				"cur_task", "grad_enabled", "tensor", "odict", "keys", "handle",
+				"slots", "recheck", NULL};
+	PyObject *o[12], *slots;
+	long long recheck;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!OO!O!OOO!OOOO!L", names,
+					 &PyDict_Type, &o[0], &PyList_Type, &o[1],
+					 &PyList_Type, &o[2], &o[3], &PyDict_Type, &o[4],
+					 &PyDict_Type, &o[5], &o[6], &o[7], &PyType_Type, &o[8],
+					 &o[9], &o[10], &o[11], &PyTuple_Type, &slots, &recheck))
+		return -1;
+	if (PyTuple_GET_SIZE(slots) != S_NSLOTS || PyList_GET_SIZE(o[2]) < 3) {
+		PyErr_SetString(PyExc_ValueError, "commdebug._speedups: entry slots of another version");
+		return -1;
+	}
+	for (int i = 0; i < S_NSLOTS; i++) {
+		h->slot[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, i));
+		if (h->slot[i] < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "commdebug._speedups: a negative slot");
+			return -1;
+		}
+	}
+	h->recheck = recheck;
+	Hooks_clear(h);
+	PyObject **dst[] = {&h->lc, &h->buf, &h->state, &h->writer, &h->done_handles,
+			    &h->global_pre, &h->cur_task, &h->grad_enabled, &h->tensor, &h->odict,
+			    &h->keys, &h->handle};
+	for (int i = 0; i < 12; i++)
+		*dst[i] = Py_NewRef(o[i]);
+	return 0;
+}
+
+static PyMethodDef Hooks_methods[] = {
+	{"pre", (PyCFunction)Hooks_pre, METH_O,
+	 "pre(mod): fw_pre's common case; True when Python's path must run instead"},
+	{"post", (PyCFunction)(void (*)(void))Hooks_post, METH_FASTCALL,
+	 "post(mod, output): fw_post's common case; True when Python's path must run instead"},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject HooksType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "commdebug._speedups.Hooks",
+	.tp_basicsize = sizeof(Hooks),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "Light mode's module hooks, their common case (see commdebug._light)",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)Hooks_init,
+	.tp_dealloc = (destructor)Hooks_dealloc,
+	.tp_traverse = (traverseproc)Hooks_traverse,
+	.tp_clear = (inquiry)Hooks_clear,
+	.tp_methods = Hooks_methods,
+};
+
+/* ------------------------------------------------------------------ text */
+
+/* A growing byte buffer. */
+typedef struct {
+	char *p;
+	size_t n, cap;
+} Bytes;
+
+static int bytes_put(Bytes *b, const char *s, size_t n)
+{
+	if (b->n + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->n + n)
+			cap *= 2;
+		char *p = PyMem_Realloc(b->p, cap);
+		if (!p) {
+			PyErr_NoMemory();
+			return -1;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	return 0;
+}
+
+/* A line prefix: its UTF-8 (surrogates passed, as the Python encodes). */
+static int put_str(Bytes *b, PyObject *s)
+{
+	if (!PyUnicode_Check(s)) {
+		PyErr_SetString(PyExc_TypeError, "commdebug: a buffered line that is not a str");
+		return -1;
+	}
+	Py_ssize_t n;
+	const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+	if (u)
+		return bytes_put(b, u, (size_t)n);
+	PyErr_Clear();          /* a lone surrogate: as "surrogatepass" */
+	PyObject *enc = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
+	if (!enc)
+		return -1;
+	int r = bytes_put(b, PyBytes_AS_STRING(enc), (size_t)PyBytes_GET_SIZE(enc));
+	Py_DECREF(enc);
+	return r;
+}
+
+/* str(t - mono0) + "}\n" */
+static int put_time(Bytes *b, PyObject *t, long long m0)
+{
+	long long v = PyLong_AsLongLong(t);
+	if (v == -1 && PyErr_Occurred())
+		return -1;
+	char s[32];
+	int n = snprintf(s, sizeof s, "%lld}\n", v - m0);
+	return bytes_put(b, s, (size_t)n);
+}
+
+/*
+ * text(chunk, mono0) -> (bytes, marks): _writer.TraceWriter._text.  An
+ * item is a str (a line), a tuple (prefix, t) for prefix + str(t - mono0)
+ * + "}\n", (prefix1, prefix2, t) for two such lines with the same time, or
+ * an int: a mark, listed as (mark, index of the line it comes before,
+ * counting a tuple of two lines as two).
+ */
+static PyObject *text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	(void)self;
+	if (nargs != 2 || !PyList_Check(args[0])) {
+		PyErr_SetString(PyExc_TypeError, "text(chunk: list, mono0: int)");
+		return NULL;
+	}
+	PyObject *chunk = args[0];
+	long long m0 = PyLong_AsLongLong(args[1]);
+	if (m0 == -1 && PyErr_Occurred())
+		return NULL;
+	PyObject *marks = PyList_New(0);
+	if (!marks)
+		return NULL;
+	Bytes b = {NULL, 0, 0};
+	Py_ssize_t lines = 0;
+	int r = 0;
+	for (Py_ssize_t i = 0; !r && i < PyList_GET_SIZE(chunk); i++) {
+		PyObject *x = PyList_GET_ITEM(chunk, i);
+		if (PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == 2) {
+			r = put_str(&b, PyTuple_GET_ITEM(x, 0));
+			if (!r)
+				r = put_time(&b, PyTuple_GET_ITEM(x, 1), m0);
+			lines++;
+		} else if (PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == 3) {
+			PyObject *t = PyTuple_GET_ITEM(x, 2);
+			r = put_str(&b, PyTuple_GET_ITEM(x, 0));
+			if (!r)
+				r = put_time(&b, t, m0);
+			if (!r)
+				r = put_str(&b, PyTuple_GET_ITEM(x, 1));
+			if (!r)
+				r = put_time(&b, t, m0);
+			lines += 2;
+		} else if (PyUnicode_CheckExact(x)) {
+			r = put_str(&b, x);
+			lines++;
+		} else if (PyTuple_CheckExact(x)) {
+			PyErr_SetString(PyExc_TypeError, "commdebug: a buffered tuple of another size");
+			r = -1;
+		} else {
+			PyObject *m = Py_BuildValue("(On)", x, lines);
+			r = m ? PyList_Append(marks, m) : -1;
+			Py_XDECREF(m);
+		}
+	}
+	PyObject *out = r ? NULL : PyBytes_FromStringAndSize(b.p ? b.p : "", (Py_ssize_t)b.n);
+	PyMem_Free(b.p);
+	if (!out) {
+		Py_DECREF(marks);
+		return NULL;
+	}
+	PyObject *pair = PyTuple_Pack(2, out, marks);
+	Py_DECREF(out);
+	Py_DECREF(marks);
+	return pair;
+}
+
+static PyMethodDef module_methods[] = {
+	{"text", (PyCFunction)(void (*)(void))text, METH_FASTCALL,
+	 "text(chunk, mono0) -> (bytes, marks): the writer's lines (see _writer.TraceWriter._text)"},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "commdebug._speedups",
+	.m_doc = "The recorder's hottest Python, in C (see the source's head comment)",
+	.m_size = -1,
+	.m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+	struct { PyObject **p; const char *s; } names[] = {
+		{&s_due, "due"}, {&s_poke, "poke"}, {&s_fwd_hooks, "_forward_hooks"},
+		{&s_bwpre_hooks, "_backward_pre_hooks"}, {&s_params, "_parameters"},
+		{&s_requires_grad, "requires_grad"}, {&s_bw_hooks, "_backward_hooks"},
+		{&s_grad_fn, "grad_fn"}, {&s_register, "_register_hook_dict"},
+		{&s_since, "_cd_since"}, {&s_next_id, "next_id"},
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))
+			return NULL;
+	if (PyType_Ready(&HooksType) < 0)
+		return NULL;
+	PyObject *m = PyModule_Create(&speedups_module);
+	if (!m)
+		return NULL;
+	if (PyModule_AddObjectRef(m, "Hooks", (PyObject *)&HooksType) < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}
