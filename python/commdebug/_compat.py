@@ -279,16 +279,19 @@ def in_compiled_region():
         return False
 
 
-def skip_in_dynamo(functions):
+def skip_in_dynamo(functions, recursive=True):
     """Dynamo must not treat these, or what they call, as frames to compile
     when they run inside compiled code's call (an OptimizedModule's hooks, a
     GraphModule's, a kernel): that would change its frame counts and could
     fail.  Inlined while tracing, they are still traced (and return at once:
-    is_compiling())."""
+    is_compiling()).  recursive=False: what they call is compiled as it
+    would be without them (light mode's nn.Module call, whose module's
+    forward is what an OptimizedModule compiles)."""
     try:
         from torch._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
-        strategy = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+        strategy = FrameExecStrategy(FrameAction.SKIP,
+                                     FrameAction.SKIP if recursive else FrameAction.DEFAULT)
     except Exception:
         return
     seen = set()

@@ -43,6 +43,7 @@ from collections import OrderedDict
 
 from . import _collkernels
 from . import _compat as C
+from . import _lightcall
 from ._lightbw import hook_keys, make_bw_hooks
 from ._native import speedups
 from ._process import _live
@@ -89,6 +90,7 @@ PARAMS_RECHECK = 64
 _COMPILER_MODULES = ("torch._functorch", "torch._dynamo", "torch._inductor")
 # Frames between a GraphModule's caller and the module hook.
 _CALL_MODULES = ("torch.nn.modules.module", "torch.fx.graph_module", "torch.fx._lazy_graph_module")
+_OWN_MODULES = (__name__, _lightcall.__name__)
 
 
 def available():
@@ -106,7 +108,7 @@ def _called_from_compiled_code():
     f = sys._getframe(2)
     while f is not None:
         mod = f.f_globals.get("__name__", "")
-        if not mod.startswith(_CALL_MODULES) and mod != __name__:
+        if not mod.startswith(_CALL_MODULES) and mod not in _OWN_MODULES:
             return mod.startswith(_COMPILER_MODULES)
         f = f.f_back
     return False
@@ -117,14 +119,14 @@ class LightEvents:
     _lhooks, _lhandles)."""
 
     def _light_enter(self):
-        # The two global hooks (and the modules' fw_done hooks) stay from the
-        # first region to close(): registering them anew for each region
+        # The two hooks (and the modules' fw_done hooks) stay from the first
+        # region to close(): registering global hooks anew for each region
         # would change what torch.compile's guards check and make it
         # compile its graphs again.  Outside a region they return at once.
+        # They run from nn.Module's call (_lightcall), or as global hooks.
         if self._lhooks is None:
             self._lhooks = _make_hooks(self)
-            self._lhandles = [C.register_global_fw_pre(self._lhooks[0]),
-                              C.register_global_fw_post(self._lhooks[1])]
+            self._lhandles = _lightcall.on(self._lhooks, _is_compiling())
             # torch warns, for each compiled module called, that global hooks
             # fire for its OptimizedModule too: these hooks know it
             warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when "
@@ -246,9 +248,10 @@ class LightEvents:
 
 def _make_hooks(rec):
     """The light hooks of a Recorder whose trace is open: (forward
-    pre-hook, forward hook, maker of the module-local fw_done hook).  They
-    are the hot path (every module call): closures over what they use, as
-    few Python calls as can be."""
+    pre-hook, forward hook, maker of the module-local fw_done hook, the
+    two as _lightcall's call() runs them: past its is_compiling() check,
+    the C module's where it is built).  They are the hot path (every module
+    call): closures over what they use, as few Python calls as can be."""
     lc = rec._lc
     append = rec._w.buf.append
     w = rec._w
@@ -267,13 +270,9 @@ def _make_hooks(rec):
     grad_enabled = torch.is_grad_enabled
     Tensor = torch.Tensor
     global_pre = _nn_module._global_backward_pre_hooks
-    native_pre, native_post = _native_hooks(rec)
 
-    def fw_pre(mod, inputs):
-        if compiling() or not state[2]:
-            return
-        if native_pre is not None and not native_pre(mod):
-            return
+    def pre_body(mod, inputs):
+        """fw_pre past its is_compiling() and region checks."""
         e = lc.get(id(mod))
         if e is None:
             e = entry(mod)
@@ -304,11 +303,8 @@ def _make_hooks(rec):
         if now > w.due:
             w.poke()
 
-    def fw_post(mod, inputs, output):
-        if compiling() or not state[2]:
-            return
-        if native_post is not None and not native_post(mod, output):
-            return
+    def post_body(mod, inputs, output):
+        """fw_post past its is_compiling() and region checks."""
         e = lc.get(id(mod))
         if e is None:
             e = entry(mod)
@@ -325,7 +321,9 @@ def _make_hooks(rec):
             lmark[id(mod)] = RemovableHandle.next_id
         else:
             append((post, done, t))
-            if (mod._backward_pre_hooks or global_pre) and pre_hooked(e, 1):
+            # (a module with full-backward pre-hooks runs in torch's own
+            # call, which calls fw_post, which calls this)
+            if (mod._backward_pre_hooks or global_pre) and pre_hooked(e, 2):
                 pass
             elif type(output) is Tensor:
                 if output.requires_grad and grad_enabled():
@@ -336,6 +334,22 @@ def _make_hooks(rec):
                     attach(ts, e, None)
         if e[8] and not bw:
             rec._lddp_post(mod)
+
+    # The C module's pre and post do the common case of the bodies
+    # themselves and call them for the rest.
+    native = _native_hooks(rec, pre_body, post_body)
+    run_pre = pre_body if native is None else native.pre
+    run_post = post_body if native is None else native.post
+
+    def fw_pre(mod, inputs):
+        if compiling() or not state[2]:
+            return
+        run_pre(mod, inputs)
+
+    def fw_post(mod, inputs, output):
+        if compiling() or not state[2]:
+            return
+        run_post(mod, inputs, output)
 
     def done_hook(e):
         def fw_done(mod, inputs, output):
@@ -349,18 +363,19 @@ def _make_hooks(rec):
                 attach(ts, e, RemovableHandle.next_id if mark is None else mark)
         return fw_done
 
-    C.skip_in_dynamo([fw_pre, fw_post, done_hook(None)])
-    return fw_pre, fw_post, done_hook
+    C.skip_in_dynamo([fw_pre, fw_post, pre_body, post_body, done_hook(None)])
+    if native is None:
+        return fw_pre, fw_post, done_hook, fw_pre, fw_post
+    return fw_pre, fw_post, done_hook, native.pre, native.post
 
 
-def _native_hooks(rec):
-    """pre(mod) and post(mod, output) of the C module, fw_pre's and
-    fw_post's common case (True where they leave the call to the Python
-    body), or (None, None) without it."""
+def _native_hooks(rec, pre_body, post_body):
+    """The C module's Hooks: pre(mod, inputs) and post(mod, inputs, output),
+    fw_pre and fw_post past their is_compiling() check (None without it)."""
     native = speedups()
     if native is None:
-        return None, None
-    h = native.Hooks(lc=rec._lc, buf=rec._w.buf, state=rec._lstate, writer=rec._w,
+        return None
+    return native.Hooks(lc=rec._lc, buf=rec._w.buf, state=rec._lstate, writer=rec._w,
                      done_handles=rec._done_handles,
                      global_pre=_nn_module._global_backward_pre_hooks,
                      cur_task=_cur_task, grad_enabled=torch.is_grad_enabled,
@@ -368,5 +383,4 @@ def _native_hooks(rec):
                      handle=RemovableHandle,
                      slots=(_NJ, _PRE, _PRE_BW, _POST, _POST_BW, _PARAMS_REGION, _DDP_MOD,
                             _PKEY, _PPRE, _PCHECKED, _BWHOOK),
-                     recheck=PARAMS_RECHECK)
-    return h.pre, h.post
+                     recheck=PARAMS_RECHECK, pre_body=pre_body, post_body=post_body)

@@ -6,12 +6,13 @@
  * runs the Python it stands for, which stays the reference.  This module
  * must write exactly what that Python writes.
  *
- * Hooks(...): light mode's two global module hooks (_light._make_hooks's
- * fw_pre and fw_post), their common case.  pre(mod) and post(mod, output)
- * do the whole of a hook call and return False, or return True having done
- * nothing, and the Python body runs instead: they decide before they
- * change anything.  The Python hooks check is_compiling() before calling
- * them, so dynamo, tracing a hook, never meets this module.
+ * Hooks(...): light mode's two module hooks (_light._make_hooks's fw_pre
+ * and fw_post).  pre(mod, inputs) and post(mod, inputs, output) are the
+ * hooks past their is_compiling() check (their callers, nn.Module's call in
+ * _lightcall and the Python hooks, make it: dynamo, tracing, never meets
+ * this module).  Outside a region they do nothing.  They do the common case
+ * whole, or else call the Python body (pre_body, post_body) having done
+ * nothing: they decide before they change anything.
  *
  * Left to Python: a module seen for the first time (its entry),
  * DistributedDataParallel, a module with forward hooks or full-backward
@@ -49,6 +50,8 @@ typedef struct {
 	PyObject *odict;        /* collections.OrderedDict */
 	PyObject *keys;         /* iterator of the hook keys (negative ints) */
 	PyObject *handle;       /* torch.utils.hooks.RemovableHandle (its next_id) */
+	PyObject *pre_body;     /* fw_pre's Python body: pre_body(mod, inputs) */
+	PyObject *post_body;    /* fw_post's: post_body(mod, inputs, output) */
 	Py_ssize_t slot[S_NSLOTS];
 	long long recheck;      /* _light.PARAMS_RECHECK */
 } Hooks;
@@ -182,8 +185,8 @@ static PyObject *python_path(int yes)
 	return Py_NewRef(yes ? Py_True : Py_False);
 }
 
-/* pre(mod): fw_pre after its is_compiling() and region checks. */
-static PyObject *Hooks_pre(Hooks *h, PyObject *mod)
+/* fw_pre's common case: False when done, True for Python's path. */
+static PyObject *pre_fast(Hooks *h, PyObject *mod)
 {
 	PyObject *e = entry_of(h, mod);
 	if (!e)
@@ -341,14 +344,10 @@ static int post_unusual(Hooks *h, PyObject *mod, PyObject *e, PyObject **pair)
 	return !PyTuple_Check(*pair) || PyTuple_GET_SIZE(*pair) != 2;
 }
 
-/* post(mod, output): fw_post after its is_compiling() and region checks. */
-static PyObject *Hooks_post(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
+/* fw_post's common case: False when done, True for Python's path. */
+static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *output)
 {
-	if (nargs != 2) {
-		PyErr_SetString(PyExc_TypeError, "post(mod, output)");
-		return NULL;
-	}
-	PyObject *mod = args[0], *output = args[1], *pair = NULL;
+	PyObject *pair = NULL;
 	PyObject *e = entry_of(h, mod);
 	if (!e)
 		return PyErr_Occurred() ? NULL : python_path(1);
@@ -391,8 +390,52 @@ static PyObject *Hooks_post(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
 	return r < 0 ? NULL : python_path(0);
 }
 
+/* 1: in a region, 0: not, -1: error. */
+static int in_region(Hooks *h)
+{
+	return PyObject_IsTrue(PyList_GET_ITEM(h->state, 2));
+}
+
+/* Run a hook: its common case (fast), else its Python body. */
+static PyObject *run_hook(PyObject *fast, PyObject *body, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (fast == NULL)
+		return NULL;
+	int python = fast == Py_True;
+	Py_DECREF(fast);
+	if (!python)
+		Py_RETURN_NONE;
+	return PyObject_Vectorcall(body, args, (size_t)nargs, NULL);
+}
+
+/* pre(mod, inputs): fw_pre past its is_compiling() check. */
+static PyObject *Hooks_pre(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 2) {
+		PyErr_SetString(PyExc_TypeError, "pre(mod, inputs)");
+		return NULL;
+	}
+	int on = in_region(h);
+	if (on <= 0)
+		return on < 0 ? NULL : Py_NewRef(Py_None);
+	return run_hook(pre_fast(h, args[0]), h->pre_body, args, nargs);
+}
+
+/* post(mod, inputs, output): fw_post past its is_compiling() check. */
+static PyObject *Hooks_post(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 3) {
+		PyErr_SetString(PyExc_TypeError, "post(mod, inputs, output)");
+		return NULL;
+	}
+	int on = in_region(h);
+	if (on <= 0)
+		return on < 0 ? NULL : Py_NewRef(Py_None);
+	return run_hook(post_fast(h, args[0], args[2]), h->post_body, args, nargs);
+}
+
 #define HOOKS_FIELDS(X) X(lc) X(buf) X(state) X(writer) X(done_handles) X(global_pre) \
-	X(cur_task) X(grad_enabled) X(tensor) X(odict) X(keys) X(handle)
+	X(cur_task) X(grad_enabled) X(tensor) X(odict) X(keys) X(handle) X(pre_body) X(post_body)
 
 static int Hooks_traverse(Hooks *h, visitproc visit, void *arg)
 {
@@ -419,14 +462,15 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"lc", "buf", "state", "writer", "done_handles", "global_pre",
 				"cur_task", "grad_enabled", "tensor", "odict", "keys", "handle",
-				"slots", "recheck", NULL};
-	PyObject *o[12], *slots;
+				"slots", "recheck", "pre_body", "post_body", NULL};
+	PyObject *o[14], *slots;
 	long long recheck;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!OO!O!OOO!OOOO!L", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!OO!O!OOO!OOOO!LOO", names,
 					 &PyDict_Type, &o[0], &PyList_Type, &o[1],
 					 &PyList_Type, &o[2], &o[3], &PyDict_Type, &o[4],
 					 &PyDict_Type, &o[5], &o[6], &o[7], &PyType_Type, &o[8],
-					 &o[9], &o[10], &o[11], &PyTuple_Type, &slots, &recheck))
+					 &o[9], &o[10], &o[11], &PyTuple_Type, &slots, &recheck,
+					 &o[12], &o[13]))
 		return -1;
 	if (PyTuple_GET_SIZE(slots) != S_NSLOTS || PyList_GET_SIZE(o[2]) < 3) {
 		PyErr_SetString(PyExc_ValueError, "commdebug._speedups: entry slots of another version");
@@ -444,17 +488,17 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 	Hooks_clear(h);
 	PyObject **dst[] = {&h->lc, &h->buf, &h->state, &h->writer, &h->done_handles,
 			    &h->global_pre, &h->cur_task, &h->grad_enabled, &h->tensor, &h->odict,
-			    &h->keys, &h->handle};
-	for (int i = 0; i < 12; i++)
+			    &h->keys, &h->handle, &h->pre_body, &h->post_body};
+	for (int i = 0; i < 14; i++)
 		*dst[i] = Py_NewRef(o[i]);
 	return 0;
 }
 
 static PyMethodDef Hooks_methods[] = {
-	{"pre", (PyCFunction)Hooks_pre, METH_O,
-	 "pre(mod): fw_pre's common case; True when Python's path must run instead"},
+	{"pre", (PyCFunction)(void (*)(void))Hooks_pre, METH_FASTCALL,
+	 "pre(mod, inputs): fw_pre past its is_compiling() check"},
 	{"post", (PyCFunction)(void (*)(void))Hooks_post, METH_FASTCALL,
-	 "post(mod, output): fw_post's common case; True when Python's path must run instead"},
+	 "post(mod, inputs, output): fw_post past its is_compiling() check"},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -47,9 +47,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-VARIANTS = ["plain", "light", "lightpy", "full", "fulltorch", "nothing", "hooks", "cdm"]
+VARIANTS = ["plain", "light", "lightpy", "lightglobal", "full", "fulltorch", "nothing", "hooks",
+            "cdm"]
 LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
-          "lightpy": "light, no C module",
+          "lightpy": "light, no C module", "lightglobal": "light, global module hooks",
           "fulltorch": "full, torch's BackwardHook",
           "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
           "hooks": "do-nothing mode + CDM hooks"}
@@ -73,9 +74,9 @@ def run_steps(step, ctx, k):
 
 
 def light_off(rec):
-    """Take a light recorder's global module hooks and collective kernels
-    off, outside the timing of its variant: they stay from its first region
-    to its close (returning at once outside its regions), and the other
+    """Take a light recorder's module hooks and collective kernels off,
+    outside the timing of its variant: they stay from its first region to
+    its close (returning at once outside its regions), and the other
     variants must run without them."""
     from commdebug import _collkernels
     for h in rec._lhandles:
@@ -86,11 +87,33 @@ def light_off(rec):
 
 def light_on(rec):
     """Put them back."""
-    from commdebug import _collkernels, _compat
+    from commdebug import _collkernels, _light, _lightcall
     _collkernels.install()
     if rec._lhooks is not None and not rec._lhandles:
-        rec._lhandles = [_compat.register_global_fw_pre(rec._lhooks[0]),
-                         _compat.register_global_fw_post(rec._lhooks[1])]
+        var, value = getattr(rec, "_bench_env", (None, None))
+        if var is not None:
+            os.environ[var] = value
+        try:
+            rec._lhandles = _lightcall.on(rec._lhooks, _light._is_compiling())
+        finally:
+            if var is not None:
+                del os.environ[var]
+
+
+def light_variant(tmp, name, var, value):
+    """A light recorder made and started with var=value in the environment,
+    its hooks off (light_on puts them on again as they were made)."""
+    from commdebug import Recorder
+    os.environ[var] = value
+    try:
+        rec = Recorder(os.path.join(tmp, name), light=True)
+        with rec:
+            pass
+    finally:
+        del os.environ[var]
+    light_off(rec)
+    rec._bench_env = (var, value)
+    return rec
 
 
 def make_variants(step, tmp, rank, hooks=False):
@@ -109,15 +132,11 @@ def make_variants(step, tmp, rank, hooks=False):
     with light:
         pass
     light_off(light)
-    # light mode without commdebug._speedups, as where it is not built
-    os.environ["COMMDEBUG_SPEEDUPS"] = "0"
-    try:
-        lightpy = Recorder(os.path.join(tmp, "lightpy-rank%d.zst" % rank), light=True)
-        with lightpy:
-            pass
-    finally:
-        del os.environ["COMMDEBUG_SPEEDUPS"]
-    light_off(lightpy)
+    # light mode without commdebug._speedups, as where it is not built; with
+    # torch's global module hooks in place of its nn.Module call (_lightcall)
+    lightpy = light_variant(tmp, "lightpy-rank%d.zst" % rank, "COMMDEBUG_SPEEDUPS", "0")
+    lightglobal = light_variant(tmp, "lightglobal-rank%d.zst" % rank, "COMMDEBUG_LIGHT_HOOKS",
+                                "global")
     full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
     # the full recorder as it was before LeanBackwardHook (commdebug/_leanbw.py):
     # torch's own wrappers around every module call (decided at its first region)
@@ -149,6 +168,7 @@ def make_variants(step, tmp, rank, hooks=False):
         "plain": lambda k: timed(k, None),
         "light": lambda k: timed(k, lambda: light, light),
         "lightpy": lambda k: timed(k, lambda: lightpy, lightpy),
+        "lightglobal": lambda k: timed(k, lambda: lightglobal, lightglobal),
         "full": lambda k: timed(k, lambda: full),
         "fulltorch": lambda k: timed(k, lambda: fulltorch),
         "nothing": lambda k: timed(k, NothingMode),
@@ -171,7 +191,7 @@ def make_variants(step, tmp, rank, hooks=False):
                     for h in self._h:
                         h.remove()
         runs["hooks"] = lambda k: timed(k, Hooked)
-    return runs, (light, lightpy, full, fulltorch)
+    return runs, (light, lightpy, lightglobal, full, fulltorch)
 
 
 def rounds(runs, n_rounds, k):

@@ -1,0 +1,118 @@
+"""Light mode's forward hooks without torch's global hooks: nn.Module's call
+goes through call() here while a light recorder's hooks are on.
+
+Global forward hooks send every module call down nn.Module._call_impl's slow
+path (it gathers the global and the module's hooks, checks for backward
+hooks, ...), which costs a training step more than light mode's hooks
+themselves.  So while they are on, nn.Module._call_impl is call():
+
+* a call of a module with no hooks of its own, while no other code's global
+  hooks are registered: fw_pre, torch's _call_impl (its fast path: the
+  forward alone), fw_post.  That is what the global hooks would have done,
+  in the same order: nothing else runs around such a forward;
+* any other call (a module with hooks of its own, as FSDP's and
+  tensor-parallel modules have, or while other code's global hooks are
+  registered): torch's _call_impl with light mode's hooks in torch's global
+  hook dicts for its duration (after the global hooks already there), so
+  that they run where they ran as global hooks, among the module's own hooks
+  and those of every module called inside it;
+* while dynamo traces (is_compiling()): torch's _call_impl alone, as without
+  a recorder (the hooks would return at once there).
+
+Where nn.Module._call_impl is not torch's own when the hooks go on (other
+code replaced it), or with COMMDEBUG_LIGHT_HOOKS=global, they are global
+hooks, as before this module.  A subclass that overrides _call_impl itself
+is not seen either way.
+"""
+
+import os
+import threading
+
+import torch.nn.modules.module as _nn
+
+from . import _compat as C
+
+_TORCH_CALL = _nn.Module._call_impl
+_pairs = []                 # the hooks of the light recorders whose hooks are on
+_in_dicts = []              # the keys of those put in torch's global dicts, while they are
+_depth = [0]                # calls running with them there
+_lock = threading.Lock()
+_KEY0 = -(1 << 40)          # their keys there (negative: never a RemovableHandle's)
+_gfp = _nn._global_forward_pre_hooks
+_gf = _nn._global_forward_hooks
+_gbp = _nn._global_backward_pre_hooks
+_gb = _nn._global_backward_hooks
+
+
+def _make_call(compiling):
+    def call(self, *args, **kwargs):
+        if compiling():
+            return _TORCH_CALL(self, *args, **kwargs)
+        if _gfp or _gf or _gbp or _gb or self._forward_pre_hooks or self._forward_hooks \
+                or self._backward_pre_hooks or self._backward_hooks:
+            return _hooked(self, args, kwargs)
+        pairs = _pairs
+        for hooks in pairs:
+            hooks[3](self, args)
+        out = _TORCH_CALL(self, *args, **kwargs)
+        for hooks in pairs:
+            hooks[4](self, args, out)
+        return out
+    return call
+
+
+def _hooked(self, args, kwargs):
+    """torch's call with the hooks in its global dicts."""
+    with _lock:
+        if _depth[0] == 0:
+            for i, hooks in enumerate(_pairs):
+                _gfp[_KEY0 - i] = hooks[0]
+                _gf[_KEY0 - i] = hooks[1]
+                _in_dicts.append(_KEY0 - i)
+        _depth[0] += 1
+    try:
+        return _TORCH_CALL(self, *args, **kwargs)
+    finally:
+        with _lock:
+            _depth[0] -= 1
+            if _depth[0] == 0:
+                for k in _in_dicts:
+                    _gfp.pop(k, None)
+                    _gf.pop(k, None)
+                del _in_dicts[:]
+
+
+_call = []      # call(), made once (it needs is_compiling, which can import dynamo)
+
+
+class _Handle:
+    """Takes one recorder's hooks off (and torch's call back, after the last)."""
+
+    def __init__(self, pair):
+        self.pair = pair
+
+    def remove(self):
+        with _lock:
+            if self.pair in _pairs:
+                _pairs.remove(self.pair)
+            if not _pairs and _call and _nn.Module._call_impl is _call[0]:
+                _nn.Module._call_impl = _TORCH_CALL
+
+
+def on(hooks, compiling):
+    """Put a light recorder's hooks on (_light._make_hooks's: [0] and [1]
+    as torch's hooks, [3] and [4] as call() runs them); returns the handles
+    that take them off (RemovableHandles of global hooks where call() cannot
+    be used)."""
+    if not _call:
+        _call.append(_make_call(compiling))
+        C.skip_in_dynamo([_call[0], _hooked], recursive=False)
+    current = _nn.Module._call_impl
+    if os.environ.get("COMMDEBUG_LIGHT_HOOKS", "") == "global" or \
+            current not in (_TORCH_CALL, _call[0]):
+        return [C.register_global_fw_pre(hooks[0]), C.register_global_fw_post(hooks[1])]
+    pair = hooks
+    with _lock:
+        _pairs.append(pair)
+        _nn.Module._call_impl = _call[0]
+    return [_Handle(pair)]
