@@ -21,7 +21,8 @@
  * tensor that has gradient hooks already.
  *
  * text(chunk, mono0): the trace writer's formatting of buffered lines
- * (_writer.TraceWriter._text).
+ * (_writer.TraceWriter._text); raw_frame(data): _zstd.raw_frame, with its
+ * content checksum always (XXH64 here; the Python needs libxxhash).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -639,9 +640,145 @@ static PyObject *text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	return pair;
 }
 
+/* ----------------------------------------------------------- raw frames */
+
+/* XXH64 (the content checksum of a zstd frame: its low 32 bits), from the
+ * algorithm's specification. */
+#define P1 0x9E3779B185EBCA87ULL
+#define P2 0xC2B2AE3D27D4EB4FULL
+#define P3 0x165667B19E3779F9ULL
+#define P4 0x85EBCA77C2B2AE63ULL
+#define P5 0x27D4EB2F165667C5ULL
+
+static uint64_t rotl(uint64_t x, int r)
+{
+	return (x << r) | (x >> (64 - r));
+}
+
+static uint64_t rd64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t rd32(const unsigned char *p)
+{
+	return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+}
+
+static uint64_t xxround(uint64_t acc, uint64_t in)
+{
+	return rotl(acc + in * P2, 31) * P1;
+}
+
+static uint64_t xxmerge(uint64_t h, uint64_t v)
+{
+	return (h ^ xxround(0, v)) * P1 + P4;
+}
+
+static uint64_t xxh64(const unsigned char *p, size_t n)
+{
+	const unsigned char *end = p + n;
+	uint64_t h;
+	if (n >= 32) {
+		uint64_t v1 = P1 + P2, v2 = P2, v3 = 0, v4 = 0 - P1;
+		for (; end - p >= 32; p += 32) {
+			v1 = xxround(v1, rd64(p));
+			v2 = xxround(v2, rd64(p + 8));
+			v3 = xxround(v3, rd64(p + 16));
+			v4 = xxround(v4, rd64(p + 24));
+		}
+		h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+		h = xxmerge(xxmerge(xxmerge(xxmerge(h, v1), v2), v3), v4);
+	} else {
+		h = P5;
+	}
+	h += (uint64_t)n;
+	for (; end - p >= 8; p += 8)
+		h = rotl(h ^ xxround(0, rd64(p)), 27) * P1 + P4;
+	if (end - p >= 4) {
+		h = rotl(h ^ rd32(p) * P1, 23) * P2 + P3;
+		p += 4;
+	}
+	for (; p < end; p++)
+		h = rotl(h ^ *p * P5, 11) * P1;
+	h ^= h >> 33;
+	h *= P2;
+	h ^= h >> 29;
+	h *= P3;
+	return h ^ (h >> 32);
+}
+
+#define RAW_BLOCK (128 * 1024)      /* _zstd._RAW_BLOCK */
+
+/* The zstd frame of raw blocks holding data (_zstd.raw_frame: single
+ * segment, the content size in 4 bytes, the content checksum). */
+static PyObject *raw_frame_of(const char *data, size_t n)
+{
+	if (n > 0xFFFFFFFFu) {
+		PyErr_SetString(PyExc_OverflowError, "commdebug: a raw frame over 4 GiB");
+		return NULL;
+	}
+	size_t blocks = n ? (n + RAW_BLOCK - 1) / RAW_BLOCK : 1;
+	PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + 1 + 4 + 3 * blocks + n + 4));
+	if (!out)
+		return NULL;
+	unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+	static const unsigned char magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+	memcpy(o, magic, 4);
+	o[4] = 0xA4;                            /* single segment, 4-byte size, checksum */
+	for (int i = 0; i < 4; i++)
+		o[5 + i] = (unsigned char)(n >> (8 * i));
+	o += 9;
+	size_t pos = 0;
+	do {
+		size_t size = n - pos < RAW_BLOCK ? n - pos : RAW_BLOCK;
+		uint32_t hdr = (uint32_t)(size << 3) | (pos + size >= n);
+		o[0] = (unsigned char)hdr;
+		o[1] = (unsigned char)(hdr >> 8);
+		o[2] = (unsigned char)(hdr >> 16);
+		memcpy(o + 3, data + pos, size);
+		o += 3 + size;
+		pos += size;
+	} while (pos < n);
+	uint32_t sum = (uint32_t)xxh64((const unsigned char *)data, n);
+	for (int i = 0; i < 4; i++)
+		o[i] = (unsigned char)(sum >> (8 * i));
+	return out;
+}
+
+/* raw_frame(data) -> bytes: that frame of bytes data. */
+static PyObject *raw_frame(PyObject *self, PyObject *data)
+{
+	(void)self;
+	Py_buffer b;
+	if (PyObject_GetBuffer(data, &b, PyBUF_SIMPLE) < 0)
+		return NULL;
+	PyObject *out = raw_frame_of(b.buf, (size_t)b.len);
+	PyBuffer_Release(&b);
+	return out;
+}
+
+/* xxh64(data) -> int (seed 0). */
+static PyObject *py_xxh64(PyObject *self, PyObject *data)
+{
+	(void)self;
+	Py_buffer b;
+	if (PyObject_GetBuffer(data, &b, PyBUF_SIMPLE) < 0)
+		return NULL;
+	uint64_t h = xxh64(b.buf, (size_t)b.len);
+	PyBuffer_Release(&b);
+	return PyLong_FromUnsignedLongLong(h);
+}
+
 static PyMethodDef module_methods[] = {
 	{"text", (PyCFunction)(void (*)(void))text, METH_FASTCALL,
 	 "text(chunk, mono0) -> (bytes, marks): the writer's lines (see _writer.TraceWriter._text)"},
+	{"raw_frame", (PyCFunction)raw_frame, METH_O,
+	 "raw_frame(data) -> bytes: a zstd frame of raw blocks holding data, with its checksum"},
+	{"xxh64", (PyCFunction)py_xxh64, METH_O, "xxh64(data) -> int: XXH64 of data, seed 0"},
 	{NULL, NULL, 0, NULL},
 };
 

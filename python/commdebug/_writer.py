@@ -122,6 +122,7 @@ class TraceWriter(RawTail, Relocation):
         self._marks = []
         native = speedups()
         self._ctext = native.text if native is not None else None
+        self._raw_frame = native.raw_frame if native is not None else _zstd.raw_frame
         self.bytes_in = 0
         self.bytes_out = 0
         self.frames = 0
@@ -226,7 +227,7 @@ class TraceWriter(RawTail, Relocation):
         raw = raw and self._comp is not None and self.regular
         if raw:
             data = self._text(chunk)
-            out = _zstd.raw_frame(data)
+            out = self._raw_frame(data)
         else:
             data, out = self._encode(chunk)
         if not self._write(out, n):
