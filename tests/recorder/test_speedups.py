@@ -1,0 +1,235 @@
+"""The recorder's C module (commdebug._speedups) says exactly what the Python
+it stands for says, and light mode's nn.Module call (_lightcall) records
+what its global hooks recorded: the same light trace, event for event,
+from the C module or the Python, from the call or the global hooks; the
+writer's text and raw frames equal the Python's.
+
+Skipped where the C module is not built for this Python (the system's
+Python 3.11 with torch 1.13: tests/torch2/env.sh ext builds it for the torch
+2.x root's)."""
+
+import json
+import os
+import subprocess
+import textwrap
+
+from _util import PYTHON, Skip, check, env, eq, events, zstd_cli_text
+
+
+def _native():
+    from commdebug._native import speedups
+    m = speedups()
+    if m is None:
+        raise Skip("commdebug._speedups is not built for this Python")
+    return m
+
+
+def test_text_equals_python(ctx):
+    """text() gives the bytes and the marks of the Python formatter for
+    lines, pairs of lines, marks between them and non-ASCII (and lone
+    surrogate) text; an item it does not know (a float time) leaves the
+    chunk to the Python."""
+    native = _native()
+    from commdebug import _writer
+    w = _writer.TraceWriter.__new__(_writer.TraceWriter)
+    w.mono0 = 1000
+    chunk = [3, '{"ev":"region_enter","region":3}\n', ('{"ev":"fw_pre","mod":"a","t":', 1500),
+             ('{"ev":"fw_post","t":', '{"ev":"fw_done","t":', 2000), 4,
+             ('{"ev":"x","mod":"\u00e9\u4e2d\ud800","t":', 10 ** 15), '{"ev":"y"}\n', 5]
+    w._ctext = None
+    want = w._text(chunk), w._marks
+    got = native.text(chunk, 1000)
+    eq(got[0], want[0], "text's bytes")
+    eq([tuple(m) for m in got[1]], [tuple(m) for m in want[1]], "text's marks")
+    w._ctext = native.text
+    odd = [('{"t":', 1500.5)]
+    w._ctext = None
+    want = w._text(odd)
+    w._ctext = native.text
+    eq(w._text(odd), want, "a float time, through the Python")
+
+
+def test_raw_frames(ctx):
+    """raw_frame() is a zstd frame of raw blocks that zstd reads back,
+    across block boundaries; its checksum is XXH64's (libxxhash's where it
+    is there, and then the frame is the Python's byte for byte)."""
+    native = _native()
+    from commdebug import _zstd
+    xxh = _zstd._xxh64()
+    for n in (0, 1, 3, 4, 7, 8, 31, 32, 33, 100, 4096, 128 * 1024, 128 * 1024 + 1, 300000):
+        data = bytes((i * 7 + n) & 0xFF for i in range(n))
+        frame = native.raw_frame(data)
+        path = os.path.join(ctx.tmp, "f%d.zst" % n)
+        with open(path, "wb") as f:
+            f.write(frame)
+        r = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        eq(r.returncode, 0, "zstd -dc of a raw frame of %d bytes (%s)" % (n, r.stderr[-300:]))
+        eq(r.stdout, data, "the content of a raw frame of %d bytes" % n)
+        if xxh is not None:
+            eq(native.xxh64(data), xxh(data, n, 0), "XXH64 of %d bytes" % n)
+            eq(frame, _zstd.raw_frame(data), "the frame of %d bytes, C and Python" % n)
+    if xxh is None:
+        ctx.note("no libxxhash here: frames compared through zstd only")
+
+
+PROGRAM = textwrap.dedent(r'''
+    import os, sys
+    import torch, torch.nn as nn, torch.distributed as dist
+    from torch.utils.checkpoint import checkpoint
+    from commdebug import Recorder
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    torch.manual_seed(0)
+
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+            self.b = nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.a(x)
+            dist.all_reduce(y.detach())
+            return y, self.b(y), 3
+
+    class Same(nn.Module):
+        def forward(self, x):
+            return x
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pair = Pair()
+            self.hooked = nn.Linear(8, 8)
+            self.prehooked = nn.Linear(8, 8)
+            self.bwhooked = nn.Linear(8, 8)
+            self.same = Same()
+            self.ck = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+            self.late = nn.Linear(8, 8)
+
+        def forward(self, x, late=False):
+            y, z, _ = self.pair(x)
+            y = self.hooked(y + z)
+            y = self.prehooked(y)
+            y = self.bwhooked(self.same(y))
+            y = checkpoint(self.ck, y, use_reentrant=False)
+            if late:
+                y = self.late(y)
+            return y
+
+    def allreduce_grad(grad):
+        dist.all_reduce(grad.detach().clone())
+
+    net = Net()
+    net.hooked.register_forward_hook(
+        lambda m, i, o: o.register_hook(allreduce_grad) and None if o.requires_grad else None)
+    net.prehooked.register_forward_pre_hook(lambda m, i: None)
+    net.bwhooked.register_full_backward_pre_hook(lambda m, g: None)
+    ddp = torch.nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(8, 8), net),
+                                                    find_unused_parameters=True)
+    rec = Recorder(sys.argv[1], light=True)
+    x = torch.randn(4, 8, requires_grad=True)
+    for step in range(4):
+        with rec(label="step %d" % step):
+            (ddp(x) if step != 2 else net(x, late=True)).sum().backward()
+        if step == 1:
+            net.pair.a.weight = nn.Parameter(net.pair.a.weight.detach().clone())
+    with torch.no_grad(), rec(label="no grad"):
+        net(x)
+    rec.close()
+''')
+
+
+def _body(path):
+    """The trace's events without times and without the meta event (its
+    clock and process facts differ from run to run)."""
+    out = []
+    for e in events(path):
+        if e["ev"] == "meta":
+            continue
+        out.append({k: v for k, v in e.items() if k not in ("t", "dur")})
+    return out
+
+
+def test_light_traces_same_four_ways(ctx):
+    """One program (tuple outputs, a module with a forward hook that puts a
+    gradient hook issuing an all-reduce, one with a forward pre-hook, one
+    with a full-backward pre-hook, a module returning its input,
+    checkpointing, DDP, a parameter replaced, a module first called in a
+    later region, a region under no_grad) recorded light four ways: with
+    the C module or without (COMMDEBUG_SPEEDUPS=0), its hooks in nn.Module's
+    call or global (COMMDEBUG_LIGHT_HOOKS=global).  The four traces hold the
+    same events in the same order."""
+    _native()
+    from commdebug import _light
+    if _light.available() is not None:
+        raise Skip(_light.available())
+    script = os.path.join(ctx.tmp, "prog.py")
+    with open(script, "w") as f:
+        f.write(PROGRAM)
+    got = {}
+    for speedups in ("1", "0"):
+        for hooks in ("call", "global"):
+            name = "c%s-%s" % (speedups, hooks)
+            trace = os.path.join(ctx.tmp, name + ".zst")
+            r = subprocess.run([PYTHON, script, trace], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=300,
+                               env=env(COMMDEBUG_SPEEDUPS=speedups,
+                                       COMMDEBUG_LIGHT_HOOKS=hooks))
+            eq(r.returncode, 0, "%s: exit status (%s)" % (name, r.stderr.decode()[-2000:]))
+            zstd_cli_text(trace)
+            got[name] = _body(trace)
+    want = got.pop("c0-global")
+    kinds = {e["ev"] for e in want}
+    for ev in ("fw_pre", "fw_done", "bw_pre", "op", "ddp", "bw_end"):
+        check(ev in kinds, "no %s event in the trace: %r", ev, sorted(kinds))
+    check(any(e["ev"] == "fw_pre" and e.get("bw") for e in want), "no recompute recorded")
+    for name, evs in got.items():
+        if evs != want:
+            diff = next(i for i, (a, b) in enumerate(zip(evs + [None] * len(want), want))
+                        if a != b)
+            raise AssertionError("%s differs from the Python with global hooks at event %d: "
+                                 "%s vs %s" % (name, diff, json.dumps(evs[diff:diff + 3]),
+                                               json.dumps(want[diff:diff + 3])))
+    ctx.note("%d events, the same four ways" % len(want))
+
+
+def test_module_call_put_back(ctx):
+    """nn.Module's call is light mode's while a light recorder's hooks are on
+    and torch's again after the last one closed (two recorders, closed in
+    the order opened); where other code replaced it first, light mode
+    leaves it alone and uses global hooks."""
+    from commdebug import Recorder, _light
+    if _light.available() is not None:
+        raise Skip(_light.available())
+    import torch
+    import torch.nn.modules.module as nnm
+    torch_call = nnm.Module._call_impl
+    lin = torch.nn.Linear(2, 2)
+    a = Recorder(os.path.join(ctx.tmp, "a.zst"), light=True)
+    b = Recorder(os.path.join(ctx.tmp, "b.zst"), light=True)
+    with a:
+        lin(torch.ones(2))
+    with b:
+        lin(torch.ones(2))
+    check(nnm.Module._call_impl is not torch_call, "light mode's call is not in place")
+    eq(len(nnm._global_forward_pre_hooks), 0, "global pre-hooks while light mode's call runs")
+    a.close()
+    check(nnm.Module._call_impl is not torch_call, "the call went with the first recorder")
+    b.close()
+    check(nnm.Module._call_impl is torch_call, "torch's call not put back")
+
+    def other(self, *args, **kwargs):
+        return torch_call(self, *args, **kwargs)
+    nnm.Module._call_impl = other
+    try:
+        c = Recorder(os.path.join(ctx.tmp, "c.zst"), light=True)
+        with c:
+            lin(torch.ones(2))
+        check(nnm.Module._call_impl is other, "another call replaced")
+        eq(len(nnm._global_forward_pre_hooks), 1, "global pre-hooks beside another call")
+        c.close()
+        eq(len(nnm._global_forward_pre_hooks), 0, "global pre-hooks after close")
+        evs = [e["ev"] for e in events(os.path.join(ctx.tmp, "c.zst"))]
+        check("fw_pre" in evs, "nothing recorded through global hooks: %r", evs)
+    finally:
+        nnm.Module._call_impl = torch_call
