@@ -38,10 +38,12 @@ _in_dicts = []              # the keys of those put in torch's global dicts, whi
 _depth = [0]                # calls running with them there
 _lock = threading.Lock()
 _KEY0 = -(1 << 40)          # their keys there (negative: never a RemovableHandle's)
+# torch's global hook dicts (1.13 has no backward pre-hooks: light mode
+# needs 2.1 anyway, but the recorder imports this module on every torch)
 _gfp = _nn._global_forward_pre_hooks
 _gf = _nn._global_forward_hooks
-_gbp = _nn._global_backward_pre_hooks
-_gb = _nn._global_backward_hooks
+_gbp = getattr(_nn, "_global_backward_pre_hooks", {})
+_gb = getattr(_nn, "_global_backward_hooks", {})
 
 
 def _make_call(compiling):

@@ -6,6 +6,7 @@ COMMDEBUG_SPEEDUPS=0 in the environment runs the Python it stands for
 instead (read where each recorder starts).  Its C source says what it does
 and where it hands a call back to the Python."""
 
+import importlib
 import os
 
 
@@ -14,7 +15,6 @@ def speedups():
     if os.environ.get("COMMDEBUG_SPEEDUPS", "1") == "0":
         return None
     try:
-        from . import _speedups
+        return importlib.import_module(__package__ + "._speedups")
     except ImportError:
         return None
-    return _speedups

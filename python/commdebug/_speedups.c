@@ -715,7 +715,7 @@ static uint64_t xxh64(const unsigned char *p, size_t n)
 
 /* The zstd frame of raw blocks holding data (_zstd.raw_frame: single
  * segment, the content size in 4 bytes, the content checksum). */
-static PyObject *raw_frame_of(const char *data, size_t n)
+static PyObject *raw_frame_of(const unsigned char *data, size_t n)
 {
 	if (n > 0xFFFFFFFFu) {
 		PyErr_SetString(PyExc_OverflowError, "commdebug: a raw frame over 4 GiB");
@@ -743,9 +743,25 @@ static PyObject *raw_frame_of(const char *data, size_t n)
 		o += 3 + size;
 		pos += size;
 	} while (pos < n);
-	uint32_t sum = (uint32_t)xxh64((const unsigned char *)data, n);
+	uint32_t sum = (uint32_t)xxh64(data, n);
 	for (int i = 0; i < 4; i++)
 		o[i] = (unsigned char)(sum >> (8 * i));
+	return out;
+}
+
+static PyObject *xxh64_of(const unsigned char *p, size_t n)
+{
+	return PyLong_FromUnsignedLongLong(xxh64(p, n));
+}
+
+/* fn of the bytes of a bytes-like object. */
+static PyObject *on_bytes(PyObject *data, PyObject *(*fn)(const unsigned char *, size_t))
+{
+	Py_buffer b;
+	if (PyObject_GetBuffer(data, &b, PyBUF_SIMPLE) < 0)
+		return NULL;
+	PyObject *out = fn(b.buf, (size_t)b.len);
+	PyBuffer_Release(&b);
 	return out;
 }
 
@@ -753,24 +769,14 @@ static PyObject *raw_frame_of(const char *data, size_t n)
 static PyObject *raw_frame(PyObject *self, PyObject *data)
 {
 	(void)self;
-	Py_buffer b;
-	if (PyObject_GetBuffer(data, &b, PyBUF_SIMPLE) < 0)
-		return NULL;
-	PyObject *out = raw_frame_of(b.buf, (size_t)b.len);
-	PyBuffer_Release(&b);
-	return out;
+	return on_bytes(data, raw_frame_of);
 }
 
 /* xxh64(data) -> int (seed 0). */
 static PyObject *py_xxh64(PyObject *self, PyObject *data)
 {
 	(void)self;
-	Py_buffer b;
-	if (PyObject_GetBuffer(data, &b, PyBUF_SIMPLE) < 0)
-		return NULL;
-	uint64_t h = xxh64(b.buf, (size_t)b.len);
-	PyBuffer_Release(&b);
-	return PyLong_FromUnsignedLongLong(h);
+	return on_bytes(data, xxh64_of);
 }
 
 static PyMethodDef module_methods[] = {
