@@ -3,13 +3,15 @@
 ``LightEvents`` is a base of commdebug.recorder.Recorder, used when it is
 made with ``light=True``.  A region then has no dispatch mode: collectives
 come from kernels at the dispatcher's BackendSelect key (``_collkernels``),
-and the module events from two global module hooks doing as little as they
-can.  What the events must give is CommDebugMode's module table and its
+and the module events from two module hooks doing as little as they can,
+run from light mode's nn.Module call (``_lightcall``; global hooks where it
+cannot be used), their common case in C where the recorder's C module is
+built (``_speedups.c``).  What the events must give is CommDebugMode's module table and its
 collective counts (its noise-0 outputs), so each hook keeps what that needs:
 
 * ``fw_pre``: the module's name and type (cached per module as the start of
   the event's text), its parameters at its first call in a region;
-* ``fw_post`` and ``fw_done``: written together by the global forward hook
+* ``fw_post`` and ``fw_done``: written together by the forward hook
   when the module has no forward hooks of its own (nothing can run between
   them); otherwise ``fw_done`` comes from a module-local hook that runs after
   the module's other hooks, as in the full recorder (tensor-parallel output
@@ -29,6 +31,7 @@ them and finds ``is_compiling()`` true), and an FX GraphModule that compiled
 code calls is not a module of the program: it is not recorded.
 """
 
+from collections import OrderedDict
 import functools
 import sys
 import warnings
@@ -38,8 +41,6 @@ import weakref
 import torch
 import torch.nn.modules.module as _nn_module
 from torch.utils.hooks import RemovableHandle
-
-from collections import OrderedDict
 
 from . import _collkernels
 from . import _compat as C
@@ -376,11 +377,11 @@ def _native_hooks(rec, pre_body, post_body):
     if native is None:
         return None
     return native.Hooks(lc=rec._lc, buf=rec._w.buf, state=rec._lstate, writer=rec._w,
-                     done_handles=rec._done_handles,
-                     global_pre=_nn_module._global_backward_pre_hooks,
-                     cur_task=_cur_task, grad_enabled=torch.is_grad_enabled,
-                     tensor=torch.Tensor, odict=OrderedDict, keys=hook_keys,
-                     handle=RemovableHandle,
-                     slots=(_NJ, _PRE, _PRE_BW, _POST, _POST_BW, _PARAMS_REGION, _DDP_MOD,
-                            _PKEY, _PPRE, _PCHECKED, _BWHOOK),
-                     recheck=PARAMS_RECHECK, pre_body=pre_body, post_body=post_body)
+                        done_handles=rec._done_handles,
+                        global_pre=_nn_module._global_backward_pre_hooks,
+                        cur_task=_cur_task, grad_enabled=torch.is_grad_enabled,
+                        tensor=torch.Tensor, odict=OrderedDict, keys=hook_keys,
+                        handle=RemovableHandle,
+                        slots=(_NJ, _PRE, _PRE_BW, _POST, _POST_BW, _PARAMS_REGION, _DDP_MOD,
+                               _PKEY, _PPRE, _PCHECKED, _BWHOOK),
+                        recheck=PARAMS_RECHECK, pre_body=pre_body, post_body=post_body)

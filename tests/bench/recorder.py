@@ -31,12 +31,13 @@ run.
   Recorder buffer (_dump_fr_trace_json) once per step.
 
 Timings vary with the load of the machine: every variant runs in every
-round, next to the others, and ratios are taken within a round.  Nothing
-here passes or fails on time.
+round, next to the others, in an order drawn for each round, and ratios are
+taken within a round.  Nothing here passes or fails on time.
 """
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -195,12 +196,16 @@ def make_variants(step, tmp, rank, hooks=False):
 
 
 def rounds(runs, n_rounds, k):
+    """Every variant k steps per round, in an order drawn anew for each
+    round (the same on every rank: a seeded generator), so that no variant
+    always runs after the same one."""
     names = [v for v in VARIANTS if v in runs]
     for v in names:          # warm up (DDP rebuilds its buckets, caches fill)
         runs[v](2)
     res = {v: [] for v in names}
+    order = random.Random(20261126)
     for _ in range(n_rounds):
-        for v in names:
+        for v in order.sample(names, len(names)):
             res[v].append(runs[v](k))
     return res
 
