@@ -5,7 +5,7 @@ do-nothing dispatch mode vs CommDebugMode, on two workloads, ratios from one
 run.
 
     tests/torch2/env.sh run python3 tests/bench/recorder.py [--rounds R] [--steps K]
-                                                            [--only gpt2|blocks|colls]
+                                                            [--only gpt2|light|blocks|pieces|colls]
                                                             [--variants plain,light,...]
 
 (tests/bench/recorder.sh runs it in the torch 2.14 root.)
@@ -17,6 +17,9 @@ run.
   R rounds.  Reported per variant: the median wall and CPU (process: every
   thread) time per step, and the median over rounds of its ratio to the
   plain step of the same round, with the spread (25th-75th percentile).
+* light: the gpt2 step in one process (a one-rank group), plain and light
+  mode with and without its parts (the C module, its nn.Module call):
+  the CPU time each adds per step, the median of per-round differences.
 * blocks: one process, 8 blocks of Linear(64) + GELU + LayerNorm, batch 16,
   forward + backward, one region per step.  Reported: the time each variant
   adds per dispatched op over plain, and its ratio to the do-nothing mode's.
@@ -223,13 +226,11 @@ def summary(res):
 
 
 # --------------------------------------------------------------------- gpt2
-def gpt2_rank(args):
+def gpt2_step():
+    """The GPT-2 DDP training step (the process group is up)."""
     import torch
-    import torch.distributed as dist
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.set_num_threads(1)
-    rank = int(os.environ["RANK"])
-    dist.init_process_group("gloo")
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=4, n_embd=64, n_head=4, n_positions=64, vocab_size=512,
                      attn_implementation="eager")
@@ -241,7 +242,14 @@ def gpt2_rank(args):
         opt.zero_grad()
         model(ids, labels=ids).loss.backward()
         opt.step()
+    return step
 
+
+def gpt2_rank(args):
+    import torch.distributed as dist
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("gloo")
+    step = gpt2_step()
     tmp = os.environ["BENCH_TMP"]
     runs, recs = make_variants(step, tmp, rank)
     res = rounds(runs, args.rounds, args.steps)
@@ -286,6 +294,39 @@ def gpt2(args):
         for v, (w, c, wr, wq, cr, cq) in sm.items():
             print("       %-24s %9.2f %9.2f %8.3f (%.3f-%.3f) %8.3f (%.3f-%.3f)"
                   % (LABELS[v], w, c, wr, wq[0], wq[1], cr, cq[0], cq[1]))
+    print()
+
+
+# -------------------------------------------------------------------- light
+LIGHT_PARTS = ["plain", "light", "lightpy", "lightglobal"]
+
+
+def light(args):
+    """The GPT-2 step in one process (a one-rank group): what light mode
+    adds per step, and without each of its parts, as the median of the
+    per-round differences with plain (less noise than two ranks sharing two
+    cores)."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    step = gpt2_step()
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    runs, recs = make_variants(step, tmp, 0)
+    res = rounds({v: f for v, f in runs.items() if v in LIGHT_PARTS}, args.rounds, args.steps)
+    for r in recs:
+        r.close()
+    dist.destroy_process_group()
+    plain = [c for _, c in res["plain"]]
+    print("light: the GPT-2 step in one process (one-rank gloo DDP), light mode's parts; "
+          "%d rounds of %d steps; plain %.2f ms CPU per step" % (args.rounds, args.steps,
+                                                                statistics.median(plain) * 1e3))
+    for v in LIGHT_PARTS[1:]:
+        if v not in res:
+            continue
+        d = [c - p for (_, c), p in zip(res[v], plain)]
+        q = quartiles(d)
+        print("  %-30s +%.3f ms CPU per step (IQR %.3f-%.3f), %.3fx plain"
+              % (LABELS[v], statistics.median(d) * 1e3, q[0] * 1e3, q[1] * 1e3,
+                 1 + statistics.median(d) / statistics.median(plain)))
     print()
 
 
@@ -581,7 +622,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--only", choices=["gpt2", "blocks", "pieces", "colls"], action="append")
+    ap.add_argument("--only", choices=["gpt2", "light", "blocks", "pieces", "colls"],
+                    action="append")
     ap.add_argument("--variants", help="comma-separated: only these of %s (plain always)"
                     % ",".join(VARIANTS))
     ap.add_argument("--rank-of", help=argparse.SUPPRESS)
@@ -598,8 +640,9 @@ def main():
     print("torch %s, Python %s, %d CPUs" % (torch.__version__, sys.version.split()[0],
                                           os.cpu_count()))
     print()
-    for what in args.only or ["gpt2", "blocks", "pieces", "colls"]:
-        {"gpt2": gpt2, "blocks": blocks, "pieces": pieces, "colls": colls}[what](args)
+    for what in args.only or ["gpt2", "light", "blocks", "pieces", "colls"]:
+        {"gpt2": gpt2, "light": light, "blocks": blocks, "pieces": pieces,
+         "colls": colls}[what](args)
 
 
 if __name__ == "__main__":
