@@ -299,33 +299,79 @@ def gpt2(args):
 
 # -------------------------------------------------------------------- light
 LIGHT_PARTS = ["plain", "light", "lightpy", "lightglobal"]
+# light mode taken apart: its recorder with parts replaced by ones doing
+# nothing (each also without what the ones above it took out)
+LIGHT_CUTS = [("collectives' events and frames", "colls"),
+              ("the bw_pre gradient hooks", "attach"),
+              ("the hooks' work (called, doing nothing)", "hooks"),
+              ("the module call and its hooks", "call")]
+
+
+def _cut(rec, what, hooks):
+    """Put light mode's hooks on with its parts after `what` in LIGHT_CUTS
+    replaced by ones doing nothing (hooks: _light._make_hooks's)."""
+    from commdebug import _collkernels, _lightcall
+    cuts = [c for _, c in LIGHT_CUTS]
+    gone = set(cuts[:cuts.index(what) + 1])
+    h = list(hooks)
+    if "colls" in gone:
+        rec._light_collective = lambda op, keyset, args, kwargs: op.redispatch(keyset, *args,
+                                                                               **kwargs)
+    if "attach" in gone:
+        post = hooks[4]
+        h[4] = lambda mod, inputs, output: post(mod, inputs, None)
+    if "hooks" in gone:
+        h[3] = lambda mod, inputs: None
+        h[4] = lambda mod, inputs, output: None
+    _collkernels.install()
+    rec._lhandles = [] if "call" in gone else _lightcall.on(h, lambda: False)
 
 
 def light(args):
     """The GPT-2 step in one process (a one-rank group): what light mode
-    adds per step, and without each of its parts, as the median of the
-    per-round differences with plain (less noise than two ranks sharing two
-    cores)."""
+    adds per step, without each of its parts, and taken apart, as the median
+    of the per-round differences with plain (less noise than two ranks
+    sharing two cores)."""
     import torch.distributed as dist
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     step = gpt2_step()
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
     runs, recs = make_variants(step, tmp, 0)
-    res = rounds({v: f for v, f in runs.items() if v in LIGHT_PARTS}, args.rounds, args.steps)
+    runs = {v: f for v, f in runs.items() if v in LIGHT_PARTS}
+    cut = recs[0]
+    hooks = cut._lhooks
+
+    def run_cut(what):
+        def run(k):
+            _cut(cut, what, hooks)
+            try:
+                c0 = time.process_time()
+                run_steps(step, lambda: cut, k)
+                return 0.0, (time.process_time() - c0) / k
+            finally:
+                cut.__dict__.pop("_light_collective", None)
+                light_off(cut)
+        return run
+    for _, what in LIGHT_CUTS:
+        runs["cut-" + what] = run_cut(what)
+        VARIANTS.append("cut-" + what)
+    res = rounds(runs, args.rounds, args.steps)
     for r in recs:
         r.close()
     dist.destroy_process_group()
     plain = [c for _, c in res["plain"]]
     print("light: the GPT-2 step in one process (one-rank gloo DDP), light mode's parts; "
-          "%d rounds of %d steps; plain %.2f ms CPU per step" % (args.rounds, args.steps,
-                                                                statistics.median(plain) * 1e3))
-    for v in LIGHT_PARTS[1:]:
+          "%d rounds of %d steps; plain %.2f ms CPU per step (the writer thread included)"
+          % (args.rounds, args.steps, statistics.median(plain) * 1e3))
+    rows = [(LABELS[v], v) for v in LIGHT_PARTS[1:]] + \
+        [("light, without " + label, "cut-" + what) for label, what in LIGHT_CUTS]
+    for label, v in rows:
         if v not in res:
             continue
         d = [c - p for (_, c), p in zip(res[v], plain)]
         q = quartiles(d)
-        print("  %-30s +%.3f ms CPU per step (IQR %.3f-%.3f), %.3fx plain"
-              % (LABELS[v], statistics.median(d) * 1e3, q[0] * 1e3, q[1] * 1e3,
+        print("  %-58s +%.3f ms (IQR %.3f-%.3f), %.3fx plain"
+              % (label, statistics.median(d) * 1e3, q[0] * 1e3, q[1] * 1e3,
                  1 + statistics.median(d) / statistics.median(plain)))
     print()
 
