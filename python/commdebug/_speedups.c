@@ -186,12 +186,11 @@ static PyObject *python_path(int yes)
 	return Py_NewRef(yes ? Py_True : Py_False);
 }
 
-/* fw_pre's common case: False when done, True for Python's path. */
-static PyObject *pre_fast(Hooks *h, PyObject *mod)
+/* fw_pre's common case for the module of entry e: False when done, True
+ * for Python's path. */
+static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs)
 {
-	PyObject *e = entry_of(h, mod);
-	if (!e)
-		return PyErr_Occurred() ? NULL : python_path(1);
+	(void)inputs;
 	if (SLOT(h, e, S_NJ) == Py_None)
 		return python_path(0);          /* a module not recorded */
 	int bw = in_backward(h);
@@ -345,13 +344,11 @@ static int post_unusual(Hooks *h, PyObject *mod, PyObject *e, PyObject **pair)
 	return !PyTuple_Check(*pair) || PyTuple_GET_SIZE(*pair) != 2;
 }
 
-/* fw_post's common case: False when done, True for Python's path. */
-static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *output)
+/* fw_post's common case for the module of entry e: False when done, True
+ * for Python's path. */
+static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *output)
 {
 	PyObject *pair = NULL;
-	PyObject *e = entry_of(h, mod);
-	if (!e)
-		return PyErr_Occurred() ? NULL : python_path(1);
 	if (SLOT(h, e, S_NJ) == Py_None)
 		return python_path(0);
 	int u = post_unusual(h, mod, e, &pair);
@@ -397,13 +394,31 @@ static int in_region(Hooks *h)
 	return PyObject_IsTrue(PyList_GET_ITEM(h->state, 2));
 }
 
-/* Run a hook: its common case (fast), else its Python body. */
-static PyObject *run_hook(PyObject *fast, PyObject *body, PyObject *const *args, Py_ssize_t nargs)
+/* The common case of a hook: False when done, True for Python's path
+ * (h, the module, its entry, the hook's last argument). */
+typedef PyObject *(*fast_fn)(Hooks *, PyObject *, PyObject *, PyObject *);
+
+/* A hook call (args: the module first): nothing outside a region, else its
+ * common case, else its Python body. */
+static PyObject *run_hook(Hooks *h, fast_fn fast, PyObject *body, PyObject *const *args,
+			  Py_ssize_t nargs)
 {
-	if (fast == NULL)
+	int on = in_region(h);
+	if (on <= 0)
+		return on < 0 ? NULL : Py_NewRef(Py_None);
+	/* (the entry held: the Python the checks call cannot free it) */
+	PyObject *e = entry_of(h, args[0]), *r;
+	if (!e) {
+		r = PyErr_Occurred() ? NULL : python_path(1);
+	} else {
+		Py_INCREF(e);
+		r = fast(h, args[0], e, args[nargs - 1]);
+		Py_DECREF(e);
+	}
+	if (!r)
 		return NULL;
-	int python = fast == Py_True;
-	Py_DECREF(fast);
+	int python = r == Py_True;
+	Py_DECREF(r);
 	if (!python)
 		Py_RETURN_NONE;
 	return PyObject_Vectorcall(body, args, (size_t)nargs, NULL);
@@ -416,10 +431,7 @@ static PyObject *Hooks_pre(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
 		PyErr_SetString(PyExc_TypeError, "pre(mod, inputs)");
 		return NULL;
 	}
-	int on = in_region(h);
-	if (on <= 0)
-		return on < 0 ? NULL : Py_NewRef(Py_None);
-	return run_hook(pre_fast(h, args[0]), h->pre_body, args, nargs);
+	return run_hook(h, pre_fast, h->pre_body, args, nargs);
 }
 
 /* post(mod, inputs, output): fw_post past its is_compiling() check. */
@@ -429,10 +441,7 @@ static PyObject *Hooks_post(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
 		PyErr_SetString(PyExc_TypeError, "post(mod, inputs, output)");
 		return NULL;
 	}
-	int on = in_region(h);
-	if (on <= 0)
-		return on < 0 ? NULL : Py_NewRef(Py_None);
-	return run_hook(post_fast(h, args[0], args[2]), h->post_body, args, nargs);
+	return run_hook(h, post_fast, h->post_body, args, nargs);
 }
 
 #define HOOKS_FIELDS(X) X(lc) X(buf) X(state) X(writer) X(done_handles) X(global_pre) \

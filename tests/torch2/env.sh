@@ -19,7 +19,7 @@ set -euo pipefail
 ROOT=${COMMDEBUG_TORCH2_ROOT:-/var/tmp/commdebug-torch2}
 SUITE=${COMMDEBUG_TORCH2_SUITE:-forky}
 MIRROR=${COMMDEBUG_TORCH2_MIRROR:-http://deb.debian.org/debian}
-PKGS=python3-torch,python3-transformers,python3-tabulate,libcjson1,libyaml-0-2,libzstd1,zstd,libpython3-dev
+PKGS=python3-torch,python3-transformers,python3-tabulate,libcjson1,libyaml-0-2,libzstd1,zstd
 REPO=$(cd "$(dirname "$0")/../.." && pwd -P)
 SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -99,10 +99,12 @@ ext() {
 	out=$REPO/python/commdebug/_speedups$suffix
 	[ -f "$out" ] && [ "$out" -nt "$src" ] && return 0
 	if [ ! -f "$ROOT$inc/Python.h" ]; then
+		# (apt resolves its dependencies; debootstrap's --include might not)
 		echo "torch2: ext: installing libpython3-dev in $ROOT"
 		$SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-			libpython3-dev >/dev/null || die "ext: no Python headers in $ROOT"
+			DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -q &&
+			apt-get install -y -q --no-install-recommends libpython3-dev' >/dev/null ||
+			die "ext: no Python headers in $ROOT"
 	fi
 	${CC:-cc} -O2 -Wall -Wextra -Werror -fPIC -shared -I"$ROOT$inc" -idirafter "$ROOT/usr/include" \
 		"$src" -o "$out.tmp" || die "ext: $src does not build"
