@@ -41,12 +41,11 @@ def test_text_equals_python(ctx):
     got = native.text(chunk, 1000)
     eq(got[0], want[0], "text's bytes")
     eq([tuple(m) for m in got[1]], [tuple(m) for m in want[1]], "text's marks")
-    w._ctext = native.text
     odd = [('{"t":', 1500.5)]
-    w._ctext = None
-    want = w._text(odd)
+    want = w._text(odd)                 # (the Python's: _ctext is None)
     w._ctext = native.text
     eq(w._text(odd), want, "a float time, through the Python")
+    eq(w._text(chunk), got[0], "the writer's text with the C module")
 
 
 def test_raw_frames(ctx):
