@@ -104,17 +104,19 @@ def light_on(rec):
                 del os.environ[var]
 
 
-def light_variant(tmp, name, var, value):
-    """A light recorder made and started with var=value in the environment,
+def light_variant(tmp, name, var=None, value=None):
+    """A light recorder made and started (with var=value in the environment),
     its hooks off (light_on puts them on again as they were made)."""
     from commdebug import Recorder
-    os.environ[var] = value
+    if var is not None:
+        os.environ[var] = value
     try:
         rec = Recorder(os.path.join(tmp, name), light=True)
         with rec:
             pass
     finally:
-        del os.environ[var]
+        if var is not None:
+            del os.environ[var]
     light_off(rec)
     rec._bench_env = (var, value)
     return rec
@@ -132,10 +134,7 @@ def make_variants(step, tmp, rank, hooks=False):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
-    light = Recorder(os.path.join(tmp, "light-rank%d.zst" % rank), light=True)
-    with light:
-        pass
-    light_off(light)
+    light = light_variant(tmp, "light-rank%d.zst" % rank)
     # light mode without commdebug._speedups, as where it is not built; with
     # torch's global module hooks in place of its nn.Module call (_lightcall)
     lightpy = light_variant(tmp, "lightpy-rank%d.zst" % rank, "COMMDEBUG_SPEEDUPS", "0")
