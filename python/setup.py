@@ -5,4 +5,6 @@ recorder runs the Python it stands for (the metadata is pyproject.toml's)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("commdebug._speedups", ["commdebug/_speedups.c"], optional=True)])
+setup(ext_modules=[Extension("commdebug._speedups",
+                                 ["commdebug/_speedups.c", "commdebug/_speedups_mode.c"],
+                                 depends=["commdebug/_speedups.h"], optional=True)])

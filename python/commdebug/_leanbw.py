@@ -68,6 +68,7 @@ programs with CommDebugMode's.
 
 import os
 import time
+import warnings
 from collections import OrderedDict
 
 import torch
@@ -75,6 +76,8 @@ import torch.nn.modules.module as _nn_module
 from torch.utils.hooks import BackwardHook, RemovableHandle
 
 from . import _compat as C
+from ._light import _BWPRE, _DDP_MOD, _FULL, _NJ, _POST
+from ._native import speedups
 
 try:
     from torch._C._autograd import _get_sequence_nr as _next_seq_nr
@@ -138,7 +141,10 @@ def _hook_dict(t):
 def make_marker(rec, lines, enter):
     """The gradient hook that writes lines (bw_pre, bw_enter, bw_exit
     prefixes) when it fires; enter: one of them is a bw_enter (which queues
-    the end-of-backward callback, as the module tracker's does)."""
+    the end-of-backward callback, as the module tracker's does).  The C
+    module's Marker where the recorder uses it (the same attributes)."""
+    if rec._cmarker is not None:
+        return rec._cmarker(rec._w.buf, rec, lines, enter)
     append = rec._append
     clock = _clock
 
@@ -378,3 +384,50 @@ class LeanBackwardHook(BackwardHook):
             insert_hook(pending[0], pending[1], make_marker(rec, [pending[2]], True))
             place(rec, t, [e[6]], False)
         return args
+
+
+
+_tracing_state = torch._C._get_tracing_state
+_global_bw_pre = getattr(_nn_module, "_global_backward_pre_hooks", {})
+_NOT_WRAPPED = ("For backward hooks to be called, module output should be a Tensor or a tuple "
+                "of Tensors but received %s")
+
+
+def make_call(rec):
+    """The full recorder's call of a module with no hooks of its own while
+    the recorder's three global hooks are the only ones (_modcall): the
+    steps of nn.Module's slow path for exactly those, in its order (the
+    forward pre-hook, the BackwardHook's input side, the forward, the
+    forward hook, the warning for an output it cannot wrap, the output
+    side).  The hooks return None, so nothing they return is looked at.
+    The C module's FullCall where it is built (its common case; this
+    Python for the rest)."""
+    fw_pre = rec._fw_pre_lean
+    fw_post = rec._fw_post_lean
+    gbp = _global_bw_pre
+
+    def post(mod, args, result, bw_hook=None, level=3):
+        """The output side (level: the warning's stack level, _wrapped_call_impl's)."""
+        fw_post(mod, args, result)
+        if not isinstance(result, (_Tensor, tuple)):
+            warnings.warn(_NOT_WRAPPED % type(result), stacklevel=level)
+        if bw_hook is None:
+            bw_hook = LeanBackwardHook(mod, [], list(gbp.values()))
+        return bw_hook.setup_output_hook(result)
+
+    def full_call(mod, args, kwargs):
+        forward = mod._slow_forward if _tracing_state() else mod.forward
+        fw_pre(mod, args)
+        bw_hook = LeanBackwardHook(mod, [], list(gbp.values()))
+        args = bw_hook.setup_input_hook(args)
+        return post(mod, args, forward(*args, **kwargs), bw_hook, 4)
+    native = speedups() if rec._cmarker is not None else None
+    if native is None:
+        return full_call
+    return native.FullCall(
+        rec=rec, lc=rec._lc, buf=rec._w.buf, pending=rec._pending_enter, cur_task=_cur_task,
+        grad_enabled=_grad_enabled, tensor=_Tensor, odict=OrderedDict, handle=RemovableHandle,
+        alias=_alias, op_type=C.OpOverload, no_dispatch=_no_python_dispatch,
+        view=tuple(rec._view_text), next_seq=_next_seq_nr, tracing=_tracing_state,
+        compiled=C.in_compiled_region, py_call=full_call, py_post=post,
+        slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL))

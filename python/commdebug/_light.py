@@ -4,7 +4,7 @@
 made with ``light=True``.  A region then has no dispatch mode: collectives
 come from kernels at the dispatcher's BackendSelect key (``_collkernels``),
 and the module events from two module hooks doing as little as they can,
-run from light mode's nn.Module call (``_lightcall``; global hooks where it
+run from light mode's nn.Module call (``_modcall``; global hooks where it
 cannot be used), their common case in C where the recorder's C module is
 built (``_speedups.c``).  What the events must give is CommDebugMode's module table and its
 collective counts (its noise-0 outputs), so each hook keeps what that needs:
@@ -44,7 +44,7 @@ from torch.utils.hooks import RemovableHandle
 
 from . import _collkernels
 from . import _compat as C
-from . import _lightcall
+from . import _modcall
 from ._lightbw import hook_keys, make_bw_hooks
 from ._native import speedups
 from ._process import _live
@@ -91,7 +91,7 @@ PARAMS_RECHECK = 64
 _COMPILER_MODULES = ("torch._functorch", "torch._dynamo", "torch._inductor")
 # Frames between a GraphModule's caller and the module hook.
 _CALL_MODULES = ("torch.nn.modules.module", "torch.fx.graph_module", "torch.fx._lazy_graph_module")
-_OWN_MODULES = (__name__, _lightcall.__name__)
+_OWN_MODULES = (__name__, _modcall.__name__)
 
 
 def available():
@@ -124,10 +124,10 @@ class LightEvents:
         # region to close(): registering global hooks anew for each region
         # would change what torch.compile's guards check and make it
         # compile its graphs again.  Outside a region they return at once.
-        # They run from nn.Module's call (_lightcall), or as global hooks.
+        # They run from nn.Module's call (_modcall), or as global hooks.
         if self._lhooks is None:
             self._lhooks = _make_hooks(self)
-            self._lhandles = _lightcall.on(self._lhooks, _is_compiling())
+            self._lhandles = _modcall.on(self._lhooks, _is_compiling())
             # torch warns, for each compiled module called, that global hooks
             # fire for its OptimizedModule too: these hooks know it
             warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when "
@@ -250,7 +250,7 @@ class LightEvents:
 def _make_hooks(rec):
     """The light hooks of a Recorder whose trace is open: (forward
     pre-hook, forward hook, maker of the module-local fw_done hook, the
-    two as _lightcall's call() runs them: past its is_compiling() check,
+    two as _modcall's call() runs them: past its is_compiling() check,
     the C module's where it is built).  They are the hot path (every module
     call): closures over what they use, as few Python calls as can be."""
     lc = rec._lc

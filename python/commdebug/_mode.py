@@ -13,6 +13,7 @@ The frames of this module, and of the Recorder's other modules, are skipped
 when looking for the Python code that issued an op (``_SKIP_MODULES``).
 """
 
+import functools
 import json
 import sys
 import time
@@ -22,6 +23,7 @@ import torch
 from . import _compat as C
 from . import _collectives as K
 from ._events import _shape_json
+from ._native import speedups
 from ._process import _active
 
 _dumps = json.dumps
@@ -354,7 +356,16 @@ def _make_mode(rec):
 
     _RecorderMode.__torch_dispatch__ = __torch_dispatch__
     C.skip_in_dynamo([__torch_dispatch__])
-    return _RecorderMode()
+    mode = _RecorderMode()
+    native = speedups() if inline else None
+    if native is not None:
+        # The C module's common case, on the object (where torch looks the
+        # method up): ops in the cache, no collective, no DTensor.
+        mode.__torch_dispatch__ = native.Dispatch(
+            cache=cache, buf=w.buf, writer=w, cur_task=cur_task, dtensor=DT, fake=Fake,
+            tls=tls, get_mode=get_mode, fake_key=fake_key, op_type=C.OpOverload,
+            body=functools.partial(__torch_dispatch__, mode), mode=mode)
+    return mode
 
 
 # ----------------------------------------------------------- torch.compile

@@ -7,14 +7,28 @@ instead (read where each recorder starts).  Its C source says what it does
 and where it hands a call back to the Python."""
 
 import importlib
+import importlib.util
 import os
+import sys
 
 
 def speedups():
-    """The module, or None: not built for this Python, or turned off."""
+    """The module, or None: not built for this Python, or turned off.
+    COMMDEBUG_SPEEDUPS_SO names a build of it to load instead of the one
+    beside the package (tests/torch2/run.sh sanitize: one built with ASan
+    and UBSan)."""
     if os.environ.get("COMMDEBUG_SPEEDUPS", "1") == "0":
         return None
+    name = __package__ + "._speedups"
+    so = os.environ.get("COMMDEBUG_SPEEDUPS_SO")
+    if so and name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, so)
+        if spec is None:
+            return None
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        sys.modules[name] = m
     try:
-        return importlib.import_module(__package__ + "._speedups")
+        return importlib.import_module(name)
     except ImportError:
         return None

@@ -9,7 +9,7 @@
  * Hooks(...): light mode's two module hooks (_light._make_hooks's fw_pre
  * and fw_post).  pre(mod, inputs) and post(mod, inputs, output) are the
  * hooks past their is_compiling() check (their callers, nn.Module's call in
- * _lightcall and the Python hooks, make it: dynamo, tracing, never meets
+ * _modcall and the Python hooks, make it: dynamo, tracing, never meets
  * this module).  Outside a region they do nothing.  They do the common case
  * whole, or else call the Python body (pre_body, post_body) having done
  * nothing: they decide before they change anything.
@@ -24,11 +24,7 @@
  * (_writer.TraceWriter._text); raw_frame(data): _zstd.raw_frame, with its
  * content checksum always (XXH64 here; the Python needs libxxhash).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#if PY_VERSION_HEX < 0x030A0000
-#error "commdebug._speedups needs Python 3.10 or later (older Pythons run its Python twin)"
-#endif
+#include "_speedups.h"
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -60,7 +56,7 @@ typedef struct {
 static PyObject *s_due, *s_poke, *s_fwd_hooks, *s_bwpre_hooks, *s_params, *s_requires_grad,
 	*s_bw_hooks, *s_grad_fn, *s_register, *s_since, *s_next_id;
 
-static PyObject *now_ns(void)
+PyObject *cd_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);        /* time.monotonic_ns()'s clock */
@@ -106,7 +102,7 @@ static PyObject *entry_of(Hooks *h, PyObject *mod)
 
 #define SLOT(h, e, s) PyList_GET_ITEM((e), (h)->slot[(s)])
 
-static int append2(PyObject *buf, PyObject *a, PyObject *t)
+int cd_append2(PyObject *buf, PyObject *a, PyObject *t)
 {
 	PyObject *item = PyTuple_Pack(2, a, t);
 	if (!item)
@@ -116,17 +112,16 @@ static int append2(PyObject *buf, PyObject *a, PyObject *t)
 	return r;
 }
 
-/* fw_pre's `if now > w.due: w.poke()`. */
-static int maybe_poke(Hooks *h, PyObject *now)
+int cd_maybe_poke(PyObject *writer, PyObject *now)
 {
-	PyObject *due = PyObject_GetAttr(h->writer, s_due);
+	PyObject *due = PyObject_GetAttr(writer, s_due);
 	if (!due)
 		return -1;
 	int late = PyObject_RichCompareBool(now, due, Py_GT);
 	Py_DECREF(due);
 	if (late <= 0)
 		return late;
-	PyObject *r = PyObject_CallMethodNoArgs(h->writer, s_poke);
+	PyObject *r = PyObject_CallMethodNoArgs(writer, s_poke);
 	Py_XDECREF(r);
 	return r ? 0 : -1;
 }
@@ -197,8 +192,8 @@ static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs
 	if (bw < 0)
 		return NULL;
 	if (bw) {                               /* a recompute */
-		PyObject *now = now_ns();
-		int r = now ? append2(h->buf, SLOT(h, e, S_PRE_BW), now) : -1;
+		PyObject *now = cd_now_ns();
+		int r = now ? cd_append2(h->buf, SLOT(h, e, S_PRE_BW), now) : -1;
 		Py_XDECREF(now);
 		return r < 0 ? NULL : python_path(0);
 	}
@@ -221,16 +216,16 @@ static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs
 	}
 	Py_INCREF(text);
 	Py_INCREF(region);
-	PyObject *now = now_ns();
+	PyObject *now = cd_now_ns();
 	int r = now ? 0 : -1;
 	if (!r && first) {
 		Py_INCREF(region);
 		r = PyList_SetItem(e, h->slot[S_PARAMS_REGION], region);  /* (steals it) */
 	}
 	if (!r)
-		r = append2(h->buf, text, now);
+		r = cd_append2(h->buf, text, now);
 	if (!r)
-		r = maybe_poke(h, now);
+		r = cd_maybe_poke(h->writer, now);
 	Py_DECREF(text);
 	Py_DECREF(region);
 	Py_XDECREF(now);
@@ -373,7 +368,7 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 	}
 	Py_INCREF(pair);
 	Py_INCREF(fn);
-	PyObject *now = now_ns();
+	PyObject *now = cd_now_ns();
 	PyObject *item = now ? PyTuple_Pack(3, PyTuple_GET_ITEM(pair, 0),
 					    PyTuple_GET_ITEM(pair, 1), now) : NULL;
 	int r = item ? PyList_Append(h->buf, item) : -1;
@@ -817,12 +812,15 @@ PyMODINIT_FUNC PyInit__speedups(void)
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))
 			return NULL;
-	if (PyType_Ready(&HooksType) < 0)
+	if (PyType_Ready(&HooksType) < 0 || cd_mode_ready() < 0 || cd_full_ready() < 0)
 		return NULL;
 	PyObject *m = PyModule_Create(&speedups_module);
 	if (!m)
 		return NULL;
-	if (PyModule_AddObjectRef(m, "Hooks", (PyObject *)&HooksType) < 0) {
+	if (PyModule_AddObjectRef(m, "Hooks", (PyObject *)&HooksType) < 0 ||
+	    PyModule_AddObjectRef(m, "Dispatch", (PyObject *)&cd_DispatchType) < 0 ||
+	    PyModule_AddObjectRef(m, "FullCall", (PyObject *)&cd_FullCallType) < 0 ||
+	    PyModule_AddObjectRef(m, "Marker", (PyObject *)&cd_MarkerType) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -65,6 +65,7 @@ from . import _nccl
 from ._version import __version__ as RECORDER_VERSION
 from ._writer import TraceWriter
 from . import _writer
+from ._native import speedups
 from ._process import (_ACTIVE, _ENV_MARK, _LIVE, TraceLife, _install_end_hooks,
                        _launcher_rank_world, _note, _pg_rank_world,
                        _wrap_init_process_group)
@@ -77,6 +78,7 @@ from ._tracker import TrackerEvents
 from . import _leanbw
 from ._bounded import Bounded
 from . import _light
+from . import _modcall
 
 __all__ = ["Recorder", "RECORDER_VERSION"]
 
@@ -138,6 +140,8 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         # for setup_output_hook (id(module) -> (tensor, key, hook)), the op
         # event texts of the views it does not dispatch.
         self._lean_bw = None         # (decided at the first region)
+        self._own_call = True        # nn.Module's call ours (_modcall; decided then too)
+        self._cmarker = None         # the C module's gradient hook type (then too)
         self._pending_enter = {}
         self._view_text = None
         self._param_cache = weakref.WeakKeyDictionary()
@@ -272,6 +276,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         if self._lean_bw is None:
             # decided at the first region, for the recorder's life
             self._lean_bw = _leanbw.available()
+            self._own_call = os.environ.get("COMMDEBUG_MODULE_CALL", "") != "torch"
+            native = speedups()
+            self._cmarker = native.Marker if native is not None and self._lean_bw else None
             if self._lean_bw:
                 info = self._op_info(torch.ops.aten.view.default)
                 self._view_text = (info[0], info[1])
@@ -287,6 +294,11 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         h = C.register_global_bw_pre(self._bw_pre)
         if h is not None:
             self._handles.append(h)
+        if lean and self._own_call:
+            # nn.Module's call does the slow path's steps for these hooks itself
+            h = _modcall.full_on(_leanbw.make_call(self), _light._is_compiling())
+            if h is not None:
+                self._handles.insert(0, h)
         _install_python_api()
         _ACTIVE.append(self)
         self._in_region = True

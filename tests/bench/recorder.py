@@ -51,10 +51,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-VARIANTS = ["plain", "light", "lightpy", "lightglobal", "full", "fulltorch", "nothing", "hooks",
-            "cdm"]
+VARIANTS = ["plain", "light", "lightpy", "lightglobal", "full", "fullpy", "fullslow", "fulltorch",
+            "nothing", "hooks", "cdm"]
 LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
           "lightpy": "light, no C module", "lightglobal": "light, global module hooks",
+          "fullpy": "full, no C module", "fullslow": "full, torch's module call",
           "fulltorch": "full, torch's BackwardHook",
           "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
           "hooks": "do-nothing mode + CDM hooks"}
@@ -91,14 +92,14 @@ def light_off(rec):
 
 def light_on(rec):
     """Put them back."""
-    from commdebug import _collkernels, _light, _lightcall
+    from commdebug import _collkernels, _light, _modcall
     _collkernels.install()
     if rec._lhooks is not None and not rec._lhandles:
         var, value = getattr(rec, "_bench_env", (None, None))
         if var is not None:
             os.environ[var] = value
         try:
-            rec._lhandles = _lightcall.on(rec._lhooks, _light._is_compiling())
+            rec._lhandles = _modcall.on(rec._lhooks, _light._is_compiling())
         finally:
             if var is not None:
                 del os.environ[var]
@@ -122,6 +123,20 @@ def light_variant(tmp, name, var=None, value=None):
     return rec
 
 
+def full_variant(tmp, name, var, value):
+    """A full recorder whose first region ran with var=value in the
+    environment (it decides then what it uses for its life)."""
+    from commdebug import Recorder
+    rec = Recorder(os.path.join(tmp, name))
+    os.environ[var] = value
+    try:
+        with rec:
+            pass
+    finally:
+        del os.environ[var]
+    return rec
+
+
 def make_variants(step, tmp, rank, hooks=False):
     """{name: run(k) -> (wall s, cpu s) per step} for the variants (with
     hooks: also the do-nothing mode with CommDebugMode's module hooks, doing
@@ -136,20 +151,18 @@ def make_variants(step, tmp, rank, hooks=False):
 
     light = light_variant(tmp, "light-rank%d.zst" % rank)
     # light mode without commdebug._speedups, as where it is not built; with
-    # torch's global module hooks in place of its nn.Module call (_lightcall)
+    # torch's global module hooks in place of its nn.Module call (_modcall)
     lightpy = light_variant(tmp, "lightpy-rank%d.zst" % rank, "COMMDEBUG_SPEEDUPS", "0")
-    lightglobal = light_variant(tmp, "lightglobal-rank%d.zst" % rank, "COMMDEBUG_LIGHT_HOOKS",
-                                "global")
+    lightglobal = light_variant(tmp, "lightglobal-rank%d.zst" % rank, "COMMDEBUG_MODULE_CALL",
+                                "torch")
     full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
-    # the full recorder as it was before LeanBackwardHook (commdebug/_leanbw.py):
-    # torch's own wrappers around every module call (decided at its first region)
-    fulltorch = Recorder(os.path.join(tmp, "fulltorch-rank%d.zst" % rank))
-    os.environ["COMMDEBUG_LEAN_BW"] = "0"
-    try:
-        with fulltorch:
-            pass
-    finally:
-        del os.environ["COMMDEBUG_LEAN_BW"]
+    # without the C module; with torch's own nn.Module call (its slow path,
+    # for the recorder's global hooks); as it was before LeanBackwardHook
+    # (commdebug/_leanbw.py): torch's own wrappers around every module call
+    # (each decided at the recorder's first region)
+    fullpy = full_variant(tmp, "fullpy-rank%d.zst" % rank, "COMMDEBUG_SPEEDUPS", "0")
+    fullslow = full_variant(tmp, "fullslow-rank%d.zst" % rank, "COMMDEBUG_MODULE_CALL", "torch")
+    fulltorch = full_variant(tmp, "fulltorch-rank%d.zst" % rank, "COMMDEBUG_LEAN_BW", "0")
     try:
         from torch.distributed.tensor.debug import CommDebugMode
     except Exception:
@@ -173,6 +186,8 @@ def make_variants(step, tmp, rank, hooks=False):
         "lightpy": lambda k: timed(k, lambda: lightpy, lightpy),
         "lightglobal": lambda k: timed(k, lambda: lightglobal, lightglobal),
         "full": lambda k: timed(k, lambda: full),
+        "fullpy": lambda k: timed(k, lambda: fullpy),
+        "fullslow": lambda k: timed(k, lambda: fullslow),
         "fulltorch": lambda k: timed(k, lambda: fulltorch),
         "nothing": lambda k: timed(k, NothingMode),
     }
@@ -194,7 +209,7 @@ def make_variants(step, tmp, rank, hooks=False):
                     for h in self._h:
                         h.remove()
         runs["hooks"] = lambda k: timed(k, Hooked)
-    return runs, (light, lightpy, lightglobal, full, fulltorch)
+    return runs, (light, lightpy, lightglobal, full, fullpy, fullslow, fulltorch)
 
 
 def rounds(runs, n_rounds, k):
@@ -309,7 +324,7 @@ LIGHT_CUTS = [("collectives' events and frames", "colls"),
 def _cut(rec, what, hooks):
     """Put light mode's hooks on with its parts after `what` in LIGHT_CUTS
     replaced by ones doing nothing (hooks: _light._make_hooks's)."""
-    from commdebug import _collkernels, _lightcall
+    from commdebug import _collkernels, _modcall
     cuts = [c for _, c in LIGHT_CUTS]
     gone = set(cuts[:cuts.index(what) + 1])
     h = list(hooks)
@@ -323,7 +338,7 @@ def _cut(rec, what, hooks):
         h[3] = lambda mod, inputs: None
         h[4] = lambda mod, inputs, output: None
     _collkernels.install()
-    rec._lhandles = [] if "call" in gone else _lightcall.on(h, lambda: False)
+    rec._lhandles = [] if "call" in gone else _modcall.on(h, lambda: False)
 
 
 def light(args):
@@ -488,7 +503,9 @@ def pieces(args):
     """The full recorder on the 8-block workload with its module-hook work
     taken out piece by piece (cumulatively), main thread CPU per step: what
     each piece costs, and what is left with none of it (the floor of the
-    hooks' calls, nn.Module's BackwardHook, the per-op path)."""
+    module call, the per-op path).  The pieces are its Python (a recorder
+    without the C module, whose module call does them in one function);
+    the C module's figure is the last line."""
     import torch
     import torch.nn as nn
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -509,9 +526,9 @@ def pieces(args):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
-    rec = Recorder(os.path.join(tempfile.mkdtemp(prefix="commdebug-bench-"), "pieces.zst"))
-    with rec:
-        step()
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    rec = full_variant(tmp, "pieces.zst", "COMMDEBUG_SPEEDUPS", "0")
+    crec = Recorder(os.path.join(tmp, "pieces-c.zst"))
     L = _leanbw.LeanBackwardHook
     orig = (_leanbw.place, _leanbw._alias, _leanbw.exit_line, L.setup_input_hook,
             L.setup_output_hook)
@@ -534,20 +551,20 @@ def pieces(args):
             rec._fw_pre_lean = lambda *a: None
             rec._fw_post_lean = lambda *a: None
 
-    names = ["full recorder", "- bw_pre markers", "- input identity nodes",
+    names = ["full recorder, no C module", "- bw_pre markers", "- input identity nodes",
              "- bw_exit lines and hooks", "- views' events and the wrappers' checks",
              "- module hooks' work (all of it returning at once)"]
 
     def timed(v, k):
-        if v == "plain" or v == "nothing":
-            ctx = NothingMode if v == "nothing" else None
+        if v in ("plain", "nothing", "c"):
+            ctx = NothingMode if v == "nothing" else (lambda: crec) if v == "c" else None
         else:
             level(v)
             ctx = lambda: rec  # noqa: E731
         t0 = time.thread_time()
         run_steps(step, ctx, k)
         return (time.thread_time() - t0) / k
-    variants = ["plain", "nothing"] + list(range(len(names)))
+    variants = ["plain", "nothing", "c"] + list(range(len(names)))
     for v in variants:
         timed(v, 3)
     res = {v: [] for v in variants}
@@ -556,10 +573,12 @@ def pieces(args):
             res[v].append(timed(v, args.steps))
     level(0)
     rec.close()
+    crec.close()
     med = {v: statistics.median(r) for v, r in res.items()}
     base, nothing = med["plain"], med["nothing"] - med["plain"]
-    print("pieces: the 8-block workload under the full recorder, its module-hook work taken out "
-          "piece by piece; main thread CPU per step, medians of %d rounds" % args.rounds)
+    print("pieces: the 8-block workload under the full recorder without its C module, its "
+          "module-hook work taken out piece by piece; main thread CPU per step, medians of %d "
+          "rounds" % args.rounds)
     print("  %-52s %8.3f ms" % ("plain", base * 1e3))
     print("  %-52s %+8.3f ms" % ("do-nothing dispatch mode", nothing * 1e3))
     prev = None
@@ -569,6 +588,9 @@ def pieces(args):
               % (names[v], added * 1e3, added / nothing,
                  "" if prev is None else "  (the piece: %.3f ms)" % ((prev - added) * 1e3)))
         prev = added
+    added = med["c"] - base
+    print("  %-52s %+8.3f ms  %.2fx the do-nothing mode"
+          % ("full recorder (its C module)", added * 1e3, added / nothing))
     print()
 
 

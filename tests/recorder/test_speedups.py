@@ -1,5 +1,5 @@
 """The recorder's C module (commdebug._speedups) says exactly what the Python
-it stands for says, and light mode's nn.Module call (_lightcall) records
+it stands for says, and light mode's nn.Module call (_modcall) records
 what its global hooks recorded: the same light trace, event for event,
 from the C module or the Python, from the call or the global hooks; the
 writer's text and raw frames equal the Python's.
@@ -125,7 +125,7 @@ PROGRAM = textwrap.dedent(r'''
     net.bwhooked.register_full_backward_pre_hook(lambda m, g: None)
     ddp = torch.nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(8, 8), net),
                                                     find_unused_parameters=True)
-    rec = Recorder(sys.argv[1], light=True)
+    rec = Recorder(sys.argv[1], light=sys.argv[2] == "light")
     x = torch.randn(4, 8, requires_grad=True)
     for step in range(4):
         with rec(label="step %d" % step):
@@ -149,35 +149,22 @@ def _body(path):
     return out
 
 
-def test_light_traces_same_four_ways(ctx):
-    """One program (tuple outputs, a module with a forward hook that puts a
-    gradient hook issuing an all-reduce, one with a forward pre-hook, one
-    with a full-backward pre-hook, a module returning its input,
-    checkpointing, DDP, a parameter replaced, a module first called in a
-    later region, a region under no_grad) recorded light four ways: with
-    the C module or without (COMMDEBUG_SPEEDUPS=0), its hooks in nn.Module's
-    call or global (COMMDEBUG_LIGHT_HOOKS=global).  The four traces hold the
-    same events in the same order."""
-    _native()
-    from commdebug import _light
-    if _light.available() is not None:
-        raise Skip(_light.available())
+def _same_ways(ctx, mode, ways):
+    """PROGRAM recorded in mode ("light" or "full") with each environment
+    of ways ({name: {var: value}}, the last the reference): the traces hold
+    the same events in the same order.  Returns the reference's events."""
     script = os.path.join(ctx.tmp, "prog.py")
     with open(script, "w") as f:
         f.write(PROGRAM)
     got = {}
-    for speedups in ("1", "0"):
-        for hooks in ("call", "global"):
-            name = "c%s-%s" % (speedups, hooks)
-            trace = os.path.join(ctx.tmp, name + ".zst")
-            r = subprocess.run([PYTHON, script, trace], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=300,
-                               env=env(COMMDEBUG_SPEEDUPS=speedups,
-                                       COMMDEBUG_LIGHT_HOOKS=hooks))
-            eq(r.returncode, 0, "%s: exit status (%s)" % (name, r.stderr.decode()[-2000:]))
-            zstd_cli_text(trace)
-            got[name] = _body(trace)
-    want = got.pop("c0-global")
+    for name, extra in ways.items():
+        trace = os.path.join(ctx.tmp, "%s-%s.zst" % (mode, name))
+        r = subprocess.run([PYTHON, script, trace, mode], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300, env=env(**extra))
+        eq(r.returncode, 0, "%s: exit status (%s)" % (name, r.stderr.decode()[-2000:]))
+        zstd_cli_text(trace)
+        got[name] = _body(trace)
+    ref, want = list(got.items())[-1]
     kinds = {e["ev"] for e in want}
     for ev in ("fw_pre", "fw_done", "bw_pre", "op", "ddp", "bw_end"):
         check(ev in kinds, "no %s event in the trace: %r", ev, sorted(kinds))
@@ -186,10 +173,52 @@ def test_light_traces_same_four_ways(ctx):
         if evs != want:
             diff = next(i for i, (a, b) in enumerate(zip(evs + [None] * len(want), want))
                         if a != b)
-            raise AssertionError("%s differs from the Python with global hooks at event %d: "
-                                 "%s vs %s" % (name, diff, json.dumps(evs[diff:diff + 3]),
-                                               json.dumps(want[diff:diff + 3])))
-    ctx.note("%d events, the same four ways" % len(want))
+            raise AssertionError("%s differs from %s at event %d: %s vs %s"
+                                 % (name, ref, diff, json.dumps(evs[diff:diff + 3]),
+                                    json.dumps(want[diff:diff + 3])))
+    ctx.note("%d events, the same %d ways" % (len(want), len(got)))
+    return want
+
+
+def test_light_traces_same_four_ways(ctx):
+    """One program (tuple outputs, a module with a forward hook that puts a
+    gradient hook issuing an all-reduce, one with a forward pre-hook, one
+    with a full-backward pre-hook, a module returning its input,
+    checkpointing, DDP, a parameter replaced, a module first called in a
+    later region, a region under no_grad) recorded light four ways: with
+    the C module or without (COMMDEBUG_SPEEDUPS=0), its hooks in nn.Module's
+    call or global (COMMDEBUG_MODULE_CALL=torch).  The four traces hold the
+    same events in the same order."""
+    _native()
+    from commdebug import _light
+    if _light.available() is not None:
+        raise Skip(_light.available())
+    _same_ways(ctx, "light", {
+        "c1-call": {"COMMDEBUG_SPEEDUPS": "1"},
+        "c1-global": {"COMMDEBUG_SPEEDUPS": "1", "COMMDEBUG_MODULE_CALL": "torch"},
+        "c0-call": {"COMMDEBUG_SPEEDUPS": "0"},
+        "c0-global": {"COMMDEBUG_SPEEDUPS": "0", "COMMDEBUG_MODULE_CALL": "torch"}})
+
+
+def test_full_traces_same_four_ways(ctx):
+    """The same program recorded by the full recorder four ways: its op
+    events from the C module's dispatch or the Python's, its module events
+    from its own nn.Module call or through torch's slow path
+    (COMMDEBUG_MODULE_CALL=torch).  The four traces hold the same events,
+    every op among them, in the same order."""
+    _native()
+    from commdebug import _leanbw
+    if not _leanbw.available():
+        raise Skip("this torch has no LeanBackwardHook (the full recorder's call needs it)")
+    want = _same_ways(ctx, "full", {
+        "c1-call": {"COMMDEBUG_SPEEDUPS": "1"},
+        "c1-torch": {"COMMDEBUG_SPEEDUPS": "1", "COMMDEBUG_MODULE_CALL": "torch"},
+        "c0-call": {"COMMDEBUG_SPEEDUPS": "0"},
+        "c0-torch": {"COMMDEBUG_SPEEDUPS": "0", "COMMDEBUG_MODULE_CALL": "torch"}})
+    ops = [e for e in want if e["ev"] == "op"]
+    check(len(ops) > 100, "only %d op events in a full trace", len(ops))
+    check(any(e.get("bw") for e in ops) and any(e.get("fake") is False for e in ops),
+          "no backward op: %r", ops[:5])
 
 
 def test_module_call_put_back(ctx):

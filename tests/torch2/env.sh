@@ -6,6 +6,8 @@
 #   tests/torch2/env.sh setup          build the root, or reuse one that works
 #   tests/torch2/env.sh run CMD ARG... run CMD inside it, in this checkout
 #   tests/torch2/env.sh ext            build the recorder's C module for its Python
+#   tests/torch2/env.sh san CMD ARG... run CMD inside it with that module built with
+#                                      ASan and UBSan (build-san/)
 #   tests/torch2/env.sh path           print where the root is
 #   tests/torch2/env.sh ok             exit 0 when the root is ready
 #
@@ -84,20 +86,20 @@ run() {
 		${COMMDEBUG_TORCH2_ENV:-} /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$PWD" "$@"
 }
 
-ext() {
-	# The recorder's C module (python/commdebug/_speedups.c) for the root's
-	# Python, in place beside the package as `pip install` would put it.
-	# The root has no compiler: this machine's builds it against the root's
-	# headers (its own C headers first, the root's Python ones after).
+build_ext() { # OUT_DIR EXTRA_CFLAGS...: the module for the root's Python in OUT_DIR
 	ready || die "no root at $ROOT: run tests/torch2/env.sh setup"
-	local src=$REPO/python/commdebug/_speedups.c inc suffix out
+	local outdir=$1 dir=$REPO/python/commdebug inc suffix out f stale=
+	shift
 	read -r inc suffix <<-EOF
 	$($SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin python3 -c \
 		'import sysconfig as s; print(s.get_path("include"), s.get_config_var("EXT_SUFFIX"))')
 	EOF
 	[ -n "$suffix" ] || die "ext: the root's Python gave no include path and suffix"
-	out=$REPO/python/commdebug/_speedups$suffix
-	[ -f "$out" ] && [ "$out" -nt "$src" ] && return 0
+	out=$outdir/_speedups$suffix
+	for f in "$dir"/_speedups*.c "$dir"/_speedups.h; do
+		[ -f "$out" ] && [ "$out" -nt "$f" ] || stale=1
+	done
+	[ -z "$stale" ] && { EXT_OUT=$out; return 0; }
 	if [ ! -f "$ROOT$inc/Python.h" ]; then
 		# (apt resolves its dependencies; debootstrap's --include might not)
 		echo "torch2: ext: installing libpython3-dev in $ROOT"
@@ -106,17 +108,49 @@ ext() {
 			apt-get install -y -q --no-install-recommends libpython3-dev' >/dev/null ||
 			die "ext: no Python headers in $ROOT"
 	fi
-	${CC:-cc} -O2 -Wall -Wextra -Werror -fPIC -shared -I"$ROOT$inc" -idirafter "$ROOT/usr/include" \
-		"$src" -o "$out.tmp" || die "ext: $src does not build"
+	mkdir -p "$outdir"
+	${CC:-cc} -Wall -Wextra -Werror -fPIC -shared "$@" -I"$ROOT$inc" \
+		-idirafter "$ROOT/usr/include" "$dir"/_speedups*.c -o "$out.tmp" ||
+		die "ext: $dir/_speedups*.c do not build"
 	mv "$out.tmp" "$out"
 	echo "torch2: ext: built $out"
+	EXT_OUT=$out
+}
+
+ext() {
+	# The recorder's C module (python/commdebug/_speedups*.c) for the root's
+	# Python, in place beside the package as `pip install` would put it.
+	# The root has no compiler: this machine's builds it against the root's
+	# headers (its own C headers first, the root's Python ones after).
+	build_ext "$REPO/python/commdebug" -O2
+}
+
+san() {
+	# CMD run inside the root with the C module built with ASan and UBSan
+	# (build-san/, loaded through COMMDEBUG_SPEEDUPS_SO) and this machine's
+	# sanitizer runtimes preloaded (the root's Python is not built with
+	# them; leaks are not looked for: Python and torch keep memory at exit).
+	local lib=/usr/local/lib/commdebug-san r
+	build_ext "$REPO/build-san" -O1 -g -fno-omit-frame-pointer \
+		-fsanitize=address,undefined -fno-sanitize-recover=undefined
+	$SUDO mkdir -p "$ROOT$lib"
+	for r in libasan.so libubsan.so; do
+		r=$(readlink -f "$(${CC:-cc} -print-file-name=$r)")
+		[ -f "$r" ] || die "san: no $r here (${CC:-cc} -print-file-name)"
+		$SUDO cp "$r" "$ROOT$lib/$(basename "$r" | sed 's/\(\.so\.[0-9]*\).*/\1/')"
+	done
+	COMMDEBUG_TORCH2_ENV="${COMMDEBUG_TORCH2_ENV:-} COMMDEBUG_SPEEDUPS_SO=$EXT_OUT
+		LD_PRELOAD=$(ls "$ROOT$lib"/libasan.so.* | sed "s|^$ROOT||"):$(ls "$ROOT$lib"/libubsan.so.* | sed "s|^$ROOT||")
+		ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1" run "$@"
 }
 
 case "${1:-}" in
 setup) setup ;;
 ext) ext ;;
 run) shift; [ $# -gt 0 ] || die "run: no command"; run "$@" ;;
+san) shift; [ $# -gt 0 ] || die "san: no command"; san "$@" ;;
 path) echo "$ROOT" ;;
 ok) ready ;;
-*) echo "usage: $0 setup | run CMD [ARG...] | ext | path | ok" >&2; exit 2 ;;
+*) echo "usage: $0 setup | run CMD [ARG...] | ext | san CMD [ARG...] | path | ok" >&2; exit 2 ;;
 esac

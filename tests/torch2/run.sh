@@ -7,6 +7,9 @@
 #                               CommDebugMode and under the Recorder
 #                               (tests/golden/regen.py), then compared
 #                               (tests/golden/check.py)
+#   run.sh sanitize COMMDEBUG   the recorder's tests that run its C module
+#                               most, with it built with ASan and UBSan
+#                               (env.sh san)
 #
 # Without a ready root the test is skipped (77) unless COMMDEBUG_REQUIRE_TORCH2=1
 # (CI sets it), which makes that a failure; so is not being root (chroot).
@@ -45,12 +48,16 @@ case $what in
 recorder)
 	exec "$here/env.sh" run python3 tests/recorder/run_tests.py --commdebug "$cd_bin" \
 		--require-analyzer ;;
+sanitize)
+	exec "$here/env.sh" san python3 tests/recorder/run_tests.py --commdebug "$cd_bin" \
+		--require-analyzer -k test_speedups -k test_observer \
+		-k test_light.test_light_jobs_equal_full -k test_light.test_light_compiled_model ;;
 golden)
 	out=$(mktemp -d "$repo/build-golden-torch2.XXXXXX") || exit 1
 	trap 'rm -rf "$out"' EXIT
 	"$here/env.sh" run python3 tests/golden/regen.py "$out" || { echo "0 passed, 1 failed"; exit 1; }
 	python3 tests/golden/check.py "$cd_bin" "$out" ;;
 *)
-	echo "usage: $0 recorder|golden COMMDEBUG" >&2
+	echo "usage: $0 recorder|golden|sanitize COMMDEBUG" >&2
 	exit 2 ;;
 esac

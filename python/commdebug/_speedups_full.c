@@ -1,0 +1,739 @@
+/*
+ * The full recorder's module calls (_leanbw.make_call): FullCall(...) is
+ * the call of a module with no hooks of its own while the recorder's three
+ * global hooks are the only ones (_modcall), and Marker(...) the gradient
+ * hook that writes bw_pre, bw_enter and bw_exit lines (_leanbw.make_marker).
+ *
+ * The call does the common case of each side in C, as the Python it stands
+ * for does it (_tracker's _fw_pre_lean and _fw_post_lean, LeanBackwardHook's
+ * setup_input_hook and setup_output_hook):
+ *
+ * - before the forward: in a region, in forward, a module the recorder
+ *   knows whose parameters were read this region and are the same objects,
+ *   not DistributedDataParallel, grad mode on, called with one positional
+ *   argument that is a plain Tensor requiring grad with a grad_fn, whose
+ *   gradient hooks are none or end in a marker with nothing registered
+ *   since: fw_pre, its bw_exit line (joined to that marker, or a marker of
+ *   its own), the identity node and its view event;
+ * - after it: the same module facts, not in compiled code, an output that
+ *   is a plain Tensor requiring grad whose grad_fn is the thread's newest
+ *   node, its hooks as above, no output side waiting elsewhere: fw_post,
+ *   fw_done, the view event and the marker of bw_pre and bw_enter.
+ *
+ * It decides each side before it changes anything; where it does not do
+ * the first, the Python call does the whole call (py_call), where it does
+ * not do the second, the Python does that side (py_post).
+ */
+#include "_speedups.h"
+
+#include <stddef.h>
+#include <structmember.h>
+
+/* Slots of a module's entry (_light) and of its full-mode texts (_tracker._fentry). */
+enum { F_KEY, F_REGION, F_PRE_IN, F_PRE_NOIN, F_PRE_BW, F_POST_OUT, F_POST_NOOUT, F_POST_BW,
+       F_EXIT, F_ENTER, F_N };
+
+static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_grad_fn,
+	*s_bw_hooks, *s_register, *s_next_id, *s_queue_bw_end, *s_seq_nr, *s_enter, *s_exit,
+	*s_forward, *s_fparams, *s_exit_prefix;
+
+/* ---------------------------------------------------------------- Marker */
+
+typedef struct {
+	PyObject_HEAD
+	PyObject *buf;          /* the writer's list of lines */
+	PyObject *rec;          /* the recorder (its _queue_bw_end()) */
+	PyObject *lines;        /* _cd_lines: the line prefixes it writes */
+	PyObject *enter;        /* _cd_enter: one of them is a bw_enter */
+	PyObject *bound;        /* _cd_bound: the key hooks after it are put before it from */
+} Marker;
+
+/* marker(grad): its lines, one time; the end-of-backward callback queued
+ * for a bw_enter (as the module tracker's own hook does). */
+static PyObject *Marker_call(Marker *m, PyObject *args, PyObject *kw)
+{
+	(void)args;
+	(void)kw;
+	if (!m->lines || !PyList_Check(m->lines) || !m->enter) {
+		PyErr_SetString(PyExc_TypeError, "commdebug: a Marker without its lines");
+		return NULL;
+	}
+	PyObject *now = cd_now_ns();
+	if (!now)
+		return NULL;
+	PyObject *lines = Py_NewRef(m->lines);
+	int r = 0;
+	for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(lines); i++)
+		r = cd_append2(m->buf, PyList_GET_ITEM(lines, i), now);
+	Py_DECREF(lines);
+	Py_DECREF(now);
+	if (r == 0) {
+		int enter = PyObject_IsTrue(m->enter);
+		if (enter > 0) {
+			PyObject *q = PyObject_CallMethodNoArgs(m->rec, s_queue_bw_end);
+			r = q ? 0 : -1;
+			Py_XDECREF(q);
+		} else if (enter < 0) {
+			r = -1;
+		}
+	}
+	return r < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+#define MARKER_FIELDS(X) X(buf) X(rec) X(lines) X(enter) X(bound)
+
+static int Marker_traverse(Marker *m, visitproc visit, void *arg)
+{
+#define MVISIT(f) Py_VISIT(m->f);
+	MARKER_FIELDS(MVISIT)
+	return 0;
+}
+
+static int Marker_clear(Marker *m)
+{
+#define MCLEAR(f) Py_CLEAR(m->f);
+	MARKER_FIELDS(MCLEAR)
+	return 0;
+}
+
+static void Marker_dealloc(Marker *m)
+{
+	PyObject_GC_UnTrack(m);
+	Marker_clear(m);
+	Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static int Marker_init(Marker *m, PyObject *args, PyObject *kw)
+{
+	static char *names[] = {"buf", "rec", "lines", "enter", NULL};
+	PyObject *buf, *rec, *lines, *enter;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!O", names, &PyList_Type, &buf, &rec,
+					 &PyList_Type, &lines, &enter))
+		return -1;
+	Marker_clear(m);
+	m->buf = Py_NewRef(buf);
+	m->rec = Py_NewRef(rec);
+	m->lines = Py_NewRef(lines);
+	m->enter = Py_NewRef(enter);
+	m->bound = Py_NewRef(Py_None);
+	return 0;
+}
+
+static PyMemberDef Marker_members[] = {
+	{"_cd_lines", T_OBJECT_EX, offsetof(Marker, lines), 0, "the line prefixes it writes"},
+	{"_cd_enter", T_OBJECT_EX, offsetof(Marker, enter), 0, "one of them is a bw_enter"},
+	{"_cd_bound", T_OBJECT_EX, offsetof(Marker, bound), 0, "hooks registered after it"},
+	{NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject cd_MarkerType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "commdebug._speedups.Marker",
+	.tp_basicsize = sizeof(Marker),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "The full recorder's gradient hook of bw_pre/bw_enter/bw_exit lines "
+		  "(see commdebug._leanbw.make_marker)",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)Marker_init,
+	.tp_dealloc = (destructor)Marker_dealloc,
+	.tp_traverse = (traverseproc)Marker_traverse,
+	.tp_clear = (inquiry)Marker_clear,
+	.tp_call = (ternaryfunc)Marker_call,
+	.tp_members = Marker_members,
+};
+
+/* -------------------------------------------------------------- FullCall */
+
+typedef struct {
+	PyObject_HEAD
+	vectorcallfunc vectorcall;
+	PyObject *rec;          /* the recorder: _in_region, region, its buf */
+	PyObject *lc;           /* dict: id(module) -> entry */
+	PyObject *buf;          /* the writer's list of lines */
+	PyObject *pending;      /* rec._pending_enter (dict) */
+	PyObject *cur_task;     /* torch._C._current_graph_task_id */
+	PyObject *grad_enabled; /* torch.is_grad_enabled */
+	PyObject *tensor;       /* torch.Tensor */
+	PyObject *odict;        /* collections.OrderedDict */
+	PyObject *handle;       /* torch.utils.hooks.RemovableHandle (its next_id) */
+	PyObject *alias;        /* aten.alias.default */
+	PyObject *op_type;      /* OpOverload */
+	PyObject *no_dispatch;  /* torch._C._DisableTorchDispatch */
+	PyObject *view;         /* (the view's op event text in forward, in backward) */
+	PyObject *next_seq;     /* torch._C._autograd._get_sequence_nr */
+	PyObject *tracing;      /* torch._C._get_tracing_state */
+	PyObject *compiled;     /* _compat.in_compiled_region */
+	PyObject *py_call;      /* the Python call: py_call(mod, args, kwargs) */
+	PyObject *py_post;      /* its output side: py_post(mod, args, result) */
+	Py_ssize_t nj_slot, post_slot, bwpre_slot, ddp_slot, full_slot;
+} FullCall;
+
+/* A new key from torch's handle counter (RemovableHandle.next_id += 1). */
+static PyObject *new_key(FullCall *c)
+{
+	PyObject *k = PyObject_GetAttr(c->handle, s_next_id);
+	if (!k)
+		return NULL;
+	PyObject *one = PyLong_FromLong(1), *next = one ? PyNumber_Add(k, one) : NULL;
+	Py_XDECREF(one);
+	if (!next || PyObject_SetAttr(c->handle, s_next_id, next) < 0) {
+		Py_XDECREF(next);
+		Py_DECREF(k);
+		return NULL;
+	}
+	Py_DECREF(next);
+	return k;
+}
+
+/* The module's entry and its full-mode texts (borrowed) when it is one the
+ * common case serves: 1, else 0 (no error), -1 on error. */
+static int entry_of(FullCall *c, PyObject *mod, PyObject **e, PyObject **f)
+{
+	PyObject *key = PyLong_FromVoidPtr(mod);
+	if (!key)
+		return -1;
+	*e = PyDict_GetItemWithError(c->lc, key);
+	Py_DECREF(key);
+	if (!*e)
+		return PyErr_Occurred() ? -1 : 0;
+	if (!PyList_CheckExact(*e) || PyList_GET_SIZE(*e) <= c->full_slot ||
+	    PyList_GET_ITEM(*e, c->nj_slot) == Py_None)
+		return 0;
+	int ddp = PyObject_IsTrue(PyList_GET_ITEM(*e, c->ddp_slot));
+	if (ddp)
+		return ddp < 0 ? -1 : 0;
+	*f = PyList_GET_ITEM(*e, c->full_slot);
+	return PyList_CheckExact(*f) && PyList_GET_SIZE(*f) == F_N;
+}
+
+/* 1 when the truth of obj.name, 0, -1 on error. */
+static int attr_true(PyObject *o, PyObject *name)
+{
+	PyObject *v = PyObject_GetAttr(o, name);
+	if (!v)
+		return -1;
+	int r = PyObject_IsTrue(v);
+	Py_DECREF(v);
+	return r;
+}
+
+/* 1 when the call's result is true, 0, -1 on error. */
+static int call_true(PyObject *fn)
+{
+	PyObject *v = PyObject_CallNoArgs(fn);
+	if (!v)
+		return -1;
+	int r = PyObject_IsTrue(v);
+	Py_DECREF(v);
+	return r;
+}
+
+/* The facts both sides need: in a region, in forward, grad mode on. */
+static int in_forward_region(FullCall *c)
+{
+	int r = attr_true(c->rec, s_in_region);
+	if (r <= 0)
+		return r;
+	PyObject *task = PyObject_CallNoArgs(c->cur_task);
+	if (!task)
+		return -1;
+	long v = PyLong_AsLong(task);
+	Py_DECREF(task);
+	if (v == -1 && PyErr_Occurred())
+		return -1;
+	if (v != -1)
+		return 0;
+	return call_true(c->grad_enabled);
+}
+
+/* t when it is a plain Tensor requiring grad with a grad_fn: 1 with *g (new
+ * reference) its grad_fn, 0, -1 on error. */
+static int plain_grad_tensor(FullCall *c, PyObject *t, PyObject **g)
+{
+	if ((PyObject *)Py_TYPE(t) != c->tensor)
+		return 0;
+	int rg = attr_true(t, s_requires_grad);
+	if (rg <= 0)
+		return rg;
+	*g = PyObject_GetAttr(t, s_grad_fn);
+	if (!*g)
+		return -1;
+	if (*g == Py_None) {
+		Py_CLEAR(*g);
+		return 0;
+	}
+	return 1;
+}
+
+/* A tensor's hooks as the common case takes them: 1 with *d (new reference)
+ * None or the empty dict and *first NULL, or the dict and *first (borrowed)
+ * its first hook, a Marker with nothing registered since it (_leanbw._quiet);
+ * 0 for anything else, -1 on error. */
+static int quiet_hooks(PyObject *t, PyObject **d, PyObject **first)
+{
+	*first = NULL;
+	*d = PyObject_GetAttr(t, s_bw_hooks);
+	if (!*d)
+		return -1;
+	if (*d == Py_None)
+		return 1;
+	if (!PyDict_Check(*d))
+		goto no;
+	if (PyDict_GET_SIZE(*d) == 0)
+		return 1;
+	Py_ssize_t pos = 0;
+	PyObject *k, *v, *max = NULL;
+	while (PyDict_Next(*d, &pos, &k, &v)) {
+		if (!PyLong_CheckExact(k))
+			goto no;
+		if (!*first)
+			*first = v;
+		if (!max) {
+			max = k;
+		} else {
+			int gt = PyObject_RichCompareBool(k, max, Py_GT);
+			if (gt < 0)
+				goto err;
+			if (gt)
+				max = k;
+		}
+	}
+	Marker *m = (Marker *)*first;
+	if (Py_TYPE(*first) != &cd_MarkerType || !m->bound || !PyLong_CheckExact(m->bound) ||
+	    !m->lines || !PyList_CheckExact(m->lines))
+		goto no;
+	int le = PyObject_RichCompareBool(max, m->bound, Py_LE);
+	if (le < 0)
+		goto err;
+	if (le)
+		return 1;
+no:
+	Py_CLEAR(*d);
+	*first = NULL;
+	return 0;
+err:
+	Py_CLEAR(*d);
+	*first = NULL;
+	return -1;
+}
+
+/* t's hook dict made where it has none (_leanbw._hook_dict): a new reference. */
+static PyObject *hook_dict(FullCall *c, PyObject *t, PyObject *d, PyObject *g)
+{
+	if (d != Py_None)
+		return Py_NewRef(d);
+	PyObject *nd = PyObject_CallNoArgs(c->odict);
+	if (!nd)
+		return NULL;
+	PyObject *r = NULL;
+	if (PyObject_SetAttr(t, s_bw_hooks, nd) == 0)
+		r = PyObject_CallMethodOneArg(g, s_register, t);
+	if (!r) {
+		Py_DECREF(nd);
+		return NULL;
+	}
+	Py_DECREF(r);
+	return nd;
+}
+
+/* A Marker of lines (a new list of the n texts), enter, at key bound (NULL:
+ * a new key, not its bound) in the dict d. */
+static int add_marker(FullCall *c, PyObject *d, PyObject *const *texts, int n, int enter,
+		      int with_bound)
+{
+	PyObject *lines = PyList_New(n);
+	if (!lines)
+		return -1;
+	for (int i = 0; i < n; i++)
+		PyList_SET_ITEM(lines, i, Py_NewRef(texts[i]));
+	PyObject *m = PyObject_CallFunctionObjArgs((PyObject *)&cd_MarkerType, c->buf, c->rec,
+						   lines, enter ? Py_True : Py_False, NULL);
+	Py_DECREF(lines);
+	if (!m)
+		return -1;
+	PyObject *key = new_key(c);
+	int r = key ? 0 : -1;
+	if (!r && with_bound)
+		Py_SETREF(((Marker *)m)->bound, Py_NewRef(key));
+	if (!r)
+		r = PyObject_SetItem(d, key, m);
+	Py_XDECREF(key);
+	Py_DECREF(m);
+	return r;
+}
+
+/* aten.alias of t below the Python dispatch key (no op event: the view's
+ * is written by the caller), as `with _DisableTorchDispatch(): alias(t)`. */
+static PyObject *identity_node(FullCall *c, PyObject *t)
+{
+	PyObject *guard = PyObject_CallNoArgs(c->no_dispatch);
+	if (!guard)
+		return NULL;
+	PyObject *r = PyObject_CallMethodNoArgs(guard, s_enter), *a = NULL;
+	if (!r) {
+		Py_DECREF(guard);
+		return NULL;
+	}
+	Py_DECREF(r);
+	PyObject *args = PyTuple_Pack(1, t);
+	if (args) {
+		a = cd_call_op(c->op_type, c->alias, args, NULL);
+		Py_DECREF(args);
+	}
+	/* (__exit__ with no exception: an error of the alias is kept for the
+	 * caller, as `with` would re-raise it after an __exit__ that does not
+	 * swallow it) */
+#if PY_VERSION_HEX >= 0x030C0000
+	PyObject *exc = PyErr_GetRaisedException();
+	r = PyObject_CallMethodObjArgs(guard, s_exit, Py_None, Py_None, Py_None, NULL);
+	if (exc)
+		PyErr_SetRaisedException(exc);
+#else
+	PyObject *et, *ev, *tb;
+	PyErr_Fetch(&et, &ev, &tb);
+	r = PyObject_CallMethodObjArgs(guard, s_exit, Py_None, Py_None, Py_None, NULL);
+	if (et)
+		PyErr_Restore(et, ev, tb);
+#endif
+	if (!r)
+		Py_CLEAR(a);
+	Py_XDECREF(r);
+	Py_DECREF(guard);
+	return a;
+}
+
+/* The module's fw_pre texts with its parameters as they are (_tracker's
+ * _fw_pre_lean): kept when they were made this region for the same
+ * objects (f[F_KEY], f[F_REGION]), else made again by rec._fparams(mod, e,
+ * f, key).  0, -1 on error. */
+static int params_fresh(FullCall *c, PyObject *mod, PyObject *e, PyObject *f)
+{
+	PyObject *region = PyObject_GetAttr(c->rec, s_region);
+	if (!region)
+		return -1;
+	int same = PyObject_RichCompareBool(region, PyList_GET_ITEM(f, F_REGION), Py_EQ);
+	Py_DECREF(region);
+	if (same < 0)
+		return -1;
+	PyObject *ps = PyObject_GetAttr(mod, s_parameters), *key = NULL;
+	if (!ps)
+		return -1;
+	if (!PyDict_Check(ps)) {
+		PyErr_SetString(PyExc_TypeError, "commdebug: a module's _parameters is not a dict");
+		goto err;
+	}
+	/* key = tuple(map(id, ps.values())) */
+	key = PyTuple_New(PyDict_GET_SIZE(ps));
+	if (!key)
+		goto err;
+	Py_ssize_t pos = 0, i = 0;
+	PyObject *k, *v;
+	while (PyDict_Next(ps, &pos, &k, &v)) {
+		PyObject *id = PyLong_FromVoidPtr(v);
+		if (!id)
+			goto err;
+		PyTuple_SET_ITEM(key, i++, id);
+	}
+	if (same)
+		same = PyObject_RichCompareBool(key, PyList_GET_ITEM(f, F_KEY), Py_EQ);
+	if (same == 0) {
+		PyObject *r = PyObject_CallMethodObjArgs(c->rec, s_fparams, mod, e, f, key, NULL);
+		same = r ? 1 : -1;
+		Py_XDECREF(r);
+	}
+	Py_DECREF(key);
+	Py_DECREF(ps);
+	return same < 0 ? -1 : 0;
+err:
+	Py_XDECREF(key);
+	Py_DECREF(ps);
+	return -1;
+}
+
+/* The input side's common case: 1 with *out the arguments to call the
+ * forward with, 0 when not taken (nothing changed), -1 on error. */
+static int pre_fast(FullCall *c, PyObject *mod, PyObject *args, PyObject **out)
+{
+	PyObject *e, *f, *g = NULL, *d = NULL, *first, *t;
+	int r = in_forward_region(c);
+	if (r <= 0)
+		return r;
+	if (PyTuple_GET_SIZE(args) != 1)
+		return 0;
+	if ((r = entry_of(c, mod, &e, &f)) <= 0)
+		return r;
+	/* (the entry held: the Python the checks call cannot free it; its
+	 * parameters' texts made first, as the Python does, which is all the
+	 * Python the common case runs) */
+	Py_INCREF(e);
+	t = PyTuple_GET_ITEM(args, 0);
+	if ((r = params_fresh(c, mod, e, f)) < 0 || (r = plain_grad_tensor(c, t, &g)) <= 0 ||
+	    (r = quiet_hooks(t, &d, &first)) <= 0)
+		goto done;
+	/* fw_pre, its bw_exit line, the identity node and its view */
+	r = -1;
+	PyObject *now = cd_now_ns();
+	if (!now)
+		goto done;
+	int bad = cd_append2(c->buf, PyList_GET_ITEM(f, F_PRE_IN), now);
+	Py_DECREF(now);
+	if (bad)
+		goto done;
+	PyObject *exit_text = PyList_GET_ITEM(f, F_EXIT);
+	if (first) {
+		/* after the bw_exit lines put there before it */
+		PyObject *lines = ((Marker *)first)->lines;
+		Py_ssize_t i = 0;
+		for (; i < PyList_GET_SIZE(lines); i++) {
+			PyObject *s = PyList_GET_ITEM(lines, i);
+			int m = PyUnicode_Check(s) ? PyUnicode_Tailmatch(s, s_exit_prefix, 0,
+									 PY_SSIZE_T_MAX, -1) : 0;
+			if (m < 0)
+				goto done;
+			if (!m)
+				break;
+		}
+		if (PyList_Insert(lines, i, exit_text) < 0)
+			goto done;
+	} else {
+		PyObject *hd = hook_dict(c, t, d, g);
+		if (!hd)
+			goto done;
+		bad = add_marker(c, hd, &exit_text, 1, 0, 0);
+		Py_DECREF(hd);
+		if (bad)
+			goto done;
+	}
+	PyObject *a = identity_node(c, t);
+	if (!a)
+		goto done;
+	now = cd_now_ns();
+	bad = !now || cd_append2(c->buf, PyTuple_GET_ITEM(c->view, 0), now) < 0;
+	Py_XDECREF(now);
+	*out = bad ? NULL : PyTuple_Pack(1, a);
+	Py_DECREF(a);
+	r = *out ? 1 : -1;
+done:
+	Py_XDECREF(d);
+	Py_XDECREF(g);
+	Py_DECREF(e);
+	return r;
+}
+
+/* The grad_fn g is the thread's newest node: 1, 0, -1 on error. */
+static int newest_node(FullCall *c, PyObject *g)
+{
+	PyObject *seq = PyObject_CallMethodNoArgs(g, s_seq_nr);
+	if (!seq)
+		return -1;
+	PyObject *next = PyObject_CallNoArgs(c->next_seq);
+	long long a = PyLong_AsLongLong(seq), b = next ? PyLong_AsLongLong(next) : -1;
+	Py_DECREF(seq);
+	Py_XDECREF(next);
+	if (PyErr_Occurred())
+		return -1;
+	return a == b - 1;
+}
+
+/* The output side's common case: 1 done, 0 not taken (nothing changed),
+ * -1 on error. */
+static int post_fast(FullCall *c, PyObject *mod, PyObject *result)
+{
+	PyObject *e, *f, *g = NULL, *d = NULL, *first;
+	int r = in_forward_region(c);
+	if (r <= 0)
+		return r;
+	if (PyDict_GET_SIZE(c->pending) != 0)
+		return 0;
+	if ((r = entry_of(c, mod, &e, &f)) <= 0)
+		return r;
+	PyObject *post = PyList_GET_ITEM(e, c->post_slot);
+	if (!PyTuple_CheckExact(post) || PyTuple_GET_SIZE(post) != 2)
+		return 0;
+	Py_INCREF(e);           /* (as in pre_fast) */
+	if ((r = call_true(c->compiled)) != 0) {
+		r = r < 0 ? -1 : 0;
+		goto done;
+	}
+	if ((r = plain_grad_tensor(c, result, &g)) <= 0 || (r = newest_node(c, g)) <= 0 ||
+	    (r = quiet_hooks(result, &d, &first)) <= 0)
+		goto done;
+	/* fw_post, fw_done, the view, the marker of bw_pre and bw_enter */
+	r = -1;
+	PyObject *now = cd_now_ns(), *key = NULL;
+	int bad = !now || cd_append2(c->buf, PyList_GET_ITEM(f, F_POST_OUT), now) < 0;
+	Py_XDECREF(now);
+	/* (the key fw_post reserves for bw_enter, which joins the marker here) */
+	if (bad || !(key = new_key(c)))
+		goto done;
+	Py_DECREF(key);
+	now = cd_now_ns();
+	bad = !now || cd_append2(c->buf, PyTuple_GET_ITEM(post, 1), now) < 0 ||
+	      cd_append2(c->buf, PyTuple_GET_ITEM(c->view, 0), now) < 0;
+	Py_XDECREF(now);
+	if (bad)
+		goto done;
+	PyObject *texts[2] = {PyList_GET_ITEM(e, c->bwpre_slot), PyList_GET_ITEM(f, F_ENTER)};
+	if (first) {
+		Marker *m = (Marker *)first;
+		PyObject *pair = PyList_New(2);
+		if (!pair)
+			goto done;
+		PyList_SET_ITEM(pair, 0, Py_NewRef(texts[0]));
+		PyList_SET_ITEM(pair, 1, Py_NewRef(texts[1]));
+		bad = PyList_SetSlice(m->lines, 0, 0, pair) < 0;
+		Py_DECREF(pair);
+		if (bad || !(key = new_key(c)))
+			goto done;
+		Py_XSETREF(m->enter, Py_NewRef(Py_True));
+		Py_XSETREF(m->bound, key);
+	} else {
+		PyObject *hd = hook_dict(c, result, d, g);
+		if (!hd)
+			goto done;
+		bad = add_marker(c, hd, texts, 2, 1, 1);
+		Py_DECREF(hd);
+		if (bad)
+			goto done;
+	}
+	r = 1;
+done:
+	Py_XDECREF(d);
+	Py_XDECREF(g);
+	Py_DECREF(e);
+	return r;
+}
+
+/* call(mod, args, kwargs) */
+static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf,
+				     PyObject *kwnames)
+{
+	FullCall *c = (FullCall *)self;
+	if (kwnames || PyVectorcall_NARGS(nargsf) != 3 || !PyTuple_CheckExact(argv[1]) ||
+	    !PyDict_Check(argv[2]))
+		return PyObject_Vectorcall(c->py_call, argv, nargsf, kwnames);
+	PyObject *mod = argv[0], *args = argv[1], *kwargs = argv[2], *in = NULL;
+	int tracing = call_true(c->tracing);
+	if (tracing)
+		return tracing < 0 ? NULL : PyObject_Vectorcall(c->py_call, argv, nargsf, NULL);
+	int r = pre_fast(c, mod, args, &in);
+	if (r <= 0)
+		return r < 0 ? NULL : PyObject_Vectorcall(c->py_call, argv, nargsf, NULL);
+	PyObject *fwd = PyObject_GetAttr(mod, s_forward);
+	PyObject *result = fwd ? PyObject_Call(fwd, in, PyDict_GET_SIZE(kwargs) ? kwargs : NULL)
+			       : NULL;
+	Py_XDECREF(fwd);
+	if (result && (r = post_fast(c, mod, result)) <= 0) {
+		if (r == 0) {
+			PyObject *post[3] = {mod, in, result};
+			Py_SETREF(result, PyObject_Vectorcall(c->py_post, post, 3, NULL));
+		} else {
+			Py_CLEAR(result);
+		}
+	}
+	Py_DECREF(in);
+	return result;
+}
+
+#define FULL_FIELDS(X) X(rec) X(lc) X(buf) X(pending) X(cur_task) X(grad_enabled) X(tensor) \
+	X(odict) X(handle) X(alias) X(op_type) X(no_dispatch) X(view) X(next_seq) X(tracing) \
+	X(compiled) X(py_call) X(py_post)
+
+static int FullCall_traverse(FullCall *c, visitproc visit, void *arg)
+{
+#define FVISIT(f) Py_VISIT(c->f);
+	FULL_FIELDS(FVISIT)
+	return 0;
+}
+
+static int FullCall_clear(FullCall *c)
+{
+#define FCLEAR(f) Py_CLEAR(c->f);
+	FULL_FIELDS(FCLEAR)
+	return 0;
+}
+
+static void FullCall_dealloc(FullCall *c)
+{
+	PyObject_GC_UnTrack(c);
+	FullCall_clear(c);
+	Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
+{
+	static char *names[] = {"rec", "lc", "buf", "pending", "cur_task", "grad_enabled",
+				"tensor", "odict", "handle", "alias", "op_type", "no_dispatch",
+				"view", "next_seq", "tracing", "compiled", "py_call", "py_post",
+				"slots", NULL};
+	PyObject *o[18], *slots;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OOO!OOOO!OO!OOOOOO!", names,
+					 &o[0], &PyDict_Type, &o[1], &PyList_Type, &o[2],
+					 &PyDict_Type, &o[3], &o[4], &o[5], &PyType_Type, &o[6],
+					 &o[7], &o[8], &o[9], &PyType_Type, &o[10], &o[11],
+					 &PyTuple_Type, &o[12], &o[13], &o[14], &o[15], &o[16],
+					 &o[17], &PyTuple_Type, &slots))
+		return -1;
+	Py_ssize_t *dst_slot[] = {&c->nj_slot, &c->post_slot, &c->bwpre_slot, &c->ddp_slot,
+				  &c->full_slot};
+	if (PyTuple_GET_SIZE(slots) != 5 || PyTuple_GET_SIZE(o[12]) != 2) {
+		PyErr_SetString(PyExc_ValueError, "commdebug._speedups: FullCall of another version");
+		return -1;
+	}
+	for (int i = 0; i < 5; i++) {
+		*dst_slot[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, i));
+		if (*dst_slot[i] < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "commdebug._speedups: a negative slot");
+			return -1;
+		}
+	}
+	if (c->full_slot < c->nj_slot || c->full_slot < c->post_slot ||
+	    c->full_slot < c->bwpre_slot || c->full_slot < c->ddp_slot) {
+		PyErr_SetString(PyExc_ValueError, "commdebug._speedups: the full texts' slot is last");
+		return -1;
+	}
+	FullCall_clear(c);
+	PyObject **dst[] = {&c->rec, &c->lc, &c->buf, &c->pending, &c->cur_task,
+			    &c->grad_enabled, &c->tensor, &c->odict, &c->handle, &c->alias,
+			    &c->op_type, &c->no_dispatch, &c->view, &c->next_seq, &c->tracing,
+			    &c->compiled, &c->py_call, &c->py_post};
+	for (int i = 0; i < 18; i++)
+		*dst[i] = Py_NewRef(o[i]);
+	c->vectorcall = FullCall_vectorcall;
+	return 0;
+}
+
+PyTypeObject cd_FullCallType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "commdebug._speedups.FullCall",
+	.tp_basicsize = sizeof(FullCall),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+	.tp_doc = "The full recorder's module call, its common case (see commdebug._leanbw)",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)FullCall_init,
+	.tp_dealloc = (destructor)FullCall_dealloc,
+	.tp_traverse = (traverseproc)FullCall_traverse,
+	.tp_clear = (inquiry)FullCall_clear,
+	.tp_call = PyVectorcall_Call,
+	.tp_vectorcall_offset = offsetof(FullCall, vectorcall),
+};
+
+int cd_full_ready(void)
+{
+	struct { PyObject **p; const char *s; } names[] = {
+		{&s_in_region, "_in_region"}, {&s_region, "region"},
+		{&s_parameters, "_parameters"}, {&s_requires_grad, "requires_grad"},
+		{&s_grad_fn, "grad_fn"}, {&s_bw_hooks, "_backward_hooks"},
+		{&s_register, "_register_hook_dict"}, {&s_next_id, "next_id"},
+		{&s_queue_bw_end, "_queue_bw_end"}, {&s_seq_nr, "_sequence_nr"},
+		{&s_enter, "__enter__"}, {&s_exit, "__exit__"}, {&s_forward, "forward"},
+		{&s_fparams, "_fparams"}, {&s_exit_prefix, "{\"ev\":\"bw_exit\""},
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))
+			return -1;
+	if (PyType_Ready(&cd_MarkerType) < 0)
+		return -1;
+	return PyType_Ready(&cd_FullCallType);
+}
