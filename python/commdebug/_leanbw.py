@@ -386,7 +386,6 @@ class LeanBackwardHook(BackwardHook):
         return args
 
 
-
 _tracing_state = torch._C._get_tracing_state
 _global_bw_pre = getattr(_nn_module, "_global_backward_pre_hooks", {})
 _NOT_WRAPPED = ("For backward hooks to be called, module output should be a Tensor or a tuple "
