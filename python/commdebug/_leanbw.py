@@ -428,5 +428,5 @@ def make_call(rec):
         grad_enabled=_grad_enabled, tensor=_Tensor, odict=OrderedDict, handle=RemovableHandle,
         alias=_alias, op_type=C.OpOverload, no_dispatch=_no_python_dispatch,
         view=tuple(rec._view_text), next_seq=_next_seq_nr, tracing=_tracing_state,
-        compiled=C.in_compiled_region, py_call=full_call, py_post=post,
+        py_call=full_call, py_post=post,
         slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL))

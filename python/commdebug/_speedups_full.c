@@ -35,7 +35,7 @@ enum { F_KEY, F_REGION, F_PRE_IN, F_PRE_NOIN, F_PRE_BW, F_POST_OUT, F_POST_NOOUT
 
 static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_grad_fn,
 	*s_bw_hooks, *s_register, *s_next_id, *s_queue_bw_end, *s_seq_nr, *s_enter, *s_exit,
-	*s_forward, *s_fparams, *s_exit_prefix;
+	*s_forward, *s_fparams, *s_exit_prefix, *s_eval_frame, *s_is_in_compiled;
 
 /* ---------------------------------------------------------------- Marker */
 
@@ -162,7 +162,6 @@ typedef struct {
 	PyObject *view;         /* (the view's op event text in forward, in backward) */
 	PyObject *next_seq;     /* torch._C._autograd._get_sequence_nr */
 	PyObject *tracing;      /* torch._C._get_tracing_state */
-	PyObject *compiled;     /* _compat.in_compiled_region */
 	PyObject *py_call;      /* the Python call: py_call(mod, args, kwargs) */
 	PyObject *py_post;      /* its output side: py_post(mod, args, result) */
 	Py_ssize_t nj_slot, post_slot, bwpre_slot, ddp_slot, full_slot;
@@ -520,6 +519,30 @@ done:
 	return r;
 }
 
+/* _compat.in_compiled_region(): dynamo's _is_in_compiled_region() where
+ * dynamo is imported and has it (an error in it counts as no): 1, 0, -1. */
+static int in_compiled_region(void)
+{
+	PyObject *dyn = PyImport_GetModule(s_eval_frame);
+	if (!dyn)
+		return PyErr_Occurred() ? -1 : 0;
+	PyObject *f = PyObject_GetAttr(dyn, s_is_in_compiled);
+	Py_DECREF(dyn);
+	if (!f) {
+		if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+			return -1;
+		PyErr_Clear();
+		return 0;
+	}
+	int r = f == Py_None ? 0 : call_true(f);
+	Py_DECREF(f);
+	if (r < 0 && PyErr_ExceptionMatches(PyExc_Exception)) {
+		PyErr_Clear();
+		r = 0;
+	}
+	return r;
+}
+
 /* The grad_fn g is the thread's newest node: 1, 0, -1 on error. */
 static int newest_node(FullCall *c, PyObject *g)
 {
@@ -551,7 +574,7 @@ static int post_fast(FullCall *c, PyObject *mod, PyObject *result)
 	if (!PyTuple_CheckExact(post) || PyTuple_GET_SIZE(post) != 2)
 		return 0;
 	Py_INCREF(e);           /* (as in pre_fast) */
-	if ((r = call_true(c->compiled)) != 0) {
+	if ((r = in_compiled_region()) != 0) {
 		r = r < 0 ? -1 : 0;
 		goto done;
 	}
@@ -637,7 +660,7 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 
 #define FULL_FIELDS(X) X(rec) X(lc) X(buf) X(pending) X(cur_task) X(grad_enabled) X(tensor) \
 	X(odict) X(handle) X(alias) X(op_type) X(no_dispatch) X(view) X(next_seq) X(tracing) \
-	X(compiled) X(py_call) X(py_post)
+	X(py_call) X(py_post)
 
 static int FullCall_traverse(FullCall *c, visitproc visit, void *arg)
 {
@@ -664,15 +687,14 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"rec", "lc", "buf", "pending", "cur_task", "grad_enabled",
 				"tensor", "odict", "handle", "alias", "op_type", "no_dispatch",
-				"view", "next_seq", "tracing", "compiled", "py_call", "py_post",
-				"slots", NULL};
-	PyObject *o[18], *slots;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OOO!OOOO!OO!OOOOOO!", names,
+				"view", "next_seq", "tracing", "py_call", "py_post", "slots", NULL};
+	PyObject *o[17], *slots;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OOO!OOOO!OO!OOOOO!", names,
 					 &o[0], &PyDict_Type, &o[1], &PyList_Type, &o[2],
 					 &PyDict_Type, &o[3], &o[4], &o[5], &PyType_Type, &o[6],
 					 &o[7], &o[8], &o[9], &PyType_Type, &o[10], &o[11],
 					 &PyTuple_Type, &o[12], &o[13], &o[14], &o[15], &o[16],
-					 &o[17], &PyTuple_Type, &slots))
+					 &PyTuple_Type, &slots))
 		return -1;
 	Py_ssize_t *dst_slot[] = {&c->nj_slot, &c->post_slot, &c->bwpre_slot, &c->ddp_slot,
 				  &c->full_slot};
@@ -697,8 +719,8 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 	PyObject **dst[] = {&c->rec, &c->lc, &c->buf, &c->pending, &c->cur_task,
 			    &c->grad_enabled, &c->tensor, &c->odict, &c->handle, &c->alias,
 			    &c->op_type, &c->no_dispatch, &c->view, &c->next_seq, &c->tracing,
-			    &c->compiled, &c->py_call, &c->py_post};
-	for (int i = 0; i < 18; i++)
+			    &c->py_call, &c->py_post};
+	for (int i = 0; i < 17; i++)
 		*dst[i] = Py_NewRef(o[i]);
 	c->vectorcall = FullCall_vectorcall;
 	return 0;
@@ -729,6 +751,8 @@ int cd_full_ready(void)
 		{&s_queue_bw_end, "_queue_bw_end"}, {&s_seq_nr, "_sequence_nr"},
 		{&s_enter, "__enter__"}, {&s_exit, "__exit__"}, {&s_forward, "forward"},
 		{&s_fparams, "_fparams"}, {&s_exit_prefix, "{\"ev\":\"bw_exit\""},
+		{&s_eval_frame, "torch._dynamo.eval_frame"},
+		{&s_is_in_compiled, "_is_in_compiled_region"},
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))

@@ -94,6 +94,11 @@ PROGRAM = textwrap.dedent(r'''
         def forward(self, x):
             return x
 
+    class Fails(nn.Module):
+        def forward(self, x):
+            y = x * 2
+            raise RuntimeError("caught by the program")
+
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
@@ -104,6 +109,9 @@ PROGRAM = textwrap.dedent(r'''
             self.same = Same()
             self.ck = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
             self.late = nn.Linear(8, 8)
+            self.kw = nn.Linear(8, 8)
+            self.fails = Fails()
+            self.inplace = nn.Sequential(nn.Linear(8, 8), nn.ReLU(inplace=True))
 
         def forward(self, x, late=False):
             y, z, _ = self.pair(x)
@@ -113,6 +121,11 @@ PROGRAM = textwrap.dedent(r'''
             y = checkpoint(self.ck, y, use_reentrant=False)
             if late:
                 y = self.late(y)
+            y = self.inplace(self.kw(input=y))
+            try:
+                self.fails(y)
+            except RuntimeError:
+                pass
             return y
 
     def allreduce_grad(grad):
@@ -185,7 +198,9 @@ def test_light_traces_same_four_ways(ctx):
     gradient hook issuing an all-reduce, one with a forward pre-hook, one
     with a full-backward pre-hook, a module returning its input,
     checkpointing, DDP, a parameter replaced, a module first called in a
-    later region, a region under no_grad) recorded light four ways: with
+    later region, a region under no_grad, a module called with keyword
+    arguments, one whose forward raises, an in-place ReLU on a module's
+    input) recorded light four ways: with
     the C module or without (COMMDEBUG_SPEEDUPS=0), its hooks in nn.Module's
     call or global (COMMDEBUG_MODULE_CALL=torch).  The four traces hold the
     same events in the same order."""
