@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "TORCH", "is_bw", "DTensor", "FakeTensor", "FakeTensorMode", "fake_context",
     "register_global_fw_pre", "register_global_fw_post",
-    "register_global_bw_pre", "OpOverload", "unbox_process_group", "degraded",
+    "register_global_bw_pre", "OpOverload", "OP_CALLS_OP", "unbox_process_group", "degraded",
     "queue_engine_callback", "task_id", "TorchDispatchMode", "install_bw_tracking",
 ]
 
@@ -45,6 +45,15 @@ TORCH = _version_tuple(torch.__version__)
 degraded = []
 
 from torch._ops import OpOverload  # noqa: E402
+
+# OpOverload where its __call__ is known to call self._op alone while it has
+# no Python dispatcher object (torch 2.14's, which has _pyobj_dispatcher):
+# the C module then calls _op itself; None elsewhere (it calls the op).
+try:
+    OP_CALLS_OP = OpOverload if hasattr(torch.ops.aten.alias.default, "_pyobj_dispatcher") \
+        else None
+except Exception:  # noqa: BLE001 (an op registry this module does not know)
+    OP_CALLS_OP = None
 
 _engine = torch.autograd.Variable._execution_engine
 

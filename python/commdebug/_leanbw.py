@@ -426,7 +426,7 @@ def make_call(rec):
     return native.FullCall(
         rec=rec, lc=rec._lc, buf=rec._w.buf, pending=rec._pending_enter, cur_task=_cur_task,
         grad_enabled=_grad_enabled, tensor=_Tensor, odict=OrderedDict, handle=RemovableHandle,
-        alias=_alias, op_type=C.OpOverload, no_dispatch=_no_python_dispatch,
+        alias=_alias, op_type=C.OP_CALLS_OP, no_dispatch=_no_python_dispatch,
         view=tuple(rec._view_text), next_seq=_next_seq_nr, tracing=_tracing_state,
         py_call=full_call, py_post=post,
         slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL))

@@ -363,7 +363,7 @@ def _make_mode(rec):
         # method up): ops in the cache, no collective, no DTensor.
         mode.__torch_dispatch__ = native.Dispatch(
             cache=cache, buf=w.buf, writer=w, cur_task=cur_task, dtensor=DT, fake=Fake,
-            tls=tls, get_mode=get_mode, fake_key=fake_key, op_type=C.OpOverload,
+            tls=tls, get_mode=get_mode, fake_key=fake_key, op_type=C.OP_CALLS_OP,
             body=functools.partial(__torch_dispatch__, mode), mode=mode)
     return mode
 

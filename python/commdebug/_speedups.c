@@ -63,10 +63,9 @@ PyObject *cd_now_ns(void)
 	return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
 }
 
-/* 1: in a backward pass (a graph task runs), 0: not, -1: error. */
-static int in_backward(Hooks *h)
+int cd_in_backward(PyObject *cur_task)
 {
-	PyObject *r = PyObject_CallNoArgs(h->cur_task);
+	PyObject *r = PyObject_CallNoArgs(cur_task);
 	if (!r)
 		return -1;
 	long v = PyLong_AsLong(r);
@@ -76,8 +75,7 @@ static int in_backward(Hooks *h)
 	return v != -1;
 }
 
-/* The truth of attribute name of o: 1, 0, -1 on error. */
-static int attr_true(PyObject *o, PyObject *name)
+int cd_attr_true(PyObject *o, PyObject *name)
 {
 	PyObject *v = PyObject_GetAttr(o, name);
 	if (!v)
@@ -188,7 +186,7 @@ static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs
 	(void)inputs;
 	if (SLOT(h, e, S_NJ) == Py_None)
 		return python_path(0);          /* a module not recorded */
-	int bw = in_backward(h);
+	int bw = cd_in_backward(h->cur_task);
 	if (bw < 0)
 		return NULL;
 	if (bw) {                               /* a recompute */
@@ -200,7 +198,7 @@ static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs
 	int t = PyObject_IsTrue(SLOT(h, e, S_DDP));
 	if (t != 0)
 		return t < 0 ? NULL : python_path(1);
-	t = attr_true(mod, s_fwd_hooks);
+	t = cd_attr_true(mod, s_fwd_hooks);
 	if (t != 0)
 		return t < 0 ? NULL : python_path(1);
 
@@ -243,7 +241,7 @@ static int output_tensor(Hooks *h, PyObject *output, PyObject **t)
 	PyObject *one = NULL;
 	*t = NULL;
 	if (Py_IS_TYPE(output, T)) {
-		int rg = attr_true(output, s_requires_grad);
+		int rg = cd_attr_true(output, s_requires_grad);
 		if (rg <= 0)
 			return rg;
 		one = output;
@@ -255,7 +253,7 @@ static int output_tensor(Hooks *h, PyObject *output, PyObject **t)
 			PyObject *o = PyTuple_GET_ITEM(output, i);
 			if (!PyObject_TypeCheck(o, T))
 				continue;
-			int rg = attr_true(o, s_requires_grad);
+			int rg = cd_attr_true(o, s_requires_grad);
 			if (rg < 0)
 				return -1;
 			if (!rg)
@@ -326,13 +324,13 @@ static int post_unusual(Hooks *h, PyObject *mod, PyObject *e, PyObject **pair)
 	Py_DECREF(key);
 	if (t != 0)
 		return t;
-	t = attr_true(mod, s_bwpre_hooks);
+	t = cd_attr_true(mod, s_bwpre_hooks);
 	if (t != 0)
 		return t;
 	t = PyObject_IsTrue(h->global_pre);
 	if (t != 0)
 		return t;
-	int bw = in_backward(h);
+	int bw = cd_in_backward(h->cur_task);
 	if (bw < 0)
 		return -1;
 	*pair = SLOT(h, e, bw ? S_POST_BW : S_POST);
@@ -442,26 +440,7 @@ static PyObject *Hooks_post(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
 #define HOOKS_FIELDS(X) X(lc) X(buf) X(state) X(writer) X(done_handles) X(global_pre) \
 	X(cur_task) X(grad_enabled) X(tensor) X(odict) X(keys) X(handle) X(pre_body) X(post_body)
 
-static int Hooks_traverse(Hooks *h, visitproc visit, void *arg)
-{
-#define VISIT(f) Py_VISIT(h->f);
-	HOOKS_FIELDS(VISIT)
-	return 0;
-}
-
-static int Hooks_clear(Hooks *h)
-{
-#define CLEAR(f) Py_CLEAR(h->f);
-	HOOKS_FIELDS(CLEAR)
-	return 0;
-}
-
-static void Hooks_dealloc(Hooks *h)
-{
-	PyObject_GC_UnTrack(h);
-	Hooks_clear(h);
-	Py_TYPE(h)->tp_free((PyObject *)h);
-}
+CD_GC_FUNCS(Hooks, HOOKS_FIELDS)
 
 static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 {

@@ -12,8 +12,37 @@
 #error "commdebug._speedups needs Python 3.10 or later (older Pythons run its Python twin)"
 #endif
 
+/* tp_traverse, tp_clear and tp_dealloc (T_traverse, T_clear, T_dealloc) of
+ * a type T whose object fields FIELDS lists (FIELDS(X): X(field) each). */
+#define CD_VISIT_FIELD(f) Py_VISIT(o->f);
+#define CD_CLEAR_FIELD(f) Py_CLEAR(o->f);
+#define CD_GC_FUNCS(T, FIELDS)                                                  \
+	static int T##_traverse(T *o, visitproc visit, void *arg)              \
+	{                                                                       \
+		FIELDS(CD_VISIT_FIELD)                                          \
+		return 0;                                                       \
+	}                                                                       \
+	static int T##_clear(T *o)                                              \
+	{                                                                       \
+		FIELDS(CD_CLEAR_FIELD)                                          \
+		return 0;                                                       \
+	}                                                                       \
+	static void T##_dealloc(T *o)                                           \
+	{                                                                       \
+		PyObject_GC_UnTrack(o);                                         \
+		T##_clear(o);                                                   \
+		Py_TYPE(o)->tp_free((PyObject *)o);                             \
+	}
+
 /* time.monotonic_ns() (a new int). */
 PyObject *cd_now_ns(void);
+
+/* 1 in a backward pass (cur_task, torch._C._current_graph_task_id, says a
+ * graph task runs), 0 not, -1 on error. */
+int cd_in_backward(PyObject *cur_task);
+
+/* The truth of o.name: 1, 0, -1 on error. */
+int cd_attr_true(PyObject *o, PyObject *name);
 
 /* (text, t) appended to the list buf: 0, or -1 with an error set. */
 int cd_append2(PyObject *buf, PyObject *text, PyObject *t);

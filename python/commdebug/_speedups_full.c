@@ -82,26 +82,7 @@ static PyObject *Marker_call(Marker *m, PyObject *args, PyObject *kw)
 
 #define MARKER_FIELDS(X) X(buf) X(rec) X(lines) X(enter) X(bound)
 
-static int Marker_traverse(Marker *m, visitproc visit, void *arg)
-{
-#define MVISIT(f) Py_VISIT(m->f);
-	MARKER_FIELDS(MVISIT)
-	return 0;
-}
-
-static int Marker_clear(Marker *m)
-{
-#define MCLEAR(f) Py_CLEAR(m->f);
-	MARKER_FIELDS(MCLEAR)
-	return 0;
-}
-
-static void Marker_dealloc(Marker *m)
-{
-	PyObject_GC_UnTrack(m);
-	Marker_clear(m);
-	Py_TYPE(m)->tp_free((PyObject *)m);
-}
+CD_GC_FUNCS(Marker, MARKER_FIELDS)
 
 static int Marker_init(Marker *m, PyObject *args, PyObject *kw)
 {
@@ -157,7 +138,7 @@ typedef struct {
 	PyObject *odict;        /* collections.OrderedDict */
 	PyObject *handle;       /* torch.utils.hooks.RemovableHandle (its next_id) */
 	PyObject *alias;        /* aten.alias.default */
-	PyObject *op_type;      /* OpOverload */
+	PyObject *op_type;      /* _compat.OP_CALLS_OP (OpOverload or None) */
 	PyObject *no_dispatch;  /* torch._C._DisableTorchDispatch */
 	PyObject *view;         /* (the view's op event text in forward, in backward) */
 	PyObject *next_seq;     /* torch._C._autograd._get_sequence_nr */
@@ -205,17 +186,6 @@ static int entry_of(FullCall *c, PyObject *mod, PyObject **e, PyObject **f)
 	return PyList_CheckExact(*f) && PyList_GET_SIZE(*f) == F_N;
 }
 
-/* 1 when the truth of obj.name, 0, -1 on error. */
-static int attr_true(PyObject *o, PyObject *name)
-{
-	PyObject *v = PyObject_GetAttr(o, name);
-	if (!v)
-		return -1;
-	int r = PyObject_IsTrue(v);
-	Py_DECREF(v);
-	return r;
-}
-
 /* 1 when the call's result is true, 0, -1 on error. */
 static int call_true(PyObject *fn)
 {
@@ -230,18 +200,11 @@ static int call_true(PyObject *fn)
 /* The facts both sides need: in a region, in forward, grad mode on. */
 static int in_forward_region(FullCall *c)
 {
-	int r = attr_true(c->rec, s_in_region);
+	int r = cd_attr_true(c->rec, s_in_region);
 	if (r <= 0)
 		return r;
-	PyObject *task = PyObject_CallNoArgs(c->cur_task);
-	if (!task)
-		return -1;
-	long v = PyLong_AsLong(task);
-	Py_DECREF(task);
-	if (v == -1 && PyErr_Occurred())
-		return -1;
-	if (v != -1)
-		return 0;
+	if ((r = cd_in_backward(c->cur_task)) != 0)
+		return r < 0 ? -1 : 0;
 	return call_true(c->grad_enabled);
 }
 
@@ -251,7 +214,7 @@ static int plain_grad_tensor(FullCall *c, PyObject *t, PyObject **g)
 {
 	if ((PyObject *)Py_TYPE(t) != c->tensor)
 		return 0;
-	int rg = attr_true(t, s_requires_grad);
+	int rg = cd_attr_true(t, s_requires_grad);
 	if (rg <= 0)
 		return rg;
 	*g = PyObject_GetAttr(t, s_grad_fn);
@@ -662,26 +625,7 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 	X(odict) X(handle) X(alias) X(op_type) X(no_dispatch) X(view) X(next_seq) X(tracing) \
 	X(py_call) X(py_post)
 
-static int FullCall_traverse(FullCall *c, visitproc visit, void *arg)
-{
-#define FVISIT(f) Py_VISIT(c->f);
-	FULL_FIELDS(FVISIT)
-	return 0;
-}
-
-static int FullCall_clear(FullCall *c)
-{
-#define FCLEAR(f) Py_CLEAR(c->f);
-	FULL_FIELDS(FCLEAR)
-	return 0;
-}
-
-static void FullCall_dealloc(FullCall *c)
-{
-	PyObject_GC_UnTrack(c);
-	FullCall_clear(c);
-	Py_TYPE(c)->tp_free((PyObject *)c);
-}
+CD_GC_FUNCS(FullCall, FULL_FIELDS)
 
 static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 {
@@ -689,10 +633,10 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 				"tensor", "odict", "handle", "alias", "op_type", "no_dispatch",
 				"view", "next_seq", "tracing", "py_call", "py_post", "slots", NULL};
 	PyObject *o[17], *slots;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OOO!OOOO!OO!OOOOO!", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OOO!OOOOOO!OOOOO!", names,
 					 &o[0], &PyDict_Type, &o[1], &PyList_Type, &o[2],
 					 &PyDict_Type, &o[3], &o[4], &o[5], &PyType_Type, &o[6],
-					 &o[7], &o[8], &o[9], &PyType_Type, &o[10], &o[11],
+					 &o[7], &o[8], &o[9], &o[10], &o[11],
 					 &PyTuple_Type, &o[12], &o[13], &o[14], &o[15], &o[16],
 					 &PyTuple_Type, &slots))
 		return -1;

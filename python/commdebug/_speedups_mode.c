@@ -5,8 +5,9 @@
  * op already in the recorder's cache, not a collective, no DTensor among
  * the types.  It calls the op and appends its event (the cached text for
  * forward or backward, real or fake tensors, and the time), as the Python
- * it stands for does; anything else goes to that Python (body), which then
- * does all of it: C decides before it changes anything.
+ * it stands for does (the op through OpOverload._op where OpOverload's
+ * __call__ would only call that); anything else goes to that Python
+ * (body), which then does all of it: C decides before it changes anything.
  *
  * Where the Python would call is_bw() and fake_context() (a torch that
  * lacks what they read inline), the recorder does not use this.
@@ -28,7 +29,7 @@ typedef struct {
 	PyObject *tls;          /* the tracing context's thread-local */
 	PyObject *get_mode;     /* torch._C._get_dispatch_mode */
 	PyObject *fake_key;     /* the mode stack's fake slot */
-	PyObject *op_type;      /* torch._ops.OpOverload */
+	PyObject *op_type;      /* _compat.OP_CALLS_OP (OpOverload or None) */
 	PyObject *body;         /* the Python: body(func, types, args, kwargs) */
 	PyObject *mode;         /* the mode (__self__: torch checks that it is its own) */
 } Dispatch;
@@ -80,23 +81,11 @@ static int is_fake(Dispatch *d, PyObject *types)
 	return yes;
 }
 
-/* 1 in a backward pass, 0 not, -1 on error. */
-static int in_backward(Dispatch *d)
-{
-	PyObject *r = PyObject_CallNoArgs(d->cur_task);
-	if (!r)
-		return -1;
-	long v = PyLong_AsLong(r);
-	Py_DECREF(r);
-	if (v == -1 && PyErr_Occurred())
-		return -1;
-	return v != -1;
-}
-
 /* func(*args, **kwargs), past OpOverload.__call__'s frame where that
- * would only call func._op: an OpOverload itself (not a subclass with a
- * __call__ of its own), without a Python dispatcher object (the attribute
- * is torch 2.14's; without it, the call as it is). */
+ * would only call func._op: an op of type op_type (_compat.OP_CALLS_OP:
+ * OpOverload itself, not a subclass with a __call__ of its own, where this
+ * torch's is known; None: every call as it is), without a Python dispatcher
+ * object. */
 PyObject *cd_call_op(PyObject *op_type, PyObject *func, PyObject *args, PyObject *kwargs)
 {
 	if ((PyObject *)Py_TYPE(func) != op_type)
@@ -148,7 +137,7 @@ static PyObject *Dispatch_call(Dispatch *d, PyObject *const *args, size_t nargsf
 	/* (the entry held: the op's own Python could empty the cache) */
 	Py_INCREF(info);
 	PyObject *out = NULL, *now = NULL;
-	int bw = in_backward(d), fake = bw < 0 ? -1 : is_fake(d, types);
+	int bw = cd_in_backward(d->cur_task), fake = bw < 0 ? -1 : is_fake(d, types);
 	if (fake < 0)
 		goto done;
 	out = cd_call_op(d->op_type, func, fargs, fkw != Py_None && PyDict_GET_SIZE(fkw) ? fkw : NULL);
@@ -173,35 +162,16 @@ static PyObject *Dispatch_vectorcall(PyObject *self, PyObject *const *args, size
 #define DISPATCH_FIELDS(X) X(cache) X(buf) X(writer) X(cur_task) X(dtensor) X(fake) X(tls) \
 	X(get_mode) X(fake_key) X(op_type) X(body) X(mode)
 
-static int Dispatch_traverse(Dispatch *d, visitproc visit, void *arg)
-{
-#define VISIT(f) Py_VISIT(d->f);
-	DISPATCH_FIELDS(VISIT)
-	return 0;
-}
-
-static int Dispatch_clear(Dispatch *d)
-{
-#define CLEAR(f) Py_CLEAR(d->f);
-	DISPATCH_FIELDS(CLEAR)
-	return 0;
-}
-
-static void Dispatch_dealloc(Dispatch *d)
-{
-	PyObject_GC_UnTrack(d);
-	Dispatch_clear(d);
-	Py_TYPE(d)->tp_free((PyObject *)d);
-}
+CD_GC_FUNCS(Dispatch, DISPATCH_FIELDS)
 
 static int Dispatch_init(Dispatch *d, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"cache", "buf", "writer", "cur_task", "dtensor", "fake", "tls",
 				"get_mode", "fake_key", "op_type", "body", "mode", NULL};
 	PyObject *o[12];
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OOOOOOOO!OO", names, &PyDict_Type, &o[0],
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OOOOOOOOOO", names, &PyDict_Type, &o[0],
 					 &PyList_Type, &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-					 &o[7], &o[8], &PyType_Type, &o[9], &o[10], &o[11]))
+					 &o[7], &o[8], &o[9], &o[10], &o[11]))
 		return -1;
 	Dispatch_clear(d);
 	PyObject **dst[] = {&d->cache, &d->buf, &d->writer, &d->cur_task, &d->dtensor, &d->fake,
