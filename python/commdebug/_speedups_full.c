@@ -230,7 +230,9 @@ static int plain_grad_tensor(FullCall *c, PyObject *t, PyObject **g)
 /* A tensor's hooks as the common case takes them: 1 with *d (new reference)
  * None or the empty dict and *first NULL, or the dict and *first (borrowed)
  * its first hook, a Marker with nothing registered since it (_leanbw._quiet);
- * 0 for anything else, -1 on error. */
+ * 0 for anything else, -1 on error.  (The dict is an OrderedDict, read in
+ * the order of its dict: nobody moves a tensor's hooks with move_to_end,
+ * so that is the order they run in.) */
 static int quiet_hooks(PyObject *t, PyObject **d, PyObject **first)
 {
 	*first = NULL;
@@ -298,8 +300,8 @@ static PyObject *hook_dict(FullCall *c, PyObject *t, PyObject *d, PyObject *g)
 	return nd;
 }
 
-/* A Marker of lines (a new list of the n texts), enter, at key bound (NULL:
- * a new key, not its bound) in the dict d. */
+/* A Marker of lines (a new list of the n texts) and enter, at a new key in
+ * the dict d (with_bound: that key is its _cd_bound too). */
 static int add_marker(FullCall *c, PyObject *d, PyObject *const *texts, int n, int enter,
 		      int with_bound)
 {
