@@ -383,5 +383,5 @@ def _native_hooks(rec, pre_body, post_body):
                         tensor=torch.Tensor, odict=OrderedDict, keys=hook_keys,
                         handle=RemovableHandle,
                         slots=(_NJ, _PRE, _PRE_BW, _POST, _POST_BW, _PARAMS_REGION, _DDP_MOD,
-                               _PKEY, _PPRE, _PCHECKED, _BWHOOK),
+                               _PKEY, _PPRE, _PCHECKED, _BWHOOK, _BWJOIN),
                         recheck=PARAMS_RECHECK, pre_body=pre_body, post_body=post_body)

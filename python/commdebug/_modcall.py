@@ -54,9 +54,30 @@ _gbp = getattr(_nn, "_global_backward_pre_hooks", {})
 _gb = getattr(_nn, "_global_backward_hooks", {})
 
 
+def _cheap_compiling(compiling):
+    """(dyn, flags): call()'s is_compiling() in fewer Python calls.
+    is_compiling() is two Python functions (it asks torch.jit.is_scripting()
+    first, then reads torch.compiler._is_compiling_flag, set while torch.export
+    traces without dynamo).  Dynamo folds is_dynamo_compiling(), one function
+    returning False, to True while it traces, as it does is_compiling(): so
+    `dyn() or flags._is_compiling_flag` is is_compiling() where this torch has
+    both (2.3 and later); elsewhere (compiling, None)."""
+    import torch
+    tc = getattr(torch, "compiler", None)
+    dyn = getattr(tc, "is_dynamo_compiling", None)
+    if dyn is None or not isinstance(getattr(tc, "_is_compiling_flag", None), bool) or \
+            compiling is not getattr(tc, "is_compiling", None):
+        return compiling, None
+    return dyn, tc
+
+
 def _make_call(compiling):
+    import torch
+    dyn, flags = _cheap_compiling(compiling)
+    tracing = torch._C._get_tracing_state
+
     def call(self, *args, **kwargs):
-        if compiling():
+        if dyn() or flags is not None and flags._is_compiling_flag:
             return _TORCH_CALL(self, *args, **kwargs)
         own = self._forward_pre_hooks or self._forward_hooks or self._backward_pre_hooks \
             or self._backward_hooks
@@ -72,7 +93,9 @@ def _make_call(compiling):
         pairs = _pairs
         for hooks in pairs:
             hooks[3](self, args)
-        out = _TORCH_CALL(self, *args, **kwargs)
+        # torch's _call_impl with no hooks anywhere, as it is then: the
+        # forward (_slow_forward while torch.jit traces), one frame less
+        out = _TORCH_CALL(self, *args, **kwargs) if tracing() else self.forward(*args, **kwargs)
         for hooks in pairs:
             hooks[4](self, args, out)
         return out

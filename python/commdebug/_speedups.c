@@ -31,7 +31,7 @@
 
 /* Slots of a module's entry (_light._lentry), in the order Python gives them. */
 enum { S_NJ, S_PRE, S_PRE_BW, S_POST, S_POST_BW, S_PARAMS_REGION, S_DDP, S_PKEY, S_PPRE,
-       S_PCHECKED, S_BWHOOK, S_NSLOTS };
+	S_PCHECKED, S_BWHOOK, S_BWJOIN, S_NSLOTS };
 
 typedef struct {
 	PyObject_HEAD
@@ -50,11 +50,12 @@ typedef struct {
 	PyObject *pre_body;     /* fw_pre's Python body: pre_body(mod, inputs) */
 	PyObject *post_body;    /* fw_post's: post_body(mod, inputs, output) */
 	Py_ssize_t slot[S_NSLOTS];
+	Py_ssize_t nslots;      /* an entry's length at least (its last slot + 1) */
 	long long recheck;      /* _light.PARAMS_RECHECK */
 } Hooks;
 
 static PyObject *s_due, *s_poke, *s_fwd_hooks, *s_bwpre_hooks, *s_params, *s_requires_grad,
-	*s_bw_hooks, *s_grad_fn, *s_register, *s_since, *s_next_id;
+	*s_bw_hooks, *s_grad_fn, *s_register, *s_since, *s_next_id, *s_cd_own, *s_cd_lines;
 
 PyObject *cd_now_ns(void)
 {
@@ -93,7 +94,7 @@ static PyObject *entry_of(Hooks *h, PyObject *mod)
 		return NULL;
 	PyObject *e = PyDict_GetItemWithError(h->lc, key);
 	Py_DECREF(key);
-	if (e && (!PyList_CheckExact(e) || PyList_GET_SIZE(e) <= h->slot[S_BWHOOK]))
+	if (e && (!PyList_CheckExact(e) || PyList_GET_SIZE(e) < h->nslots))
 		return NULL;        /* not an entry this module knows: Python's path */
 	return e;
 }
@@ -310,6 +311,89 @@ out:
 	return rc;
 }
 
+/* hasattr(o, name): 1, 0, -1 (PyObject_HasAttrWithError is Python 3.13's). */
+static int has_attr(PyObject *o, PyObject *name)
+{
+	PyObject *v = PyObject_GetAttr(o, name);
+	if (v) {
+		Py_DECREF(v);
+		return 1;
+	}
+	if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+		return -1;
+	PyErr_Clear();
+	return 0;
+}
+
+/* _lightbw's quiet(d, None): nothing registered on the hook dict d since
+ * its last bw_pre hook (d._cd_since: the next handle id then): 1, 0, -1. */
+static int quiet(PyObject *d)
+{
+	PyObject *since = PyObject_GetAttr(d, s_since);
+	if (!since) {
+		if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+			return -1;
+		PyErr_Clear();
+		return 1;
+	}
+	int r = 1;
+	if (since != Py_None) {
+		PyObject *it = PyObject_GetIter(d), *k;
+		if (!it)
+			r = -1;
+		while (r > 0 && (k = PyIter_Next(it))) {
+			int below = PyObject_RichCompareBool(k, since, Py_LT);
+			Py_DECREF(k);
+			r = below;
+		}
+		if (r >= 0 && PyErr_Occurred())
+			r = -1;
+		Py_XDECREF(it);
+	}
+	Py_DECREF(since);
+	return r;
+}
+
+/* _lightbw's join(e, d, None) where the Python has made the joined hook
+ * already (it is in e's join cache): the first hook on the module's output
+ * tensor (hook dict d) is another module's own bw_pre hook, with nothing
+ * registered since, and becomes the joined hook of both.  1 done, 0 for
+ * Python's path, -1 on error. */
+static int join_fast(Hooks *h, PyObject *e, PyObject *d)
+{
+	PyObject *cache = SLOT(h, e, S_BWJOIN);
+	if (!PyDict_CheckExact(cache) || !PyDict_Check(d) || PyDict_GET_SIZE(d) == 0)
+		return 0;
+	PyObject *it = PyObject_GetIter(d);
+	PyObject *k = it ? PyIter_Next(it) : NULL, *first = NULL, *fn, *since = NULL;
+	Py_XDECREF(it);
+	int r = -1;
+	if (!k)
+		goto out;
+	if (!(first = PyObject_GetItem(d, k)))
+		goto out;
+	/* a shared hook (_cd_lines), or not a module's own (_cd_own): Python's */
+	if ((r = has_attr(first, s_cd_lines)) != 0) {
+		r = r < 0 ? -1 : 0;
+		goto out;
+	}
+	if ((r = has_attr(first, s_cd_own)) <= 0 || (r = quiet(d)) <= 0)
+		goto out;
+	r = -1;
+	if (!(fn = PyDict_GetItemWithError(cache, first))) {
+		r = PyErr_Occurred() ? -1 : 0;
+		goto out;
+	}
+	since = PyObject_GetAttr(h->handle, s_next_id);
+	if (since && PyObject_SetItem(d, k, fn) == 0 && PyObject_SetAttr(d, s_since, since) == 0)
+		r = 1;
+out:
+	Py_XDECREF(k);
+	Py_XDECREF(first);
+	Py_XDECREF(since);
+	return r;
+}
+
 /* Whether this fw_post call is not the common case: 1 (Python's path),
  * 0, -1 on error.  *pair: the entry's (fw_post, fw_done) texts. */
 static int post_unusual(Hooks *h, PyObject *mod, PyObject *e, PyObject **pair)
@@ -353,16 +437,21 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 	if (u != 0)
 		return u < 0 ? NULL : python_path(1);
 	if (t) {
-		/* no hooks on it yet, a grad_fn, the module's own hook made */
+		/* no hooks on it yet, a grad_fn, the module's own hook made; or
+		 * hooks whose first is a module's own, to join */
 		PyObject *d = PyObject_GetAttr(t, s_bw_hooks);
-		g = d ? PyObject_GetAttr(t, s_grad_fn) : NULL;
+		g = d == Py_None ? PyObject_GetAttr(t, s_grad_fn) : NULL;
 		int common = d == Py_None && g && g != Py_None && fn != Py_None;
+		if (!common && d && d != Py_None)
+			common = join_fast(h, e, d);
 		Py_XDECREF(d);
-		if (!common) {
+		if (common <= 0 || PyErr_Occurred()) {
 			Py_DECREF(t);
 			Py_XDECREF(g);
-			return PyErr_Occurred() ? NULL : python_path(1);
+			return common < 0 || PyErr_Occurred() ? NULL : python_path(1);
 		}
+		if (!g)
+			Py_CLEAR(t);            /* joined: no hook of its own to put on t */
 	}
 	Py_INCREF(pair);
 	Py_INCREF(fn);
@@ -467,6 +556,8 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 				PyErr_SetString(PyExc_ValueError, "commdebug._speedups: a negative slot");
 			return -1;
 		}
+		if (h->slot[i] >= h->nslots)
+			h->nslots = h->slot[i] + 1;
 	}
 	h->recheck = recheck;
 	Hooks_clear(h);
@@ -553,9 +644,19 @@ static int put_time(Bytes *b, PyObject *t, long long m0)
 	long long v = PyLong_AsLongLong(t);
 	if (v == -1 && PyErr_Occurred())
 		return -1;
-	char s[32];
-	int n = snprintf(s, sizeof s, "%lld}\n", v - m0);
-	return bytes_put(b, s, (size_t)n);
+	/* (digits from the end: snprintf costs more than the rest of a line) */
+	char s[32], *q = s + sizeof s;
+	*--q = '\n';
+	*--q = '}';
+	long long d = v - m0;
+	unsigned long long u = d < 0 ? 0ULL - (unsigned long long)d : (unsigned long long)d;
+	do {
+		*--q = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (d < 0)
+		*--q = '-';
+	return bytes_put(b, q, (size_t)(s + sizeof s - q));
 }
 
 /*
@@ -638,6 +739,23 @@ static uint64_t rotl(uint64_t x, int r)
 	return (x << r) | (x >> (64 - r));
 }
 
+/* Little-endian loads: one load on a little-endian host (the byte loop
+ * elsewhere). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static uint64_t rd64(const unsigned char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static uint64_t rd32(const unsigned char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+#else
 static uint64_t rd64(const unsigned char *p)
 {
 	uint64_t v = 0;
@@ -650,6 +768,7 @@ static uint64_t rd32(const unsigned char *p)
 {
 	return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
 }
+#endif
 
 static uint64_t xxround(uint64_t acc, uint64_t in)
 {
@@ -786,7 +905,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
 		{&s_bwpre_hooks, "_backward_pre_hooks"}, {&s_params, "_parameters"},
 		{&s_requires_grad, "requires_grad"}, {&s_bw_hooks, "_backward_hooks"},
 		{&s_grad_fn, "grad_fn"}, {&s_register, "_register_hook_dict"},
-		{&s_since, "_cd_since"}, {&s_next_id, "next_id"},
+		{&s_since, "_cd_since"}, {&s_next_id, "next_id"}, {&s_cd_own, "_cd_own"},
+		{&s_cd_lines, "_cd_lines"},
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))

@@ -31,11 +31,12 @@
 
 /* Slots of a module's entry (_light) and of its full-mode texts (_tracker._fentry). */
 enum { F_KEY, F_REGION, F_PRE_IN, F_PRE_NOIN, F_PRE_BW, F_POST_OUT, F_POST_NOOUT, F_POST_BW,
-       F_EXIT, F_ENTER, F_N };
+       F_EXIT, F_ENTER, F_META, F_N };
 
 static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_grad_fn,
 	*s_bw_hooks, *s_register, *s_next_id, *s_queue_bw_end, *s_seq_nr, *s_enter, *s_exit,
-	*s_forward, *s_fparams, *s_exit_prefix, *s_eval_frame, *s_is_in_compiled;
+	*s_forward, *s_fparams, *s_exit_prefix, *s_eval_frame, *s_is_in_compiled, *s_shape,
+	*s_dtype, *s_has_callback;
 
 /* ---------------------------------------------------------------- Marker */
 
@@ -69,6 +70,9 @@ static PyObject *Marker_call(Marker *m, PyObject *args, PyObject *kw)
 	Py_DECREF(now);
 	if (r == 0) {
 		int enter = PyObject_IsTrue(m->enter);
+		if (enter > 0)          /* (queued already: rec._has_callback) */
+			enter = cd_attr_true(m->rec, s_has_callback) == 0 ? 1 :
+				PyErr_Occurred() ? -1 : 0;
 		if (enter > 0) {
 			PyObject *q = PyObject_CallMethodNoArgs(m->rec, s_queue_bw_end);
 			r = q ? 0 : -1;
@@ -366,52 +370,98 @@ static PyObject *identity_node(FullCall *c, PyObject *t)
 	return a;
 }
 
+/* What a module's parameters' texts say of them, as _tracker._params_meta
+ * has it: ((name, requires_grad, shape, dtype), ...) of those not None (a
+ * new reference). */
+static PyObject *params_meta(PyObject *ps)
+{
+	PyObject *out = PyList_New(0), *k, *v;
+	if (!out)
+		return NULL;
+	Py_ssize_t pos = 0;
+	while (PyDict_Next(ps, &pos, &k, &v)) {
+		if (v == Py_None)
+			continue;
+		PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
+		PyObject *shape = rg ? PyObject_GetAttr(v, s_shape) : NULL;
+		PyObject *dtype = shape ? PyObject_GetAttr(v, s_dtype) : NULL;
+		PyObject *item = dtype ? PyTuple_Pack(4, k, rg, shape, dtype) : NULL;
+		Py_XDECREF(rg);
+		Py_XDECREF(shape);
+		Py_XDECREF(dtype);
+		if (!item || PyList_Append(out, item) < 0) {
+			Py_XDECREF(item);
+			Py_DECREF(out);
+			return NULL;
+		}
+		Py_DECREF(item);
+	}
+	Py_SETREF(out, PyList_AsTuple(out));
+	return out;
+}
+
 /* The module's fw_pre texts with its parameters as they are (_tracker's
- * _fw_pre_lean): kept when they were made this region for the same
- * objects (f[F_KEY], f[F_REGION]), else made again by rec._fparams(mod, e,
- * f, key).  0, -1 on error. */
+ * _fw_pre_lean): kept within a region while its parameters are the same
+ * objects (f[F_KEY], f[F_REGION]); at its first call in another region,
+ * kept where what they say of them is the same too (f[F_META]); else
+ * made again by rec._fparams(mod, e, f, key).  0, -1 on error. */
 static int params_fresh(FullCall *c, PyObject *mod, PyObject *e, PyObject *f)
 {
 	PyObject *region = PyObject_GetAttr(c->rec, s_region);
 	if (!region)
 		return -1;
-	int same = PyObject_RichCompareBool(region, PyList_GET_ITEM(f, F_REGION), Py_EQ);
-	Py_DECREF(region);
-	if (same < 0)
-		return -1;
-	PyObject *ps = PyObject_GetAttr(mod, s_parameters), *key = NULL;
+	PyObject *ps = PyObject_GetAttr(mod, s_parameters), *key = NULL, *meta = NULL;
+	int r = -1, same;
 	if (!ps)
-		return -1;
+		goto out;
 	if (!PyDict_Check(ps)) {
 		PyErr_SetString(PyExc_TypeError, "commdebug: a module's _parameters is not a dict");
-		goto err;
+		goto out;
 	}
 	/* key = tuple(map(id, ps.values())) */
 	key = PyTuple_New(PyDict_GET_SIZE(ps));
 	if (!key)
-		goto err;
+		goto out;
 	Py_ssize_t pos = 0, i = 0;
 	PyObject *k, *v;
 	while (PyDict_Next(ps, &pos, &k, &v)) {
 		PyObject *id = PyLong_FromVoidPtr(v);
 		if (!id)
-			goto err;
+			goto out;
 		PyTuple_SET_ITEM(key, i++, id);
 	}
-	if (same)
-		same = PyObject_RichCompareBool(key, PyList_GET_ITEM(f, F_KEY), Py_EQ);
-	if (same == 0) {
-		PyObject *r = PyObject_CallMethodObjArgs(c->rec, s_fparams, mod, e, f, key, NULL);
-		same = r ? 1 : -1;
-		Py_XDECREF(r);
+	/* the same objects as when the texts were made, this region: kept */
+	if ((same = PyObject_RichCompareBool(key, PyList_GET_ITEM(f, F_KEY), Py_EQ)) < 0)
+		goto out;
+	if (same) {
+		int now = PyObject_RichCompareBool(region, PyList_GET_ITEM(f, F_REGION), Py_EQ);
+		if (now < 0)
+			goto out;
+		if (!now) {
+			/* another region: read whole again, and the texts made again
+			 * only where a name, requires_grad, shape or dtype changed */
+			if (!(meta = params_meta(ps)))
+				goto out;
+			same = PyObject_RichCompareBool(meta, PyList_GET_ITEM(f, F_META), Py_EQ);
+			if (same < 0)
+				goto out;
+			if (same && PyList_SetItem(f, F_REGION, Py_NewRef(region)) < 0)
+				goto out;
+		}
 	}
-	Py_DECREF(key);
-	Py_DECREF(ps);
-	return same < 0 ? -1 : 0;
-err:
+	if (!same) {
+		PyObject *res = PyObject_CallMethodObjArgs(c->rec, s_fparams, mod, e, f, key, NULL);
+		if (!res)
+			goto out;
+		Py_DECREF(res);
+	}
+	r = 0;
+out:
+	Py_XDECREF(meta);
 	Py_XDECREF(key);
-	Py_DECREF(ps);
-	return -1;
+	Py_XDECREF(ps);
+	Py_DECREF(region);
+	return r;
 }
 
 /* The input side's common case: 1 with *out the arguments to call the
@@ -488,11 +538,12 @@ done:
  * dynamo is imported and has it (an error in it counts as no): 1, 0, -1. */
 static int in_compiled_region(void)
 {
-	PyObject *dyn = PyImport_GetModule(s_eval_frame);
+	/* (sys.modules read directly: PyImport_GetModule asks the module's
+	 * spec whether it is being imported, which runs Python on 3.14) */
+	PyObject *dyn = PyDict_GetItemWithError(PyImport_GetModuleDict(), s_eval_frame);
 	if (!dyn)
 		return PyErr_Occurred() ? -1 : 0;
 	PyObject *f = PyObject_GetAttr(dyn, s_is_in_compiled);
-	Py_DECREF(dyn);
 	if (!f) {
 		if (!PyErr_ExceptionMatches(PyExc_AttributeError))
 			return -1;
@@ -698,7 +749,8 @@ int cd_full_ready(void)
 		{&s_enter, "__enter__"}, {&s_exit, "__exit__"}, {&s_forward, "forward"},
 		{&s_fparams, "_fparams"}, {&s_exit_prefix, "{\"ev\":\"bw_exit\""},
 		{&s_eval_frame, "torch._dynamo.eval_frame"},
-		{&s_is_in_compiled, "_is_in_compiled_region"},
+		{&s_is_in_compiled, "_is_in_compiled_region"}, {&s_shape, "shape"},
+		{&s_dtype, "dtype"}, {&s_has_callback, "_has_callback"},
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))

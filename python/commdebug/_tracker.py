@@ -50,6 +50,13 @@ def _flat_tensors_requiring_grad(x):
     return [a for a in leaves if isinstance(a, _Tensor) and a.requires_grad]
 
 
+def _params_meta(mod):
+    """What fw_pre's parameter texts say of a module's parameters besides
+    which objects they are: ((name, requires_grad, shape, dtype), ...).
+    (The C module's FullCall builds the same tuple to compare.)"""
+    return tuple([(k, p.requires_grad, p.shape, p.dtype)
+                  for k, p in mod._parameters.items() if p is not None])
+
 class TrackerEvents:
     """The Recorder's module tracker hooks (full mode)."""
 
@@ -144,14 +151,15 @@ class TrackerEvents:
         """The full recorder's texts of a module's events (slot _FULL of its
         light-mode entry): [params key, region they were read whole,
         fw_pre with grad_in true, with grad_in false, fw_pre in backward,
-        fw_post with grad_out true, false, in backward, bw_exit, bw_enter]."""
+        fw_post with grad_out true, false, in backward, bw_exit, bw_enter,
+        what the parameters' texts say of them (_params_meta)]."""
         nj = e[1]
         f = e[_FULL] = [None, None, None, None, e[3][:-4] + '"params":[],"grad_in":false,"t":',
                         e[4][0][:-4] + '"grad_out":true,"t":',
                         e[4][0][:-4] + '"grad_out":false,"t":',
                         e[5][0][:-4] + '"grad_out":false,"t":',
                         '{"ev":"bw_exit","mod":' + nj + ',"t":',
-                        '{"ev":"bw_enter","mod":' + nj + ',"t":']
+                        '{"ev":"bw_enter","mod":' + nj + ',"t":', None]
         return f
 
     def _lean_entry(self, mod):
@@ -170,6 +178,7 @@ class TrackerEvents:
         pj = self._params_json(mod)
         f[0] = key
         f[1] = self.region
+        f[10] = _params_meta(mod)
         f[2] = e[2][:-4] + '"params":%s,"grad_in":true,"t":' % pj
         f[3] = e[2][:-4] + '"params":%s,"grad_in":false,"t":' % pj
 
@@ -188,8 +197,15 @@ class TrackerEvents:
             return
         ps = mod._parameters
         key = tuple(map(id, ps.values())) if ps else ()
-        if key != f[0] or f[1] != self.region:
+        if key != f[0]:
             self._fparams(mod, e, f, key)
+        elif f[1] != self.region:
+            # read whole once a region: the texts made again where what
+            # they say of the parameters changed
+            if _params_meta(mod) != f[10]:
+                self._fparams(mod, e, f, key)
+            else:
+                f[1] = self.region
         tensors = _flat_tensors_requiring_grad(inputs)
         if tensors:
             self._append((f[2], _clock()))

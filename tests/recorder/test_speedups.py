@@ -26,16 +26,18 @@ def _native():
 
 def test_text_equals_python(ctx):
     """text() gives the bytes and the marks of the Python formatter for
-    lines, pairs of lines, marks between them and non-ASCII (and lone
-    surrogate) text; an item it does not know (a float time) leaves the
-    chunk to the Python."""
+    lines, pairs of lines, marks between them, non-ASCII (and lone
+    surrogate) text, times of zero, below zero and of 19 digits; an item it
+    does not know (a float time) leaves the chunk to the Python."""
     native = _native()
     from commdebug import _writer
     w = _writer.TraceWriter.__new__(_writer.TraceWriter)
     w.mono0 = 1000
     chunk = [3, '{"ev":"region_enter","region":3}\n', ('{"ev":"fw_pre","mod":"a","t":', 1500),
              ('{"ev":"fw_post","t":', '{"ev":"fw_done","t":', 2000), 4,
-             ('{"ev":"x","mod":"\u00e9\u4e2d\ud800","t":', 10 ** 15), '{"ev":"y"}\n', 5]
+             ('{"ev":"x","mod":"\u00e9\u4e2d\ud800","t":', 10 ** 15), '{"ev":"y"}\n', 5,
+             ('{"ev":"z","t":', 1000), ('{"ev":"z","t":', 999), ('{"ev":"z","t":', 10),
+             ('{"ev":"z","t":', 9 * 10 ** 18 + 12345)]
     w._ctext = None
     want = w._text(chunk), w._marks
     got = native.text(chunk, 1000)
@@ -141,6 +143,7 @@ PROGRAM = textwrap.dedent(r'''
     rec = Recorder(sys.argv[1], light=sys.argv[2] == "light")
     x = torch.randn(4, 8, requires_grad=True)
     for step in range(4):
+        net.pair.b.bias.requires_grad_(step != 2)      # (the same object, in place)
         with rec(label="step %d" % step):
             (ddp(x) if step != 2 else net(x, late=True)).sum().backward()
         if step == 1:
@@ -200,7 +203,8 @@ def test_light_traces_same_four_ways(ctx):
     checkpointing, DDP, a parameter replaced, a module first called in a
     later region, a region under no_grad, a module called with keyword
     arguments, one whose forward raises, an in-place ReLU on a module's
-    input) recorded light four ways: with
+    input, a parameter's requires_grad changed in place) recorded light
+    four ways: with
     the C module or without (COMMDEBUG_SPEEDUPS=0), its hooks in nn.Module's
     call or global (COMMDEBUG_MODULE_CALL=torch).  The four traces hold the
     same events in the same order."""
@@ -232,6 +236,12 @@ def test_full_traces_same_four_ways(ctx):
         "c0-torch": {"COMMDEBUG_SPEEDUPS": "0", "COMMDEBUG_MODULE_CALL": "torch"}})
     ops = [e for e in want if e["ev"] == "op"]
     check(len(ops) > 100, "only %d op events in a full trace", len(ops))
+    # a parameter's requires_grad changed in place is read at the module's
+    # first call of the next region (the full recorder reads its parameters
+    # whole once a region; the last, the no_grad region)
+    bias = [p["requires_grad"] for e in want if e["ev"] == "fw_pre" and
+            e["mod"].endswith("pair.b") for p in e.get("params", []) if p["name"] == "bias"]
+    eq(bias, [True, True, False, True, True], "pair.b's bias requires_grad at each fw_pre")
     check(any(e.get("bw") for e in ops) and any(e.get("fake") is False for e in ops),
           "no backward op: %r", ops[:5])
 
