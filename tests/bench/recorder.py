@@ -5,7 +5,7 @@ do-nothing dispatch mode vs CommDebugMode, on two workloads, ratios from one
 run.
 
     tests/torch2/env.sh run python3 tests/bench/recorder.py [--rounds R] [--steps K]
-                                                            [--only gpt2|light|blocks|pieces|colls]
+                                                            [--only gpt2|light|blocks|pieces|colls|instr]
                                                             [--variants plain,light,...]
 
 (tests/bench/recorder.sh runs it in the torch 2.14 root.)
@@ -32,6 +32,14 @@ run.
   call on, the light recorder, a ProcessGroup pre-hook, a Python wrapper of
   dist.all_reduce, a do-nothing dispatch mode), and reading PyTorch's Flight
   Recorder buffer (_dump_fr_trace_json) once per step.
+* instr (only when asked for: --only instr, a few minutes): instructions per
+  step under valgrind's callgrind, each variant in a process of its own,
+  plain, light and the full recorder on both workloads (the do-nothing mode
+  on blocks), with the ratios the time columns give.  The count is the same
+  from run to run, where time here moves by several per cent from one
+  process to the next; it leaves out what an instruction costs (cache
+  misses, system calls).  tests/bench/recorder.sh --only instr runs it with
+  valgrind (tests/torch2/env.sh grind).
 
 Timings vary with the load of the machine: every variant runs in every
 round, next to the others, in an order drawn for each round, and ratios are
@@ -403,10 +411,10 @@ def light(args):
 
 
 # ------------------------------------------------------------------- blocks
-def blocks(args):
+def blocks_step():
+    """One step of the 8-block workload (forward and backward)."""
     import torch
     import torch.nn as nn
-    from torch.utils._python_dispatch import TorchDispatchMode
     torch.set_num_threads(1)
     torch.manual_seed(0)
     width = 64
@@ -416,6 +424,16 @@ def blocks(args):
 
     def step():
         model(x).sum().backward()
+    return step
+
+
+def blocks(args):
+    import torch
+    import torch.nn as nn
+    from torch.utils._python_dispatch import TorchDispatchMode
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    step = blocks_step()
 
     class Count(TorchDispatchMode):
         n = 0
@@ -698,15 +716,148 @@ def colls(args):
     print()
 
 
+# -------------------------------------------------------------------- instr
+# (workload, variant) counted by --only instr: every variant's instructions
+# per step, each in a process of its own under callgrind
+INSTR = [("gpt2", "plain"), ("gpt2", "light"), ("blocks", "plain"), ("blocks", "nothing"),
+         ("blocks", "full"), ("blocks", "light")]
+
+
+def instr_child(args):
+    """Under callgrind (--instr-atstart=no): warm-up steps uninstrumented,
+    then args.steps steps counted (cgtoggle.c's requests), a region each;
+    a light recorder's hooks put on before either, as the timed variants
+    have them."""
+    import ctypes
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from commdebug import Recorder
+    workload, variant = args.instr_child.split(":")
+    cg = ctypes.CDLL(os.environ["BENCH_CGTOGGLE"])
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    if workload == "gpt2":
+        import torch.distributed as dist
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        step = gpt2_step()
+    else:
+        step = blocks_step()
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    rec = ctx = None
+    if variant == "light":
+        rec = light_variant(tmp, "light.zst")
+        light_on(rec)
+    elif variant == "full":
+        rec = Recorder(os.path.join(tmp, "full.zst"))
+    elif variant == "nothing":
+        ctx = NothingMode
+    elif variant != "plain":
+        raise SystemExit("instr: no variant %s" % variant)
+    if rec is not None:
+        ctx = lambda: rec     # noqa: E731
+    run_steps(step, ctx, 5)
+    w = rec._w if rec is not None else None
+    if w is not None:
+        # The writer thread comes round on a clock (every 20 ms, light mode
+        # every 0.1 s), which valgrind slows 50-fold: here it waits, and
+        # does one round for all the counted steps at their end instead.
+        w.tick = 3600.0
+        w._wake.set()
+        time.sleep(0.5)
+        writer_round(w)
+    cg.cd_cg_start()
+    run_steps(step, ctx, args.steps)
+    if w is not None:
+        writer_round(w)
+    cg.cd_cg_stop()
+    if rec is not None:
+        rec.close()
+
+
+def writer_round(w):
+    """What the writer thread does when it comes round (_writer.TraceWriter._run)."""
+    if w.buf:
+        with w._io:
+            w._drain_locked(raw=True)
+    if w._tail_at is not None:
+        w._compact()
+    if w.bounded is not None and w._tail_at is None:
+        w.bounded.maybe_compact(w)
+
+
+def _callgrind_total(path):
+    """The Ir total of callgrind's dumps for one run: path (what was left at
+    exit) and path.1, path.2, ... (cd_cg_stop's dump)."""
+    import glob
+    total, seen = 0, 0
+    for p in [path] + sorted(glob.glob(path + ".*")):
+        with open(p) as f:
+            for line in f:
+                if line.startswith("totals:"):
+                    total += int(line.split()[1])
+                    seen += 1
+                    break
+    if not seen:
+        raise SystemExit("instr: no total in %s" % path)
+    return total
+
+
+def instr(args):
+    """Instructions per step (valgrind's callgrind, every thread): the same
+    count on every run, where time on this machine moves by several per cent
+    from process to process.  What it leaves out is what an instruction
+    costs: cache misses, system calls, waiting for the GIL."""
+    import shutil
+    if not shutil.which("valgrind") or not os.environ.get("BENCH_CGTOGGLE"):
+        print("instr: needs valgrind and BENCH_CGTOGGLE (tests/bench/recorder.sh --only instr "
+              "sets both up); skipped\n")
+        return
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    per = {}
+    for workload, variant in INSTR:
+        if variant not in VARIANTS:
+            continue
+        out = os.path.join(tmp, "cg-%s-%s.out" % (workload, variant))
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
+               "--instr-child", "%s:%s" % (workload, variant), "--steps", str(args.steps)]
+        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if r.returncode:
+            raise SystemExit("instr: %s %s failed:\n%s" % (workload, variant,
+                                                           r.stderr.decode()[-2000:]))
+        per[workload, variant] = _callgrind_total(out) / args.steps
+    print("instr: instructions per step (callgrind, every thread), %d steps counted per "
+          "variant after 5 uncounted, each variant in a process of its own" % args.steps)
+    for workload in ("gpt2", "blocks"):
+        base = per.get((workload, "plain"))
+        if base is None:
+            continue
+        nothing = per.get((workload, "nothing"))
+        for variant in [v for w, v in INSTR if w == workload]:
+            n = per.get((workload, variant))
+            if n is None:
+                continue
+            line = "  %-7s %-26s %14.0f" % (workload, LABELS[variant], n)
+            if variant != "plain":
+                line += "  %+10.0f (%.4fx plain)" % (n - base, n / base)
+                if nothing is not None and variant != "nothing":
+                    line += ", %.2fx the do-nothing mode's added" % ((n - base) / (nothing - base))
+            print(line)
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--only", choices=["gpt2", "light", "blocks", "pieces", "colls"],
+    ap.add_argument("--only", choices=["gpt2", "light", "blocks", "pieces", "colls", "instr"],
                     action="append")
     ap.add_argument("--variants", help="comma-separated: only these of %s (plain always)"
                     % ",".join(VARIANTS))
     ap.add_argument("--rank-of", help=argparse.SUPPRESS)
+    ap.add_argument("--instr-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.variants:
         keep = set(args.variants.split(",")) | {"plain"}
@@ -716,13 +867,15 @@ def main():
         VARIANTS[:] = [v for v in VARIANTS if v in keep]
     if args.rank_of == "gpt2":
         return gpt2_rank(args)
+    if args.instr_child:
+        return instr_child(args)
     import torch
     print("torch %s, Python %s, %d CPUs" % (torch.__version__, sys.version.split()[0],
                                           os.cpu_count()))
     print()
     for what in args.only or ["gpt2", "light", "blocks", "pieces", "colls"]:
         {"gpt2": gpt2, "light": light, "blocks": blocks, "pieces": pieces,
-         "colls": colls}[what](args)
+         "colls": colls, "instr": instr}[what](args)
 
 
 if __name__ == "__main__":

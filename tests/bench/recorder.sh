@@ -19,4 +19,7 @@ if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
 	exit 0
 fi
 "$repo/tests/torch2/env.sh" ext || echo "recorder bench: without the recorder's C module"
-cd "$repo" && exec "$repo/tests/torch2/env.sh" run python3 tests/bench/recorder.py "$@"
+# instruction counts run under valgrind, installed in the root on first use
+how=run
+case " $* " in *" instr "* | *" --only=instr "*) how=grind ;; esac
+cd "$repo" && exec "$repo/tests/torch2/env.sh" $how python3 tests/bench/recorder.py "$@"

@@ -8,6 +8,10 @@
 #   tests/torch2/env.sh ext            build the recorder's C module for its Python
 #   tests/torch2/env.sh san CMD ARG... run CMD inside it with that module built with
 #                                      ASan and UBSan (build-san/)
+#   tests/torch2/env.sh grind CMD ARG... run CMD inside it with valgrind there
+#                                      (installed on first use) and
+#                                      tests/bench/cgtoggle.c built (build-bench/),
+#                                      for instruction counts
 #   tests/torch2/env.sh path           print where the root is
 #   tests/torch2/env.sh ok             exit 0 when the root is ready
 #
@@ -145,12 +149,34 @@ san() {
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1" run "$@"
 }
 
+grind() {
+	# CMD run inside the root with valgrind installed there and
+	# BENCH_CGTOGGLE naming tests/bench/cgtoggle.c built against its
+	# headers (tests/bench/recorder.py --only instr).
+	ready || die "no root at $ROOT: run tests/torch2/env.sh setup"
+	local out=$REPO/build-bench/cgtoggle.so src=$REPO/tests/bench/cgtoggle.c
+	if [ ! -x "$ROOT/usr/bin/valgrind" ] || [ ! -f "$ROOT/usr/include/valgrind/callgrind.h" ]; then
+		echo "torch2: grind: installing valgrind in $ROOT"
+		$SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+			DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -q &&
+			apt-get install -y -q --no-install-recommends valgrind' >/dev/null ||
+			die "grind: valgrind does not install in $ROOT"
+	fi
+	if [ ! -f "$out" ] || [ "$src" -nt "$out" ]; then
+		mkdir -p "$(dirname "$out")"
+		${CC:-cc} -Wall -Wextra -Werror -O1 -fPIC -shared -idirafter "$ROOT/usr/include" \
+			"$src" -o "$out" || die "grind: $src does not build"
+	fi
+	COMMDEBUG_TORCH2_ENV="${COMMDEBUG_TORCH2_ENV:-} BENCH_CGTOGGLE=$out" run "$@"
+}
+
 case "${1:-}" in
 setup) setup ;;
 ext) ext ;;
 run) shift; [ $# -gt 0 ] || die "run: no command"; run "$@" ;;
 san) shift; [ $# -gt 0 ] || die "san: no command"; san "$@" ;;
+grind) shift; [ $# -gt 0 ] || die "grind: no command"; grind "$@" ;;
 path) echo "$ROOT" ;;
 ok) ready ;;
-*) echo "usage: $0 setup | run CMD [ARG...] | ext | san CMD [ARG...] | path | ok" >&2; exit 2 ;;
+*) echo "usage: $0 setup | run CMD [ARG...] | ext | san CMD [ARG...] | grind CMD [ARG...] | path | ok" >&2; exit 2 ;;
 esac
