@@ -57,6 +57,7 @@ def _params_meta(mod):
     return tuple([(k, p.requires_grad, p.shape, p.dtype)
                   for k, p in mod._parameters.items() if p is not None])
 
+
 class TrackerEvents:
     """The Recorder's module tracker hooks (full mode)."""
 

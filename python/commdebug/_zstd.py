@@ -86,7 +86,7 @@ class Zstd:
             raise ZstdError("%s: %s" % (what, self._lib.ZSTD_getErrorName(rc).decode()))
         return rc
 
-    def compressor(self, level=3):
+    def compressor(self, level=1):
         """A Compressor: frames with content checksums, one reused context."""
         return Compressor(self, level)
 
