@@ -311,32 +311,34 @@ out:
 	return rc;
 }
 
-/* hasattr(o, name): 1, 0, -1 (PyObject_HasAttrWithError is Python 3.13's). */
-static int has_attr(PyObject *o, PyObject *name)
+int cd_attr_opt(PyObject *o, PyObject *name, PyObject **v)
 {
-	PyObject *v = PyObject_GetAttr(o, name);
-	if (v) {
-		Py_DECREF(v);
+	*v = PyObject_GetAttr(o, name);
+	if (*v)
 		return 1;
-	}
 	if (!PyErr_ExceptionMatches(PyExc_AttributeError))
 		return -1;
 	PyErr_Clear();
 	return 0;
 }
 
+/* hasattr(o, name): 1, 0, -1 (PyObject_HasAttrWithError is Python 3.13's). */
+static int has_attr(PyObject *o, PyObject *name)
+{
+	PyObject *v;
+	int r = cd_attr_opt(o, name, &v);
+	Py_XDECREF(v);
+	return r;
+}
+
 /* _lightbw's quiet(d, None): nothing registered on the hook dict d since
  * its last bw_pre hook (d._cd_since: the next handle id then): 1, 0, -1. */
 static int quiet(PyObject *d)
 {
-	PyObject *since = PyObject_GetAttr(d, s_since);
-	if (!since) {
-		if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-			return -1;
-		PyErr_Clear();
-		return 1;
-	}
-	int r = 1;
+	PyObject *since;
+	int r = cd_attr_opt(d, s_since, &since);
+	if (r <= 0)
+		return r < 0 ? -1 : 1;
 	if (since != Py_None) {
 		PyObject *it = PyObject_GetIter(d), *k;
 		if (!it)

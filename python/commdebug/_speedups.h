@@ -44,6 +44,10 @@ int cd_in_backward(PyObject *cur_task);
 /* The truth of o.name: 1, 0, -1 on error. */
 int cd_attr_true(PyObject *o, PyObject *name);
 
+/* o.name where o has it: 1 with *v a new reference, 0 (*v NULL) where
+ * getting it raises AttributeError (cleared), -1 on another error. */
+int cd_attr_opt(PyObject *o, PyObject *name, PyObject **v);
+
 /* (text, t) appended to the list buf: 0, or -1 with an error set. */
 int cd_append2(PyObject *buf, PyObject *text, PyObject *t);
 

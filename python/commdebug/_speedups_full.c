@@ -543,14 +543,11 @@ static int in_compiled_region(void)
 	PyObject *dyn = PyDict_GetItemWithError(PyImport_GetModuleDict(), s_eval_frame);
 	if (!dyn)
 		return PyErr_Occurred() ? -1 : 0;
-	PyObject *f = PyObject_GetAttr(dyn, s_is_in_compiled);
-	if (!f) {
-		if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-			return -1;
-		PyErr_Clear();
-		return 0;
-	}
-	int r = f == Py_None ? 0 : call_true(f);
+	PyObject *f;
+	int r = cd_attr_opt(dyn, s_is_in_compiled, &f);
+	if (r <= 0)
+		return r;
+	r = f == Py_None ? 0 : call_true(f);
 	Py_DECREF(f);
 	if (r < 0 && PyErr_ExceptionMatches(PyExc_Exception)) {
 		PyErr_Clear();

@@ -293,16 +293,21 @@ class TraceWriter(RawTail, Relocation):
             wake.wait(self.tick)
             wake.clear()
             closing = self._closing
-            if self.buf:
-                with self._io:
-                    self._drain_locked(raw=True)
-            if self._tail_at is not None:
-                self._compact()
-            if self.bounded is not None and self._tail_at is None:
-                self.bounded.maybe_compact(self)
-            self.due = time.monotonic_ns() + _DUE_NS
+            self.do_round()
             if closing:
                 return
+
+    def do_round(self):
+        """What the writer thread does each time it comes round: the lines
+        waiting written, the raw tail compressed, a bounded trace trimmed."""
+        if self.buf:
+            with self._io:
+                self._drain_locked(raw=True)
+        if self._tail_at is not None:
+            self._compact()
+        if self.bounded is not None and self._tail_at is None:
+            self.bounded.maybe_compact(self)
+        self.due = time.monotonic_ns() + _DUE_NS
 
     def sync(self):
         """Called by the recording thread: get everything buffered into the

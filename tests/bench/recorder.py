@@ -765,25 +765,14 @@ def instr_child(args):
         w.tick = 3600.0
         w._wake.set()
         time.sleep(0.5)
-        writer_round(w)
+        w.do_round()
     cg.cd_cg_start()
     run_steps(step, ctx, args.steps)
     if w is not None:
-        writer_round(w)
+        w.do_round()
     cg.cd_cg_stop()
     if rec is not None:
         rec.close()
-
-
-def writer_round(w):
-    """What the writer thread does when it comes round (_writer.TraceWriter._run)."""
-    if w.buf:
-        with w._io:
-            w._drain_locked(raw=True)
-    if w._tail_at is not None:
-        w._compact()
-    if w.bounded is not None and w._tail_at is None:
-        w.bounded.maybe_compact(w)
 
 
 def _callgrind_total(path):
