@@ -382,10 +382,15 @@ static PyObject *params_meta(PyObject *ps)
 	while (PyDict_Next(ps, &pos, &k, &v)) {
 		if (v == Py_None)
 			continue;
+		/* (held: the getters run torch's code, with the dict's items borrowed) */
+		Py_INCREF(k);
+		Py_INCREF(v);
 		PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
 		PyObject *shape = rg ? PyObject_GetAttr(v, s_shape) : NULL;
 		PyObject *dtype = shape ? PyObject_GetAttr(v, s_dtype) : NULL;
 		PyObject *item = dtype ? PyTuple_Pack(4, k, rg, shape, dtype) : NULL;
+		Py_DECREF(k);
+		Py_DECREF(v);
 		Py_XDECREF(rg);
 		Py_XDECREF(shape);
 		Py_XDECREF(dtype);
