@@ -56,7 +56,6 @@ MAX_AGE_MS = 50            # the documented bound on what a sudden death loses
 # besides what the frame written before each collective keeps.
 LIGHT_TICK_S = 0.1
 LIGHT_MAX_AGE_MS = 150
-ZSTD_LEVEL = 1             # the default of COMMDEBUG_ZSTD_LEVEL
 MAX_LINES = 1 << 16        # lines waiting beyond this are dropped when stalled
 _STALL_NS = 50 * 1000000   # a write in progress longer than this: do not wait for it
 _DUE_NS = 250 * 1000000    # the recording thread checks the writer after this long
@@ -109,12 +108,10 @@ class TraceWriter(RawTail, Relocation):
             _warn("libzstd.so.1 not found; writing uncompressed JSON Lines to %s "
                   "(without checksums)" % path)
         if level is None:
-            # level 1: on the recorder's traces both faster and smaller than
-            # zstd's default 3 (tests/bench/zstd_level.py)
             try:
-                level = int(os.environ.get("COMMDEBUG_ZSTD_LEVEL", str(ZSTD_LEVEL)))
+                level = int(os.environ.get("COMMDEBUG_ZSTD_LEVEL", str(_zstd.DEFAULT_LEVEL)))
             except ValueError:
-                level = ZSTD_LEVEL
+                level = _zstd.DEFAULT_LEVEL
         self._comp = self._z.compressor(level) if self._z is not None else None
         self._pid = os.getpid()
         self.buf = []

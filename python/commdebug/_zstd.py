@@ -26,6 +26,11 @@ _C_CHECKSUM_FLAG = 201
 _NAMES = ("libzstd.so.1", "libzstd.so", "libzstd.1.dylib", "libzstd.dylib")
 
 
+# The recorder's compression level (COMMDEBUG_ZSTD_LEVEL's default): on its
+# traces, in the writer's chunks, level 1 is both faster and smaller than
+# zstd's own default 3 (tests/bench/zstd_level.py).
+DEFAULT_LEVEL = 1
+
 class _InBuffer(ctypes.Structure):
     _fields_ = [("src", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pos", ctypes.c_size_t)]
 
@@ -86,7 +91,7 @@ class Zstd:
             raise ZstdError("%s: %s" % (what, self._lib.ZSTD_getErrorName(rc).decode()))
         return rc
 
-    def compressor(self, level=1):
+    def compressor(self, level=DEFAULT_LEVEL):
         """A Compressor: frames with content checksums, one reused context."""
         return Compressor(self, level)
 
