@@ -253,6 +253,7 @@ EMULATE_BW_PRE = _global_bw_pre is None
 
 # --- process groups seen by the dispatcher ------------------------------------------------
 _unbox = None
+_ScriptObject = getattr(torch._C, "ScriptObject", None)
 try:
     from torch._C._distributed_c10d import ProcessGroup as _PG
     _unbox = getattr(_PG, "unbox", None)
@@ -263,6 +264,13 @@ except Exception:
 def unbox_process_group(obj):
     """The ProcessGroup behind a c10d op's ScriptObject argument, or None
     where this torch cannot unbox it (1.13)."""
+    if type(obj) is _ScriptObject and _unbox is not None:
+        # (what a c10d op gets; isinstance(obj, _PG) would first run a
+        # metaclass's __instancecheck__ in Python)
+        try:
+            return _unbox(obj)
+        except Exception:
+            return None
     if _PG is not None and isinstance(obj, _PG):
         return obj
     if _unbox is None:

@@ -50,6 +50,7 @@ import torch
 from torch.utils.hooks import BackwardHook, RemovableHandle
 
 from . import _compat as C
+from ._native import speedups
 
 # Keys of the gradient hooks put in a tensor's hook dict directly: negative,
 # never those of torch's RemovableHandle.
@@ -90,8 +91,15 @@ def make_bw_hooks(rec, compiling, slots):
         state[1] = False
         append('{"ev":"bw_end","t":%d}\n' % (clock() - mono0))
 
+    native = speedups()
+    Fire = getattr(native, "Fire", None) if native is not None else None
+
     def fire(lines):
-        """A gradient hook writing lines, all at the time it fires."""
+        """A gradient hook writing lines, all at the time it fires (the C
+        module's Fire where it is built: this Python where not)."""
+        if Fire is not None:
+            return Fire(lines, state, queue, bw_end, rec._w.buf)
+
         def bw_pre(grad):
             if not state[1]:
                 state[1] = True

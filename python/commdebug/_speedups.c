@@ -20,11 +20,14 @@
  * an output that is a Tensor subclass, several tensors requiring grad, a
  * tensor that has gradient hooks already.
  *
+ * Fire(...): light mode's bw_pre gradient hook (_lightbw's fire).
+ *
  * text(chunk, mono0): the trace writer's formatting of buffered lines
  * (_writer.TraceWriter._text); raw_frame(data): _zstd.raw_frame, with its
  * content checksum always (XXH64 here; the Python needs libxxhash).
  */
 #include "_speedups.h"
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -593,6 +596,107 @@ static PyTypeObject HooksType = {
 	.tp_methods = Hooks_methods,
 };
 
+/* ------------------------------------------------------------------ fire */
+
+/*
+ * Fire(lines, state, queue, bw_end, buf): _lightbw's fire(lines), the
+ * gradient hook that writes a module's bw_pre lines when its output's
+ * gradient is computed.  Called with the gradient; returns None (the
+ * gradient unchanged).  The first call in a backward pass queues bw_end
+ * (state[1]: one is queued).  Attributes may be set on it (_cd_own,
+ * _cd_lines), as on the Python function.
+ */
+typedef struct {
+	PyObject_HEAD
+	PyObject *lines;        /* tuple or list of line prefixes */
+	PyObject *state;        /* list: [region, bw_end queued, in a region] */
+	PyObject *queue;        /* queue(callback): an engine callback */
+	PyObject *bw_end;       /* the callback */
+	PyObject *buf;          /* the writer's list of lines */
+	PyObject *dict;         /* attributes */
+	vectorcallfunc vectorcall;
+} Fire;
+
+static PyObject *Fire_call(Fire *f, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+	(void)args;
+	if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+		PyErr_SetString(PyExc_TypeError, "a bw_pre hook takes the gradient");
+		return NULL;
+	}
+	int queued = PyObject_IsTrue(PyList_GET_ITEM(f->state, 1));
+	if (queued < 0)
+		return NULL;
+	if (!queued) {
+		if (PyList_SetItem(f->state, 1, Py_NewRef(Py_True)) < 0)
+			return NULL;
+		PyObject *r = PyObject_CallOneArg(f->queue, f->bw_end);
+		if (!r)
+			return NULL;
+		Py_DECREF(r);
+	}
+	PyObject *now = cd_now_ns();
+	if (!now)
+		return NULL;
+	int rc = 0;
+	/* (a list's lines are added to in forward only, never while it fires) */
+	for (Py_ssize_t i = 0; !rc && i < PySequence_Fast_GET_SIZE(f->lines); i++)
+		rc = cd_append2(f->buf, PySequence_Fast_GET_ITEM(f->lines, i), now);
+	Py_DECREF(now);
+	return rc ? NULL : Py_NewRef(Py_None);
+}
+
+#define FIRE_FIELDS(X) X(lines) X(state) X(queue) X(bw_end) X(buf) X(dict)
+
+CD_GC_FUNCS(Fire, FIRE_FIELDS)
+
+static PyObject *Fire_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PyObject *lines, *state, *queue, *bw_end, *buf;
+	if (kw && PyDict_GET_SIZE(kw)) {
+		PyErr_SetString(PyExc_TypeError, "Fire(lines, state, queue, bw_end, buf)");
+		return NULL;
+	}
+	if (!PyArg_ParseTuple(args, "OO!OOO!:Fire", &lines, &PyList_Type, &state, &queue, &bw_end,
+			      &PyList_Type, &buf))
+		return NULL;
+	if (!PyTuple_CheckExact(lines) && !PyList_CheckExact(lines)) {
+		PyErr_SetString(PyExc_TypeError, "Fire: lines is a tuple or a list");
+		return NULL;
+	}
+	if (PyList_GET_SIZE(state) < 3) {
+		PyErr_SetString(PyExc_ValueError, "Fire: a state of another version");
+		return NULL;
+	}
+	Fire *f = (Fire *)type->tp_alloc(type, 0);
+	if (!f)
+		return NULL;
+	f->lines = Py_NewRef(lines);
+	f->state = Py_NewRef(state);
+	f->queue = Py_NewRef(queue);
+	f->bw_end = Py_NewRef(bw_end);
+	f->buf = Py_NewRef(buf);
+	f->vectorcall = (vectorcallfunc)Fire_call;
+	return (PyObject *)f;
+}
+
+static PyTypeObject FireType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "commdebug._speedups.Fire",
+	.tp_basicsize = sizeof(Fire),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+	.tp_doc = "Light mode's bw_pre gradient hook (see commdebug._lightbw)",
+	.tp_new = Fire_new,
+	.tp_dealloc = (destructor)Fire_dealloc,
+	.tp_traverse = (traverseproc)Fire_traverse,
+	.tp_clear = (inquiry)Fire_clear,
+	.tp_call = PyVectorcall_Call,
+	.tp_vectorcall_offset = offsetof(Fire, vectorcall),
+	.tp_dictoffset = offsetof(Fire, dict),
+	.tp_getattro = PyObject_GenericGetAttr,
+	.tp_setattro = PyObject_GenericSetAttr,
+};
+
 /* ------------------------------------------------------------------ text */
 
 /* A growing byte buffer. */
@@ -662,30 +766,57 @@ static int put_time(Bytes *b, PyObject *t, long long m0)
 }
 
 /*
+ * The items of a chunk were made while a training step ran, and that step
+ * has pushed them out of the caches since: reading them one after the other
+ * waits for memory at every object (the list's item, its tuple's prefix and
+ * time).  Ask for the objects of items a few places ahead, so that those
+ * waits overlap.
+ */
+#define AHEAD_ITEM 8
+#define AHEAD_PARTS 4
+
+static void prefetch_obj(PyObject *o)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	__builtin_prefetch(o);
+	__builtin_prefetch((const char *)o + 64);
+#else
+	(void)o;
+#endif
+}
+
+static void prefetch_items(PyObject *chunk, Py_ssize_t i)
+{
+	Py_ssize_t n = PyList_GET_SIZE(chunk);
+	if (i + AHEAD_ITEM < n)
+		prefetch_obj(PyList_GET_ITEM(chunk, i + AHEAD_ITEM));
+	if (i + AHEAD_PARTS < n) {
+		PyObject *x = PyList_GET_ITEM(chunk, i + AHEAD_PARTS);
+		if (PyTuple_CheckExact(x))
+			for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(x); k++)
+				prefetch_obj(PyTuple_GET_ITEM(x, k));
+	}
+}
+
+/*
  * text(chunk, mono0) -> (bytes, marks): _writer.TraceWriter._text.  An
  * item is a str (a line), a tuple (prefix, t) for prefix + str(t - mono0)
  * + "}\n", (prefix1, prefix2, t) for two such lines with the same time, or
  * an int: a mark, listed as (mark, index of the line it comes before,
  * counting a tuple of two lines as two).
  */
-static PyObject *text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The bytes of the first n items of chunk, its marks in *marks (a new
+ * list): a new bytes object, or NULL with an error set. */
+static PyObject *format_items(PyObject *chunk, Py_ssize_t n, long long m0, PyObject **marks)
 {
-	(void)self;
-	if (nargs != 2 || !PyList_Check(args[0])) {
-		PyErr_SetString(PyExc_TypeError, "text(chunk: list, mono0: int)");
-		return NULL;
-	}
-	PyObject *chunk = args[0];
-	long long m0 = PyLong_AsLongLong(args[1]);
-	if (m0 == -1 && PyErr_Occurred())
-		return NULL;
-	PyObject *marks = PyList_New(0);
-	if (!marks)
+	*marks = PyList_New(0);
+	if (!*marks)
 		return NULL;
 	Bytes b = {NULL, 0, 0};
 	Py_ssize_t lines = 0;
 	int r = 0;
-	for (Py_ssize_t i = 0; !r && i < PyList_GET_SIZE(chunk); i++) {
+	for (Py_ssize_t i = 0; !r && i < n; i++) {
+		prefetch_items(chunk, i);
 		PyObject *x = PyList_GET_ITEM(chunk, i);
 		if (PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == 2) {
 			r = put_str(&b, PyTuple_GET_ITEM(x, 0));
@@ -710,16 +841,30 @@ static PyObject *text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 			r = -1;
 		} else {
 			PyObject *m = Py_BuildValue("(On)", x, lines);
-			r = m ? PyList_Append(marks, m) : -1;
+			r = m ? PyList_Append(*marks, m) : -1;
 			Py_XDECREF(m);
 		}
 	}
 	PyObject *out = r ? NULL : PyBytes_FromStringAndSize(b.p ? b.p : "", (Py_ssize_t)b.n);
 	PyMem_Free(b.p);
-	if (!out) {
-		Py_DECREF(marks);
+	if (!out)
+		Py_CLEAR(*marks);
+	return out;
+}
+
+static PyObject *text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	(void)self;
+	if (nargs != 2 || !PyList_Check(args[0])) {
+		PyErr_SetString(PyExc_TypeError, "text(chunk: list, mono0: int)");
 		return NULL;
 	}
+	long long m0 = PyLong_AsLongLong(args[1]);
+	if (m0 == -1 && PyErr_Occurred())
+		return NULL;
+	PyObject *marks, *out = format_items(args[0], PyList_GET_SIZE(args[0]), m0, &marks);
+	if (!out)
+		return NULL;
 	PyObject *pair = PyTuple_Pack(2, out, marks);
 	Py_DECREF(out);
 	Py_DECREF(marks);
@@ -913,12 +1058,14 @@ PyMODINIT_FUNC PyInit__speedups(void)
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))
 			return NULL;
-	if (PyType_Ready(&HooksType) < 0 || cd_mode_ready() < 0 || cd_full_ready() < 0)
+	if (PyType_Ready(&HooksType) < 0 || PyType_Ready(&FireType) < 0 || cd_mode_ready() < 0 ||
+	    cd_full_ready() < 0)
 		return NULL;
 	PyObject *m = PyModule_Create(&speedups_module);
 	if (!m)
 		return NULL;
 	if (PyModule_AddObjectRef(m, "Hooks", (PyObject *)&HooksType) < 0 ||
+	    PyModule_AddObjectRef(m, "Fire", (PyObject *)&FireType) < 0 ||
 	    PyModule_AddObjectRef(m, "Dispatch", (PyObject *)&cd_DispatchType) < 0 ||
 	    PyModule_AddObjectRef(m, "FullCall", (PyObject *)&cd_FullCallType) < 0 ||
 	    PyModule_AddObjectRef(m, "Marker", (PyObject *)&cd_MarkerType) < 0) {

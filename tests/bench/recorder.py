@@ -76,6 +76,16 @@ def quartiles(v):
     return q[0], q[2]
 
 
+# Steps each variant runs untimed whenever it takes over from another, before
+# its timed steps.  Switching variants (every round here, never in a job)
+# puts hooks on nn.Module, kernels in the dispatcher or a mode on the stack
+# and takes them off again; the first step after a switch pays for that
+# (the interpreter's attribute caches of every module class start over, the
+# dispatcher's tables of the collectives change): up to 4 ms on the gpt2
+# step.  A job turns a recorder on once.
+SETTLE = 2
+
+
 def run_steps(step, ctx, k):
     """k steps, each in its own ctx() (a region) unless ctx is None."""
     for _ in range(k):
@@ -190,6 +200,7 @@ def make_variants(step, tmp, rank, hooks=False):
         if rec is not None:
             light_on(rec)
         try:
+            run_steps(step, ctx, SETTLE)
             c0 = time.process_time()
             t0 = time.perf_counter()
             run_steps(step, ctx, k)
@@ -379,6 +390,7 @@ def light(args):
         def run(k):
             _cut(cut, what, hooks)
             try:
+                run_steps(step, lambda: cut, SETTLE)
                 c0 = time.process_time()
                 run_steps(step, lambda: cut, k)
                 return 0.0, (time.process_time() - c0) / k
@@ -592,6 +604,7 @@ def pieces(args):
         else:
             level(v)
             ctx = lambda: rec  # noqa: E731
+        run_steps(step, ctx, SETTLE)
         t0 = time.thread_time()
         run_steps(step, ctx, k)
         return (time.thread_time() - t0) / k

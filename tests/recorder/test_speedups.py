@@ -50,6 +50,29 @@ def test_text_equals_python(ctx):
     eq(w._text(chunk), got[0], "the writer's text with the C module")
 
 
+def test_writer_frames_lines(ctx):
+    """The writer's frames written before a collective (sync) and at close
+    hold the lines the C module formats and, where it refuses an item, those
+    the Python formats: every line, in order; the buffer is left empty."""
+    _native()
+    from commdebug import _writer, tracefile
+    path = os.path.join(ctx.tmp, "take.zst")
+    w = _writer.TraceWriter(path, '{"ev":"meta"}\n')
+    w.mono0 = 100
+    w.buf.extend([('{"ev":"a","t":', 150), ('{"ev":"b","t":', '{"ev":"c","t":', 200)])
+    w.sync()
+    eq(w.buf, [], "the buffer after sync")
+    w.buf.extend(['{"ev":"d"}\n', ('{"ev":"e","t":', 250.5), ('{"ev":"f","t":', 300)])
+    w.sync()                 # (a float time: the Python formats this frame)
+    eq(w.buf, [], "the buffer after a frame of the Python's")
+    w.buf.append(('{"ev":"g","t":', 400))
+    w.close()
+    text, cut = tracefile.read_text(path)
+    eq((text, cut), ('{"ev":"meta"}\n{"ev":"a","t":50}\n{"ev":"b","t":100}\n'
+                     '{"ev":"c","t":100}\n{"ev":"d"}\n{"ev":"e","t":150.5}\n'
+                     '{"ev":"f","t":200}\n{"ev":"g","t":300}\n', False), "the trace's lines")
+
+
 def test_raw_frames(ctx):
     """raw_frame() is a zstd frame of raw blocks that zstd reads back,
     across block boundaries; its checksum is XXH64's (libxxhash's where it
