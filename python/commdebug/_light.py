@@ -266,8 +266,8 @@ def _make_hooks(rec):
     compiling = _is_compiling()
     recheck = PARAMS_RECHECK
 
-    attach, attach1, outputs, pre_hooked = make_bw_hooks(rec, compiling,
-                                                         (_BWPRE, _BWHOOK, _BWJOIN, _BWMOD))
+    attach, attach1, outputs, pre_hooked, shared = make_bw_hooks(
+        rec, compiling, (_BWPRE, _BWHOOK, _BWJOIN, _BWMOD))
     grad_enabled = torch.is_grad_enabled
     Tensor = torch.Tensor
     global_pre = _nn_module._global_backward_pre_hooks
@@ -338,7 +338,7 @@ def _make_hooks(rec):
 
     # The C module's pre and post do the common case of the bodies
     # themselves and call them for the rest.
-    native = _native_hooks(rec, pre_body, post_body)
+    native = _native_hooks(rec, pre_body, post_body, shared)
     run_pre = pre_body if native is None else native.pre
     run_post = post_body if native is None else native.post
 
@@ -370,7 +370,7 @@ def _make_hooks(rec):
     return fw_pre, fw_post, done_hook, native.pre, native.post
 
 
-def _native_hooks(rec, pre_body, post_body):
+def _native_hooks(rec, pre_body, post_body, shared):
     """The C module's Hooks: pre(mod, inputs) and post(mod, inputs, output),
     fw_pre and fw_post past their is_compiling() check (None without it)."""
     native = speedups()
@@ -383,5 +383,6 @@ def _native_hooks(rec, pre_body, post_body):
                         tensor=torch.Tensor, odict=OrderedDict, keys=hook_keys,
                         handle=RemovableHandle,
                         slots=(_NJ, _PRE, _PRE_BW, _POST, _POST_BW, _PARAMS_REGION, _DDP_MOD,
-                               _PKEY, _PPRE, _PCHECKED, _BWHOOK, _BWJOIN),
-                        recheck=PARAMS_RECHECK, pre_body=pre_body, post_body=post_body)
+                               _PKEY, _PPRE, _PCHECKED, _BWHOOK, _BWJOIN, _BWPRE),
+                        recheck=PARAMS_RECHECK, pre_body=pre_body, post_body=post_body,
+                        shared=shared)

@@ -61,7 +61,7 @@ _CALL_FRAMES = ("inner", "_call_impl")
 
 
 def make_bw_hooks(rec, compiling, slots):
-    """(attach, attach1, outputs, pre_hooked) of a light Recorder whose
+    """(attach, attach1, outputs, pre_hooked, shared) of a light Recorder whose
     trace is open (closures, as _light._make_hooks's; slots: those of a
     module's entry holding its bw_pre line, its own hook, its joined hooks,
     its module pre-hook):
@@ -72,7 +72,9 @@ def make_bw_hooks(rec, compiling, slots):
       one tensor;
     * outputs(output): the tensors torch's BackwardHook would wrap, or None;
     * pre_hooked(e, depth): whether this call's bw_pre is one of its
-      BackwardHook's pre-hooks (then it needs no attach)."""
+      BackwardHook's pre-hooks (then it needs no attach);
+    * shared(lines, one): the hook several tensors share (one: one tensor
+      whose hook others may join) writing lines, a list."""
     _BWPRE, _BWHOOK, _BWJOIN, _BWMOD = slots
     append = rec._w.buf.append
     mono0 = rec._mono0
@@ -202,6 +204,8 @@ def make_bw_hooks(rec, compiling, slots):
         to (one: for one tensor, else fired once per backward pass)."""
         if one:
             fn = fire(lines)
+        elif Fire is not None:
+            fn = Fire(lines, state, queue, bw_end, rec._w.buf, cur_task)
         else:
             last = [None]
             write = fire(lines)
@@ -294,4 +298,4 @@ def make_bw_hooks(rec, compiling, slots):
 
     C.skip_in_dynamo([bw_end, fire, joined, module_bw_pre, pre_hooked, newer, quiet, join,
                       put_first, shared, attach1, own_or_join, attach, attach_many, outputs])
-    return attach, attach1, outputs, pre_hooked
+    return attach, attach1, outputs, pre_hooked, shared

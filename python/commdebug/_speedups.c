@@ -17,8 +17,9 @@
  * Left to Python: a module seen for the first time (its entry),
  * DistributedDataParallel, a module with forward hooks or full-backward
  * pre-hooks of its own (or global ones), parameters to be written again,
- * an output that is a Tensor subclass, several tensors requiring grad, a
- * tensor that has gradient hooks already.
+ * an output that is a Tensor subclass, more than MAX_OUT tensors requiring
+ * grad, a parameter, one tensor with gradient hooks already (but where it
+ * joins another module's), one of several with an empty hook dict.
  *
  * Fire(...): light mode's bw_pre gradient hook (_lightbw's fire).
  *
@@ -34,7 +35,7 @@
 
 /* Slots of a module's entry (_light._lentry), in the order Python gives them. */
 enum { S_NJ, S_PRE, S_PRE_BW, S_POST, S_POST_BW, S_PARAMS_REGION, S_DDP, S_PKEY, S_PPRE,
-	S_PCHECKED, S_BWHOOK, S_BWJOIN, S_NSLOTS };
+	S_PCHECKED, S_BWHOOK, S_BWJOIN, S_BWPRE, S_NSLOTS };
 
 typedef struct {
 	PyObject_HEAD
@@ -52,13 +53,15 @@ typedef struct {
 	PyObject *handle;       /* torch.utils.hooks.RemovableHandle (its next_id) */
 	PyObject *pre_body;     /* fw_pre's Python body: pre_body(mod, inputs) */
 	PyObject *post_body;    /* fw_post's: post_body(mod, inputs, output) */
+	PyObject *shared;       /* _lightbw's shared(lines, one): a hook tensors share */
 	Py_ssize_t slot[S_NSLOTS];
 	Py_ssize_t nslots;      /* an entry's length at least (its last slot + 1) */
 	long long recheck;      /* _light.PARAMS_RECHECK */
 } Hooks;
 
 static PyObject *s_due, *s_poke, *s_fwd_hooks, *s_bwpre_hooks, *s_params, *s_requires_grad,
-	*s_bw_hooks, *s_grad_fn, *s_register, *s_since, *s_next_id, *s_cd_own, *s_cd_lines;
+	*s_bw_hooks, *s_grad_fn, *s_register, *s_since, *s_next_id, *s_cd_own, *s_cd_lines, *s_items,
+	*s_clear;
 
 PyObject *cd_now_ns(void)
 {
@@ -239,21 +242,29 @@ static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs
  * reference, or NULL: none): returns 0, or 1 for Python's path, -1 on
  * error.  (_lightbw's `outputs`, where it finds one plain Tensor.)
  */
-static int output_tensor(Hooks *h, PyObject *output, PyObject **t)
+/* Tensors of a module's output that light mode hooks, at most this many
+ * here (more: Python's path). */
+#define MAX_OUT 8
+
+/* _lightbw's outputs(output) where it is plain Tensors: *n of them (new
+ * references in ts; 0: none to hook), or 1 for Python's path (a Tensor
+ * subclass, more than MAX_OUT), -1 on error. */
+static int output_tensors(Hooks *h, PyObject *output, PyObject **ts, int *n)
 {
 	PyTypeObject *T = (PyTypeObject *)h->tensor;
-	PyObject *one = NULL;
-	*t = NULL;
+	PyObject *found[MAX_OUT];
+	int k = 0;
+	*n = 0;
 	if (Py_IS_TYPE(output, T)) {
 		int rg = cd_attr_true(output, s_requires_grad);
 		if (rg <= 0)
 			return rg;
-		one = output;
+		found[k++] = output;
 	} else if (PyObject_TypeCheck(output, T)) {
 		return 1;                       /* a subclass: its own way */
 	} else if (PyTuple_Check(output)) {
-		Py_ssize_t n = PyTuple_GET_SIZE(output);
-		for (Py_ssize_t i = 0; i < n; i++) {
+		Py_ssize_t len = PyTuple_GET_SIZE(output);
+		for (Py_ssize_t i = 0; i < len; i++) {
 			PyObject *o = PyTuple_GET_ITEM(output, i);
 			if (!PyObject_TypeCheck(o, T))
 				continue;
@@ -262,11 +273,11 @@ static int output_tensor(Hooks *h, PyObject *output, PyObject **t)
 				return -1;
 			if (!rg)
 				continue;
-			if (one || !Py_IS_TYPE(o, T))
+			if (k == MAX_OUT || !Py_IS_TYPE(o, T))
 				return 1;
-			one = o;
+			found[k++] = o;
 		}
-		if (!one)
+		if (!k)
 			return 0;
 	} else {
 		return 0;
@@ -278,7 +289,9 @@ static int output_tensor(Hooks *h, PyObject *output, PyObject **t)
 	Py_DECREF(ge);
 	if (on <= 0)
 		return on;
-	*t = Py_NewRef(one);
+	for (int i = 0; i < k; i++)
+		ts[i] = Py_NewRef(found[i]);
+	*n = k;
 	return 0;
 }
 
@@ -426,6 +439,99 @@ static int post_unusual(Hooks *h, PyObject *mod, PyObject *e, PyObject **pair)
 	return !PyTuple_Check(*pair) || PyTuple_GET_SIZE(*pair) != 2;
 }
 
+/* Whether light mode's hook can go on each of the n tensors of a module's
+ * output here (_lightbw's attach_many where each has a grad_fn and no hooks,
+ * or some hooks): 1 yes, with their grad_fns in gs and their hook dicts (or
+ * NULL: none yet) in ds, new references; 0 no (Python's path); -1 on error. */
+static int all_plain(PyObject **ts, int n, PyObject **gs, PyObject **ds)
+{
+	int i, r = 1;
+	for (i = 0; r == 1 && i < n; i++) {
+		PyObject *d = PyObject_GetAttr(ts[i], s_bw_hooks);
+		gs[i] = d ? PyObject_GetAttr(ts[i], s_grad_fn) : NULL;
+		ds[i] = d != Py_None ? d : NULL;
+		if (d == Py_None)
+			Py_DECREF(d);
+		if (!gs[i])
+			r = -1;
+		else if (gs[i] == Py_None)
+			r = 0;                  /* a leaf: its hook is taken off at region exit */
+		else if (ds[i] && (!PyDict_Check(ds[i]) || PyDict_GET_SIZE(ds[i]) == 0))
+			r = 0;
+	}
+	if (r != 1)
+		while (i-- > 0) {
+			Py_CLEAR(gs[i]);
+			Py_CLEAR(ds[i]);
+		}
+	return r;
+}
+
+/* _lightbw's put_first(d, next(keys), fn, None): fn first among the hooks
+ * of d, then those registered since its last bw_pre hook, then the rest.
+ * 0, or -1 with an error set. */
+static int put_first(Hooks *h, PyObject *d, PyObject *fn)
+{
+	PyObject *since = NULL, *items = NULL, *key = NULL, *nid = NULL, *r;
+	int rc = -1;
+	if (cd_attr_opt(d, s_since, &since) < 0)
+		return -1;
+	if (!(key = PyIter_Next(h->keys))) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_RuntimeError, "commdebug: the hook keys ran out");
+		goto out;
+	}
+	if (!(r = PyObject_CallMethodNoArgs(d, s_items)))
+		goto out;
+	items = PySequence_List(r);
+	Py_DECREF(r);
+	if (!items || !(r = PyObject_CallMethodNoArgs(d, s_clear)))
+		goto out;
+	Py_DECREF(r);
+	if (PyObject_SetItem(d, key, fn) < 0)
+		goto out;
+	int split = since != NULL && since != Py_None;
+	for (int pass = 0; pass < 1 + split; pass++)
+		for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+			PyObject *kv = PyList_GET_ITEM(items, i);
+			if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) {
+				PyErr_SetString(PyExc_TypeError, "commdebug: a hook dict's item");
+				goto out;
+			}
+			if (split) {
+				int newer = PyObject_RichCompareBool(PyTuple_GET_ITEM(kv, 0), since,
+								     Py_GE);
+				if (newer < 0)
+					goto out;
+				if (newer != (pass == 0))
+					continue;
+			}
+			if (PyObject_SetItem(d, PyTuple_GET_ITEM(kv, 0), PyTuple_GET_ITEM(kv, 1)) < 0)
+				goto out;
+		}
+	if ((nid = PyObject_GetAttr(h->handle, s_next_id)) && PyObject_SetAttr(d, s_since, nid) == 0)
+		rc = 0;
+out:
+	Py_XDECREF(since);
+	Py_XDECREF(items);
+	Py_XDECREF(key);
+	Py_XDECREF(nid);
+	return rc;
+}
+
+/* The hook several output tensors share: _lightbw's shared([bw_pre], False)
+ * (a new reference). */
+static PyObject *shared_hook(Hooks *h, PyObject *e)
+{
+	PyObject *lines = PyList_New(1);
+	if (!lines)
+		return NULL;
+	PyList_SET_ITEM(lines, 0, Py_NewRef(SLOT(h, e, S_BWPRE)));
+	PyObject *fn = PyObject_CallFunctionObjArgs(h->shared, lines, Py_False, NULL);
+	Py_DECREF(lines);
+	return fn;
+}
+
 /* fw_post's common case for the module of entry e: False when done, True
  * for Python's path. */
 static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *output)
@@ -437,41 +543,54 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 	if (u != 0)
 		return u < 0 ? NULL : python_path(1);
 
-	PyObject *t = NULL, *g = NULL, *fn = SLOT(h, e, S_BWHOOK);
-	u = output_tensor(h, output, &t);
+	PyObject *ts[MAX_OUT], *gs[MAX_OUT] = {NULL}, *ds[MAX_OUT] = {NULL}, *fn = NULL;
+	int n = 0, own = 0;
+	u = output_tensors(h, output, ts, &n);
 	if (u != 0)
 		return u < 0 ? NULL : python_path(1);
-	if (t) {
+	if (n == 1) {
 		/* no hooks on it yet, a grad_fn, the module's own hook made; or
 		 * hooks whose first is a module's own, to join */
-		PyObject *d = PyObject_GetAttr(t, s_bw_hooks);
-		g = d == Py_None ? PyObject_GetAttr(t, s_grad_fn) : NULL;
-		int common = d == Py_None && g && g != Py_None && fn != Py_None;
+		PyObject *d = PyObject_GetAttr(ts[0], s_bw_hooks);
+		fn = SLOT(h, e, S_BWHOOK);
+		gs[0] = d == Py_None ? PyObject_GetAttr(ts[0], s_grad_fn) : NULL;
+		int common = d == Py_None && gs[0] && gs[0] != Py_None && fn != Py_None;
 		if (!common && d && d != Py_None)
 			common = join_fast(h, e, d);
 		Py_XDECREF(d);
-		if (common <= 0 || PyErr_Occurred()) {
-			Py_DECREF(t);
-			Py_XDECREF(g);
-			return common < 0 || PyErr_Occurred() ? NULL : python_path(1);
+		if (common > 0 && !PyErr_Occurred()) {
+			Py_INCREF(fn);
+			own = gs[0] != NULL;    /* else joined: no hook of its own on t */
+			u = 0;
+		} else {
+			u = common < 0 || PyErr_Occurred() ? -1 : 1;
 		}
-		if (!g)
-			Py_CLEAR(t);            /* joined: no hook of its own to put on t */
+	} else if (n > 1) {
+		u = all_plain(ts, n, gs, ds);
+		u = u == 1 ? 0 : u == 0 ? 1 : -1;
+		if (!u && !(fn = shared_hook(h, e)))
+			u = -1;
+		own = 1;
 	}
-	Py_INCREF(pair);
-	Py_INCREF(fn);
-	PyObject *now = cd_now_ns();
-	PyObject *item = now ? PyTuple_Pack(3, PyTuple_GET_ITEM(pair, 0),
-					    PyTuple_GET_ITEM(pair, 1), now) : NULL;
-	int r = item ? PyList_Append(h->buf, item) : -1;
-	if (!r && t)
-		r = own_hook(h, t, g, fn);
-	Py_XDECREF(item);
-	Py_XDECREF(now);
-	Py_DECREF(pair);
-	Py_DECREF(fn);
-	Py_XDECREF(t);
-	Py_XDECREF(g);
+	int r = -1;
+	if (!u) {
+		PyObject *now = cd_now_ns();
+		PyObject *item = now ? PyTuple_Pack(3, PyTuple_GET_ITEM(pair, 0),
+						    PyTuple_GET_ITEM(pair, 1), now) : NULL;
+		r = item ? PyList_Append(h->buf, item) : -1;
+		for (int i = 0; own && !r && i < n; i++)
+			r = ds[i] ? put_first(h, ds[i], fn) : own_hook(h, ts[i], gs[i], fn);
+		Py_XDECREF(item);
+		Py_XDECREF(now);
+	}
+	Py_XDECREF(fn);
+	for (int i = 0; i < n; i++) {
+		Py_DECREF(ts[i]);
+		Py_XDECREF(gs[i]);
+		Py_XDECREF(ds[i]);
+	}
+	if (u)
+		return u < 0 ? NULL : python_path(1);
 	return r < 0 ? NULL : python_path(0);
 }
 
@@ -532,7 +651,8 @@ static PyObject *Hooks_post(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
 }
 
 #define HOOKS_FIELDS(X) X(lc) X(buf) X(state) X(writer) X(done_handles) X(global_pre) \
-	X(cur_task) X(grad_enabled) X(tensor) X(odict) X(keys) X(handle) X(pre_body) X(post_body)
+	X(cur_task) X(grad_enabled) X(tensor) X(odict) X(keys) X(handle) X(pre_body) X(post_body) \
+	X(shared)
 
 CD_GC_FUNCS(Hooks, HOOKS_FIELDS)
 
@@ -540,15 +660,15 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"lc", "buf", "state", "writer", "done_handles", "global_pre",
 				"cur_task", "grad_enabled", "tensor", "odict", "keys", "handle",
-				"slots", "recheck", "pre_body", "post_body", NULL};
-	PyObject *o[14], *slots;
+				"slots", "recheck", "pre_body", "post_body", "shared", NULL};
+	PyObject *o[15], *slots;
 	long long recheck;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!OO!O!OOO!OOOO!LOO", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!OO!O!OOO!OOOO!LOOO", names,
 					 &PyDict_Type, &o[0], &PyList_Type, &o[1],
 					 &PyList_Type, &o[2], &o[3], &PyDict_Type, &o[4],
 					 &PyDict_Type, &o[5], &o[6], &o[7], &PyType_Type, &o[8],
 					 &o[9], &o[10], &o[11], &PyTuple_Type, &slots, &recheck,
-					 &o[12], &o[13]))
+					 &o[12], &o[13], &o[14]))
 		return -1;
 	if (PyTuple_GET_SIZE(slots) != S_NSLOTS || PyList_GET_SIZE(o[2]) < 3) {
 		PyErr_SetString(PyExc_ValueError, "commdebug._speedups: entry slots of another version");
@@ -568,8 +688,8 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 	Hooks_clear(h);
 	PyObject **dst[] = {&h->lc, &h->buf, &h->state, &h->writer, &h->done_handles,
 			    &h->global_pre, &h->cur_task, &h->grad_enabled, &h->tensor, &h->odict,
-			    &h->keys, &h->handle, &h->pre_body, &h->post_body};
-	for (int i = 0; i < 14; i++)
+			    &h->keys, &h->handle, &h->pre_body, &h->post_body, &h->shared};
+	for (int i = 0; i < 15; i++)
 		*dst[i] = Py_NewRef(o[i]);
 	return 0;
 }
@@ -599,12 +719,14 @@ static PyTypeObject HooksType = {
 /* ------------------------------------------------------------------ fire */
 
 /*
- * Fire(lines, state, queue, bw_end, buf): _lightbw's fire(lines), the
- * gradient hook that writes a module's bw_pre lines when its output's
+ * Fire(lines, state, queue, bw_end, buf[, task]): _lightbw's fire(lines),
+ * the gradient hook that writes a module's bw_pre lines when its output's
  * gradient is computed.  Called with the gradient; returns None (the
  * gradient unchanged).  The first call in a backward pass queues bw_end
- * (state[1]: one is queued).  Attributes may be set on it (_cd_own,
- * _cd_lines), as on the Python function.
+ * (state[1]: one is queued).  With task (torch._C._current_graph_task_id):
+ * it writes at the first of its calls in each backward pass only (a hook
+ * several tensors share, _lightbw's shared(lines, False)).  Attributes may
+ * be set on it (_cd_own, _cd_lines), as on the Python function.
  */
 typedef struct {
 	PyObject_HEAD
@@ -613,6 +735,8 @@ typedef struct {
 	PyObject *queue;        /* queue(callback): an engine callback */
 	PyObject *bw_end;       /* the callback */
 	PyObject *buf;          /* the writer's list of lines */
+	PyObject *task;         /* the graph task's id, or None: every call writes */
+	PyObject *last;         /* the graph task it wrote in last, or None */
 	PyObject *dict;         /* attributes */
 	vectorcallfunc vectorcall;
 } Fire;
@@ -623,6 +747,17 @@ static PyObject *Fire_call(Fire *f, PyObject *const *args, size_t nargsf, PyObje
 	if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
 		PyErr_SetString(PyExc_TypeError, "a bw_pre hook takes the gradient");
 		return NULL;
+	}
+	if (f->task != Py_None) {
+		PyObject *task = PyObject_CallNoArgs(f->task);
+		if (!task)
+			return NULL;
+		int same = f->last != Py_None ? PyObject_RichCompareBool(task, f->last, Py_EQ) : 0;
+		if (same != 0) {
+			Py_DECREF(task);
+			return same < 0 ? NULL : Py_NewRef(Py_None);
+		}
+		Py_SETREF(f->last, task);
 	}
 	int queued = PyObject_IsTrue(PyList_GET_ITEM(f->state, 1));
 	if (queued < 0)
@@ -646,19 +781,19 @@ static PyObject *Fire_call(Fire *f, PyObject *const *args, size_t nargsf, PyObje
 	return rc ? NULL : Py_NewRef(Py_None);
 }
 
-#define FIRE_FIELDS(X) X(lines) X(state) X(queue) X(bw_end) X(buf) X(dict)
+#define FIRE_FIELDS(X) X(lines) X(state) X(queue) X(bw_end) X(buf) X(task) X(last) X(dict)
 
 CD_GC_FUNCS(Fire, FIRE_FIELDS)
 
 static PyObject *Fire_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	PyObject *lines, *state, *queue, *bw_end, *buf;
+	PyObject *lines, *state, *queue, *bw_end, *buf, *task = Py_None;
 	if (kw && PyDict_GET_SIZE(kw)) {
-		PyErr_SetString(PyExc_TypeError, "Fire(lines, state, queue, bw_end, buf)");
+		PyErr_SetString(PyExc_TypeError, "Fire(lines, state, queue, bw_end, buf[, task])");
 		return NULL;
 	}
-	if (!PyArg_ParseTuple(args, "OO!OOO!:Fire", &lines, &PyList_Type, &state, &queue, &bw_end,
-			      &PyList_Type, &buf))
+	if (!PyArg_ParseTuple(args, "OO!OOO!|O:Fire", &lines, &PyList_Type, &state, &queue, &bw_end,
+			      &PyList_Type, &buf, &task))
 		return NULL;
 	if (!PyTuple_CheckExact(lines) && !PyList_CheckExact(lines)) {
 		PyErr_SetString(PyExc_TypeError, "Fire: lines is a tuple or a list");
@@ -676,6 +811,8 @@ static PyObject *Fire_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	f->queue = Py_NewRef(queue);
 	f->bw_end = Py_NewRef(bw_end);
 	f->buf = Py_NewRef(buf);
+	f->task = Py_NewRef(task);
+	f->last = Py_NewRef(Py_None);
 	f->vectorcall = (vectorcallfunc)Fire_call;
 	return (PyObject *)f;
 }
@@ -1053,7 +1190,7 @@ PyMODINIT_FUNC PyInit__speedups(void)
 		{&s_requires_grad, "requires_grad"}, {&s_bw_hooks, "_backward_hooks"},
 		{&s_grad_fn, "grad_fn"}, {&s_register, "_register_hook_dict"},
 		{&s_since, "_cd_since"}, {&s_next_id, "next_id"}, {&s_cd_own, "_cd_own"},
-		{&s_cd_lines, "_cd_lines"},
+		{&s_cd_lines, "_cd_lines"}, {&s_items, "items"}, {&s_clear, "clear"},
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))

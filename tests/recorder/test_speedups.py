@@ -119,6 +119,10 @@ PROGRAM = textwrap.dedent(r'''
         def forward(self, x):
             return x
 
+    class Two(nn.Module):
+        def forward(self, x):
+            return x * 2, x.sin()
+
     class Fails(nn.Module):
         def forward(self, x):
             y = x * 2
@@ -132,6 +136,8 @@ PROGRAM = textwrap.dedent(r'''
             self.prehooked = nn.Linear(8, 8)
             self.bwhooked = nn.Linear(8, 8)
             self.same = Same()
+            self.two = Two()
+            self.two1 = Two()
             self.ck = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
             self.late = nn.Linear(8, 8)
             self.kw = nn.Linear(8, 8)
@@ -143,6 +149,8 @@ PROGRAM = textwrap.dedent(r'''
             y = self.hooked(y + z)
             y = self.prehooked(y)
             y = self.bwhooked(self.same(y))
+            u, v = self.two(y)
+            _, y = self.two1(u + v)
             y = checkpoint(self.ck, y, use_reentrant=False)
             if late:
                 y = self.late(y)
@@ -220,7 +228,8 @@ def _same_ways(ctx, mode, ways):
 
 
 def test_light_traces_same_four_ways(ctx):
-    """One program (tuple outputs, a module with a forward hook that puts a
+    """One program (tuple outputs: of a tensor with hooks and one without,
+    of two fresh tensors both used or the second only, a module with a forward hook that puts a
     gradient hook issuing an all-reduce, one with a forward pre-hook, one
     with a full-backward pre-hook, a module returning its input,
     checkpointing, DDP, a parameter replaced, a module first called in a
