@@ -152,10 +152,14 @@ class LightEvents:
 
     def _hooks_close(self):
         """At close: the hooks kept across regions (both modes keep the
-        modules' fw_done hooks; light mode its global hooks)."""
+        modules' fw_done hooks; light mode its global hooks; the full
+        recorder nn.Module's call, _modcall.full_on's hold)."""
         for h in self._lhandles:
             h.remove()
         self._lhandles = []
+        if getattr(self, "_call_held", False):
+            self._call_held = False
+            _modcall.release()
         for h, _ in self._done_handles.values():
             h.remove()
         self._done_handles.clear()

@@ -1,5 +1,6 @@
 """The recorders' nn.Module call: nn.Module._call_impl is call() here while
-a light recorder's hooks are on or a full recorder's region is open.
+a light recorder's hooks are on or a full recorder is open (from its first
+region to its close).
 
 Global module hooks send every module call down nn.Module._call_impl's slow
 path (it gathers the global and the module's hooks, makes a BackwardHook
@@ -25,6 +26,12 @@ the calls where only a recorder's hooks are there:
 * while dynamo traces (is_compiling()): torch's _call_impl alone, as without
   a recorder (the hooks would return at once there).
 
+The call is put in once and taken out once, not at every region: each
+assignment to a class attribute of nn.Module gives it and every subclass a
+new type version, and CPython gives a class at most 1000 of those (3.13 and
+later); past that, every attribute of every module is looked up the slow
+way for the rest of the process (twice as slow on 3.14), recorded or not.
+
 Where nn.Module._call_impl is not torch's own when the hooks go on (other
 code replaced it), or with COMMDEBUG_MODULE_CALL=torch, light mode's hooks
 are global hooks and the full recorder's calls take torch's slow path, as
@@ -42,6 +49,7 @@ from . import _compat as C
 _TORCH_CALL = _nn.Module._call_impl
 _pairs = []                 # the hooks of the light recorders whose hooks are on
 _full = []                  # the full_call of the full recorder whose region is open
+_held = [0]                 # full recorders open that have put call() in
 _in_dicts = []              # the keys of those put in torch's global dicts, while they are
 _depth = [0]                # calls running with them there
 _lock = threading.Lock()
@@ -89,7 +97,7 @@ def _make_call(compiling):
                     _TORCH_CALL(self, *args, **kwargs)
             return full[0](self, args, kwargs)
         if own or _gfp or _gf or _gbp or _gb:
-            return _hooked(self, args, kwargs)
+            return _hooked(self, args, kwargs) if _pairs else _TORCH_CALL(self, *args, **kwargs)
         pairs = _pairs
         for hooks in pairs:
             hooks[3](self, args)
@@ -135,13 +143,15 @@ def _put(compiling):
     if os.environ.get("COMMDEBUG_MODULE_CALL", "") == "torch" or \
             _nn.Module._call_impl not in (_TORCH_CALL, _call[0]):
         return False
-    _nn.Module._call_impl = _call[0]
+    if _nn.Module._call_impl is not _call[0]:
+        _nn.Module._call_impl = _call[0]
     return True
 
 
 def _maybe_restore():
     """torch's call back once no recorder needs ours; the caller holds _lock."""
-    if not _pairs and not _full and _call and _nn.Module._call_impl is _call[0]:
+    if not _pairs and not _full and not _held[0] and _call and \
+            _nn.Module._call_impl is _call[0]:
         _nn.Module._call_impl = _TORCH_CALL
 
 
@@ -171,13 +181,23 @@ def on(hooks, compiling):
     return [C.register_global_fw_pre(hooks[0]), C.register_global_fw_post(hooks[1])]
 
 
-def full_on(full_call, compiling):
+def full_on(full_call, compiling, hold):
     """A full recorder's region opens, its global hooks registered:
     full_call(mod, args, kwargs) runs the calls where they are the only
     hooks.  Returns the handle that takes it off at the region's end (None
-    where call() cannot be used: torch's slow path then)."""
+    where call() cannot be used: torch's slow path then).  hold: the
+    recorder's first region: call() stays in until its release()."""
     with _lock:
         if not _put(compiling):
             return None
+        if hold:
+            _held[0] += 1
         _full.append(full_call)
         return _Handle(full_call, _full)
+
+
+def release():
+    """A full recorder that held call() in (full_on's hold) closes."""
+    with _lock:
+        _held[0] = max(0, _held[0] - 1)
+        _maybe_restore()

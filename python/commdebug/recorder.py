@@ -141,6 +141,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         # event texts of the views it does not dispatch.
         self._lean_bw = None         # (decided at the first region)
         self._own_call = True        # nn.Module's call ours (_modcall; decided then too)
+        self._call_held = False      # ours put in, until close (_modcall.full_on's hold)
         self._cmarker = None         # the C module's gradient hook type (then too)
         self._pending_enter = {}
         self._view_text = None
@@ -296,8 +297,10 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
             self._handles.append(h)
         if lean and self._own_call:
             # nn.Module's call does the slow path's steps for these hooks itself
-            h = _modcall.full_on(_leanbw.make_call(self), _light._is_compiling())
+            h = _modcall.full_on(_leanbw.make_call(self), _light._is_compiling(),
+                                 not self._call_held)
             if h is not None:
+                self._call_held = True
                 self._handles.insert(0, h)
         _install_python_api()
         _ACTIVE.append(self)

@@ -43,10 +43,13 @@ run.
 
 Timings vary with the load of the machine: every variant runs in every
 round, next to the others, in an order drawn for each round, and ratios are
-taken within a round.  Nothing here passes or fails on time.
+taken within a round.  A variant runs SETTLE steps untimed each time it
+takes over from another, as a job turns a recorder on once.  Nothing here
+passes or fails on time.
 """
 
 import argparse
+import contextlib
 import os
 import random
 import statistics
@@ -243,18 +246,58 @@ def make_variants(step, tmp, rank, hooks=False):
     return runs, (light, lightpy, lightglobal, full, fullpy, fullslow, fulltorch)
 
 
+# Variants a job runs with torch's own nn.Module._call_impl; the others with
+# the recorders' (commdebug/_modcall.py), which a job puts in once.  Each
+# switch between the two gives nn.Module and every subclass a new type
+# version, of the 1000 CPython gives a class before its attributes are looked
+# up the slow way for good (see _modcall): a round runs the variants of one
+# kind, then those of the other, so that a run switches twice per round.
+TORCH_CALL = {"plain", "nothing", "cdm", "hooks", "fullslow", "fulltorch", "lightglobal", "cut-call"}
+
+
+def _torch_call():
+    """torch's own nn.Module call (where the recorders' is in)."""
+    from commdebug import _modcall
+    import torch.nn.modules.module as nnm
+    if nnm.Module._call_impl is not _modcall._TORCH_CALL:
+        nnm.Module._call_impl = _modcall._TORCH_CALL
+
+
+class _OursHeld:
+    """The recorders' call kept in while the variants that use it run (a
+    light variant's hooks come off after each of its rounds; without this,
+    torch's call would come back each time)."""
+
+    def __enter__(self):
+        from commdebug import _modcall
+        _modcall._held[0] += 1
+
+    def __exit__(self, *exc):
+        from commdebug import _modcall
+        _modcall._held[0] -= 1
+        _torch_call()
+
+
 def rounds(runs, n_rounds, k):
     """Every variant k steps per round, in an order drawn anew for each
     round (the same on every rank: a seeded generator), so that no variant
-    always runs after the same one."""
+    always runs after the same one: the variants of torch's module call and
+    those of the recorders', one kind after the other, in an order drawn too."""
     names = [v for v in VARIANTS if v in runs]
     for v in names:          # warm up (DDP rebuilds its buckets, caches fill)
-        runs[v](2)
+        with _OursHeld():
+            runs[v](2)
     res = {v: [] for v in names}
     order = random.Random(20261126)
+    torch_call = [v for v in names if v in TORCH_CALL]
+    ours = [v for v in names if v not in TORCH_CALL]
     for _ in range(n_rounds):
-        for v in order.sample(names, len(names)):
-            res[v].append(runs[v](k))
+        kinds = [(False, order.sample(torch_call, len(torch_call))),
+                 (True, order.sample(ours, len(ours)))]
+        for held, vs in order.sample(kinds, 2):
+            with _OursHeld() if held else contextlib.nullcontext():
+                for v in vs:
+                    res[v].append(runs[v](k))
     return res
 
 
@@ -599,6 +642,8 @@ def pieces(args):
              "- module hooks' work (all of it returning at once)"]
 
     def timed(v, k):
+        if v in TORCH_CALL:
+            _torch_call()       # (the recorders' call comes back at their next region)
         if v in ("plain", "nothing", "c"):
             ctx = NothingMode if v == "nothing" else (lambda: crec) if v == "c" else None
         else:

@@ -318,3 +318,38 @@ def test_module_call_put_back(ctx):
         check("fw_pre" in evs, "nothing recorded through global hooks: %r", evs)
     finally:
         nnm.Module._call_impl = torch_call
+
+
+def test_full_call_stays_between_regions(ctx):
+    """A full recorder puts nn.Module's call in at its first region and
+    takes it out at its close, not at each region: an assignment to
+    nn.Module's class attribute spends one of the type versions CPython gives
+    a class (1000, 3.13 and later), after which every module attribute is
+    looked up the slow way.  Between regions a module's call is torch's in
+    effect (its hooks run, its output is the forward's)."""
+    from commdebug import Recorder, _leanbw
+    if not _leanbw.available():
+        raise Skip("this torch has no LeanBackwardHook (the full recorder's call needs it)")
+    import torch
+    import torch.nn.modules.module as nnm
+    torch_call = nnm.Module._call_impl
+    lin = torch.nn.Linear(2, 2)
+    seen = []
+    h = lin.register_forward_hook(lambda m, i, o: seen.append(o.shape))
+    rec = Recorder(os.path.join(ctx.tmp, "full.zst"))
+    try:
+        calls = set()
+        for _ in range(3):
+            with rec:
+                lin(torch.ones(2))
+            calls.add(nnm.Module._call_impl)
+            out = lin(torch.ones(2))
+        eq(len(calls), 1, "nn.Module's calls between regions")
+        check(torch_call not in calls, "torch's call between the regions of an open recorder")
+        eq((out.shape, len(seen)), (torch.Size([2]), 6), "a call between regions (its hook ran)")
+    finally:
+        h.remove()
+        rec.close()
+    check(nnm.Module._call_impl is torch_call, "torch's call not put back at close")
+    evs = [e for e in events(os.path.join(ctx.tmp, "full.zst")) if e["ev"] == "fw_pre"]
+    eq(len(evs), 3, "fw_pre events (one per region)")
