@@ -552,14 +552,13 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 		/* no hooks on it yet, a grad_fn, the module's own hook made; or
 		 * hooks whose first is a module's own, to join */
 		PyObject *d = PyObject_GetAttr(ts[0], s_bw_hooks);
-		fn = SLOT(h, e, S_BWHOOK);
+		fn = Py_NewRef(SLOT(h, e, S_BWHOOK));     /* (released below, whatever happens) */
 		gs[0] = d == Py_None ? PyObject_GetAttr(ts[0], s_grad_fn) : NULL;
 		int common = d == Py_None && gs[0] && gs[0] != Py_None && fn != Py_None;
 		if (!common && d && d != Py_None)
 			common = join_fast(h, e, d);
 		Py_XDECREF(d);
 		if (common > 0 && !PyErr_Occurred()) {
-			Py_INCREF(fn);
 			own = gs[0] != NULL;    /* else joined: no hook of its own on t */
 			u = 0;
 		} else {

@@ -123,6 +123,21 @@ PROGRAM = textwrap.dedent(r'''
         def forward(self, x):
             return x * 2, x.sin()
 
+    class Flex(nn.Module):
+        # its output fresh (the C makes its hook), or an inner module's with
+        # a hook registered after that one's (the Python's path, each time)
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x, inner):
+            if not inner:
+                return x * 3
+            y = self.lin(x)
+            if y.requires_grad:
+                y.register_hook(lambda g: None)
+            return y
+
     class Fails(nn.Module):
         def forward(self, x):
             y = x * 2
@@ -138,6 +153,7 @@ PROGRAM = textwrap.dedent(r'''
             self.same = Same()
             self.two = Two()
             self.two1 = Two()
+            self.flex = Flex()
             self.ck = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
             self.late = nn.Linear(8, 8)
             self.kw = nn.Linear(8, 8)
@@ -151,6 +167,7 @@ PROGRAM = textwrap.dedent(r'''
             y = self.bwhooked(self.same(y))
             u, v = self.two(y)
             _, y = self.two1(u + v)
+            y = self.flex(y, False) + self.flex(y, True)
             y = checkpoint(self.ck, y, use_reentrant=False)
             if late:
                 y = self.late(y)
@@ -229,8 +246,10 @@ def _same_ways(ctx, mode, ways):
 
 def test_light_traces_same_four_ways(ctx):
     """One program (tuple outputs: of a tensor with hooks and one without,
-    of two fresh tensors both used or the second only, a module with a forward hook that puts a
-    gradient hook issuing an all-reduce, one with a forward pre-hook, one
+    of two fresh tensors both used or the second only; a module whose output
+    is fresh in one call and hooked by other code in the next; a module with
+    a forward hook that puts a gradient hook issuing an all-reduce, one with
+    a forward pre-hook, one
     with a full-backward pre-hook, a module returning its input,
     checkpointing, DDP, a parameter replaced, a module first called in a
     later region, a region under no_grad, a module called with keyword
