@@ -237,18 +237,13 @@ static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs
 	return r < 0 ? NULL : python_path(0);
 }
 
-/*
- * The tensor of a module's output that fw_post hooks, in *t (a new
- * reference, or NULL: none): returns 0, or 1 for Python's path, -1 on
- * error.  (_lightbw's `outputs`, where it finds one plain Tensor.)
- */
 /* Tensors of a module's output that light mode hooks, at most this many
  * here (more: Python's path). */
 #define MAX_OUT 8
 
-/* _lightbw's outputs(output) where it is plain Tensors: *n of them (new
- * references in ts; 0: none to hook), or 1 for Python's path (a Tensor
- * subclass, more than MAX_OUT), -1 on error. */
+/* _lightbw's outputs(output) where it is plain Tensors: returns 0 with *n
+ * of them in ts (new references; 0: none to hook), or 1 for Python's path
+ * (a Tensor subclass, more than MAX_OUT, one tensor twice), -1 on error. */
 static int output_tensors(Hooks *h, PyObject *output, PyObject **ts, int *n)
 {
 	PyTypeObject *T = (PyTypeObject *)h->tensor;
@@ -275,6 +270,9 @@ static int output_tensors(Hooks *h, PyObject *output, PyObject **ts, int *n)
 				continue;
 			if (k == MAX_OUT || !Py_IS_TYPE(o, T))
 				return 1;
+			for (int j = 0; j < k; j++)
+				if (found[j] == o)
+					return 1;
 			found[k++] = o;
 		}
 		if (!k)
