@@ -264,14 +264,9 @@ except Exception:
 def unbox_process_group(obj):
     """The ProcessGroup behind a c10d op's ScriptObject argument, or None
     where this torch cannot unbox it (1.13)."""
-    if type(obj) is _ScriptObject and _unbox is not None:
-        # (what a c10d op gets; isinstance(obj, _PG) would first run a
-        # metaclass's __instancecheck__ in Python)
-        try:
-            return _unbox(obj)
-        except Exception:
-            return None
-    if _PG is not None and isinstance(obj, _PG):
+    # (a ScriptObject is what a c10d op gets: no isinstance(obj, _PG) for
+    # it, which would first run a metaclass's __instancecheck__ in Python)
+    if type(obj) is not _ScriptObject and _PG is not None and isinstance(obj, _PG):
         return obj
     if _unbox is None:
         return None

@@ -31,6 +31,7 @@ _NAMES = ("libzstd.so.1", "libzstd.so", "libzstd.1.dylib", "libzstd.dylib")
 # zstd's own default 3 (tests/bench/zstd_level.py).
 DEFAULT_LEVEL = 1
 
+
 class _InBuffer(ctypes.Structure):
     _fields_ = [("src", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pos", ctypes.c_size_t)]
 
