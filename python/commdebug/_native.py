@@ -28,6 +28,9 @@ def speedups():
         m = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(m)
         sys.modules[name] = m
+    m = sys.modules.get(name)
+    if m is not None:
+        return m
     try:
         return importlib.import_module(name)
     except ImportError:

@@ -327,6 +327,11 @@ out:
 
 int cd_attr_opt(PyObject *o, PyObject *name, PyObject **v)
 {
+#if PY_VERSION_HEX >= 0x030D0000
+	/* (no AttributeError made and cleared for a missing one: a module's
+	 * asks its spec about a circular import, in Python, to word it) */
+	return PyObject_GetOptionalAttr(o, name, v);
+#else
 	*v = PyObject_GetAttr(o, name);
 	if (*v)
 		return 1;
@@ -334,6 +339,7 @@ int cd_attr_opt(PyObject *o, PyObject *name, PyObject **v)
 		return -1;
 	PyErr_Clear();
 	return 0;
+#endif
 }
 
 /* hasattr(o, name): 1, 0, -1 (PyObject_HasAttrWithError is Python 3.13's). */

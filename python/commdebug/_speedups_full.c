@@ -14,7 +14,8 @@
  *   argument that is a plain Tensor requiring grad with a grad_fn, whose
  *   gradient hooks are none or end in a marker with nothing registered
  *   since: fw_pre, its bw_exit line (joined to that marker, or a marker of
- *   its own), the identity node and its view event;
+ *   its own), the identity node and its view event; or one that is a plain
+ *   Tensor not requiring grad, without gradient hooks: fw_pre alone;
  * - after it: the same module facts, not in compiled code, an output that
  *   is a plain Tensor requiring grad whose grad_fn is the thread's newest
  *   node, its hooks as above, no output side waiting elsewhere: fw_post,
@@ -229,6 +230,34 @@ static int plain_grad_tensor(FullCall *c, PyObject *t, PyObject **g)
 		return 0;
 	}
 	return 1;
+}
+
+/* t is a plain Tensor that does not require grad and has no gradient hooks
+ * (from when it did): 1, 0, -1 on error. */
+static int no_grad_tensor(FullCall *c, PyObject *t)
+{
+	if ((PyObject *)Py_TYPE(t) != c->tensor)
+		return 0;
+	int rg = cd_attr_true(t, s_requires_grad);
+	if (rg != 0)
+		return rg < 0 ? -1 : 0;
+	PyObject *d = PyObject_GetAttr(t, s_bw_hooks);
+	if (!d)
+		return -1;
+	int none = d == Py_None || (PyDict_Check(d) && PyDict_GET_SIZE(d) == 0);
+	Py_DECREF(d);
+	return none;
+}
+
+/* Appends (text, now): 0, -1 on error. */
+static int append_now(FullCall *c, PyObject *text)
+{
+	PyObject *now = cd_now_ns();
+	if (!now)
+		return -1;
+	int r = cd_append2(c->buf, text, now);
+	Py_DECREF(now);
+	return r;
 }
 
 /* A tensor's hooks as the common case takes them: 1 with *d (new reference)
@@ -486,8 +515,18 @@ static int pre_fast(FullCall *c, PyObject *mod, PyObject *args, PyObject **out)
 	 * Python the common case runs) */
 	Py_INCREF(e);
 	t = PyTuple_GET_ITEM(args, 0);
-	if ((r = params_fresh(c, mod, e, f)) < 0 || (r = plain_grad_tensor(c, t, &g)) <= 0 ||
-	    (r = quiet_hooks(t, &d, &first)) <= 0)
+	if ((r = params_fresh(c, mod, e, f)) < 0)
+		goto done;
+	if ((r = no_grad_tensor(c, t)) != 0) {
+		/* fw_pre alone: no gradient comes back through it (no bw_exit,
+		 * no node; torch's setup_input_hook returns the arguments) */
+		if (r > 0 && (r = append_now(c, PyList_GET_ITEM(f, F_PRE_NOIN))) == 0) {
+			*out = Py_NewRef(args);
+			r = 1;
+		}
+		goto done;
+	}
+	if ((r = plain_grad_tensor(c, t, &g)) <= 0 || (r = quiet_hooks(t, &d, &first)) <= 0)
 		goto done;
 	/* fw_pre, its bw_exit line, the identity node and its view */
 	r = -1;

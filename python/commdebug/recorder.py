@@ -144,6 +144,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         self._call_held = False      # ours put in, until close (_modcall.full_on's hold)
         self._cmarker = None         # the C module's gradient hook type (then too)
         self._pending_enter = {}
+        self._fcall = None           # its nn.Module call (_leanbw.make_call), made once
         self._view_text = None
         self._param_cache = weakref.WeakKeyDictionary()
         self._name_json = {}
@@ -296,9 +297,11 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         if h is not None:
             self._handles.append(h)
         if lean and self._own_call:
-            # nn.Module's call does the slow path's steps for these hooks itself
-            h = _modcall.full_on(_leanbw.make_call(self), _light._is_compiling(),
-                                 not self._call_held)
+            # nn.Module's call does the slow path's steps for these hooks
+            # itself (made once: what it holds is the recorder's for its life)
+            if self._fcall is None:
+                self._fcall = _leanbw.make_call(self)
+            h = _modcall.full_on(self._fcall, _light._is_compiling(), not self._call_held)
             if h is not None:
                 self._call_held = True
                 self._handles.insert(0, h)

@@ -624,6 +624,7 @@ def pieces(args):
          L.setup_output_hook) = orig
         rec.__dict__.pop("_fw_pre_lean", None)
         rec.__dict__.pop("_fw_post_lean", None)
+        rec._fcall = None       # (its call holds the hooks it was made with)
         if n >= 1:
             _leanbw.place = lambda *a: None
         if n >= 2:

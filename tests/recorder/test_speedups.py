@@ -159,10 +159,11 @@ PROGRAM = textwrap.dedent(r'''
             self.kw = nn.Linear(8, 8)
             self.fails = Fails()
             self.inplace = nn.Sequential(nn.Linear(8, 8), nn.ReLU(inplace=True))
+            self.nograd = nn.Linear(8, 8)
 
         def forward(self, x, late=False):
             y, z, _ = self.pair(x)
-            y = self.hooked(y + z)
+            y = self.hooked(y + z + self.nograd(x.detach()))
             y = self.prehooked(y)
             y = self.bwhooked(self.same(y))
             u, v = self.two(y)
@@ -253,7 +254,8 @@ def test_light_traces_same_four_ways(ctx):
     with a full-backward pre-hook, a module returning its input,
     checkpointing, DDP, a parameter replaced, a module first called in a
     later region, a region under no_grad, a module called with keyword
-    arguments, one whose forward raises, an in-place ReLU on a module's
+    arguments, one whose forward raises, a module whose input does not
+    require grad, an in-place ReLU on a module's
     input, a parameter's requires_grad changed in place) recorded light
     four ways: with
     the C module or without (COMMDEBUG_SPEEDUPS=0), its hooks in nn.Module's
