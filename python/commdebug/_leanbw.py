@@ -429,4 +429,5 @@ def make_call(rec):
         alias=_alias, op_type=C.OP_CALLS_OP, no_dispatch=_no_python_dispatch,
         view=tuple(rec._view_text), next_seq=_next_seq_nr, tracing=_tracing_state,
         py_call=full_call, py_post=post,
+        tf_mode=getattr(torch._C, "_is_torch_function_mode_enabled", None),
         slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL))

@@ -48,14 +48,18 @@ typedef struct {
 	PyObject *lines;        /* _cd_lines: the line prefixes it writes */
 	PyObject *enter;        /* _cd_enter: one of them is a bw_enter */
 	PyObject *bound;        /* _cd_bound: the key hooks after it are put before it from */
+	vectorcallfunc vectorcall;
 } Marker;
 
 /* marker(grad): its lines, one time; the end-of-backward callback queued
  * for a bw_enter (as the module tracker's own hook does). */
-static PyObject *Marker_call(Marker *m, PyObject *args, PyObject *kw)
+static PyObject *Marker_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf,
+				   PyObject *kwnames)
 {
-	(void)args;
-	(void)kw;
+	(void)argv;
+	(void)nargsf;
+	(void)kwnames;
+	Marker *m = (Marker *)self;
 	if (!m->lines || !PyList_Check(m->lines) || !m->enter) {
 		PyErr_SetString(PyExc_TypeError, "commdebug: a Marker without its lines");
 		return NULL;
@@ -102,6 +106,7 @@ static int Marker_init(Marker *m, PyObject *args, PyObject *kw)
 	m->lines = Py_NewRef(lines);
 	m->enter = Py_NewRef(enter);
 	m->bound = Py_NewRef(Py_None);
+	m->vectorcall = Marker_vectorcall;
 	return 0;
 }
 
@@ -116,7 +121,7 @@ PyTypeObject cd_MarkerType = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "commdebug._speedups.Marker",
 	.tp_basicsize = sizeof(Marker),
-	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
 	.tp_doc = "The full recorder's gradient hook of bw_pre/bw_enter/bw_exit lines "
 		  "(see commdebug._leanbw.make_marker)",
 	.tp_new = PyType_GenericNew,
@@ -124,7 +129,8 @@ PyTypeObject cd_MarkerType = {
 	.tp_dealloc = (destructor)Marker_dealloc,
 	.tp_traverse = (traverseproc)Marker_traverse,
 	.tp_clear = (inquiry)Marker_clear,
-	.tp_call = (ternaryfunc)Marker_call,
+	.tp_call = PyVectorcall_Call,
+	.tp_vectorcall_offset = offsetof(Marker, vectorcall),
 	.tp_members = Marker_members,
 };
 
@@ -150,6 +156,7 @@ typedef struct {
 	PyObject *tracing;      /* torch._C._get_tracing_state */
 	PyObject *py_call;      /* the Python call: py_call(mod, args, kwargs) */
 	PyObject *py_post;      /* its output side: py_post(mod, args, result) */
+	PyObject *tf_mode;      /* torch._C._is_torch_function_mode_enabled, or None */
 	Py_ssize_t nj_slot, post_slot, bwpre_slot, ddp_slot, full_slot;
 } FullCall;
 
@@ -343,17 +350,25 @@ static int add_marker(FullCall *c, PyObject *d, PyObject *const *texts, int n, i
 		return -1;
 	for (int i = 0; i < n; i++)
 		PyList_SET_ITEM(lines, i, Py_NewRef(texts[i]));
-	PyObject *m = PyObject_CallFunctionObjArgs((PyObject *)&cd_MarkerType, c->buf, c->rec,
-						   lines, enter ? Py_True : Py_False, NULL);
-	Py_DECREF(lines);
-	if (!m)
+	/* (made as Marker(buf, rec, lines, enter) makes one, without parsing
+	 * its arguments) */
+	Marker *m = (Marker *)cd_MarkerType.tp_alloc(&cd_MarkerType, 0);
+	if (!m) {
+		Py_DECREF(lines);
 		return -1;
+	}
+	m->buf = Py_NewRef(c->buf);
+	m->rec = Py_NewRef(c->rec);
+	m->lines = lines;
+	m->enter = Py_NewRef(enter ? Py_True : Py_False);
+	m->bound = Py_NewRef(Py_None);
+	m->vectorcall = Marker_vectorcall;
 	PyObject *key = new_key(c);
 	int r = key ? 0 : -1;
 	if (!r && with_bound)
-		Py_SETREF(((Marker *)m)->bound, Py_NewRef(key));
+		Py_SETREF(m->bound, Py_NewRef(key));
 	if (!r)
-		r = PyObject_SetItem(d, key, m);
+		r = PyObject_SetItem(d, key, (PyObject *)m);
 	Py_XDECREF(key);
 	Py_DECREF(m);
 	return r;
@@ -372,10 +387,17 @@ static PyObject *identity_node(FullCall *c, PyObject *t)
 		return NULL;
 	}
 	Py_DECREF(r);
-	PyObject *args = PyTuple_Pack(1, t);
-	if (args) {
-		a = cd_call_op(c->op_type, c->alias, args, NULL);
-		Py_DECREF(args);
+	/* t[...] is at::alias(t) without the operator's boxed call (1.6 us in
+	 * place, against 0.5), where no torch function mode would see it */
+	int tf = c->tf_mode == Py_None ? 1 : call_true(c->tf_mode);
+	if (tf == 0) {
+		a = PyObject_GetItem(t, Py_Ellipsis);
+	} else if (tf > 0) {
+		PyObject *args = PyTuple_Pack(1, t);
+		if (args) {
+			a = cd_call_op(c->op_type, c->alias, args, NULL);
+			Py_DECREF(args);
+		}
 	}
 	/* (__exit__ with no exception: an error of the alias is kept for the
 	 * caller, as `with` would re-raise it after an __exit__ that does not
@@ -640,13 +662,13 @@ static int post_fast(FullCall *c, PyObject *mod, PyObject *result)
 		goto done;
 	/* fw_post, fw_done, the view, the marker of bw_pre and bw_enter */
 	r = -1;
+	/* (the Python's fw_post reserves a key for bw_enter, which then joins
+	 * the marker: keys only order hooks, so none is taken for it here) */
 	PyObject *now = cd_now_ns(), *key = NULL;
 	int bad = !now || cd_append2(c->buf, PyList_GET_ITEM(f, F_POST_OUT), now) < 0;
 	Py_XDECREF(now);
-	/* (the key fw_post reserves for bw_enter, which joins the marker here) */
-	if (bad || !(key = new_key(c)))
+	if (bad)
 		goto done;
-	Py_DECREF(key);
 	now = cd_now_ns();
 	bad = !now || cd_append2(c->buf, PyTuple_GET_ITEM(post, 1), now) < 0 ||
 	      cd_append2(c->buf, PyTuple_GET_ITEM(c->view, 0), now) < 0;
@@ -717,7 +739,7 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 
 #define FULL_FIELDS(X) X(rec) X(lc) X(buf) X(pending) X(cur_task) X(grad_enabled) X(tensor) \
 	X(odict) X(handle) X(alias) X(op_type) X(no_dispatch) X(view) X(next_seq) X(tracing) \
-	X(py_call) X(py_post)
+	X(py_call) X(py_post) X(tf_mode)
 
 CD_GC_FUNCS(FullCall, FULL_FIELDS)
 
@@ -725,14 +747,15 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"rec", "lc", "buf", "pending", "cur_task", "grad_enabled",
 				"tensor", "odict", "handle", "alias", "op_type", "no_dispatch",
-				"view", "next_seq", "tracing", "py_call", "py_post", "slots", NULL};
-	PyObject *o[17], *slots;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OOO!OOOOOO!OOOOO!", names,
+				"view", "next_seq", "tracing", "py_call", "py_post", "tf_mode",
+				"slots", NULL};
+	PyObject *o[18], *slots;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OOO!OOOOOO!OOOOOO!", names,
 					 &o[0], &PyDict_Type, &o[1], &PyList_Type, &o[2],
 					 &PyDict_Type, &o[3], &o[4], &o[5], &PyType_Type, &o[6],
 					 &o[7], &o[8], &o[9], &o[10], &o[11],
 					 &PyTuple_Type, &o[12], &o[13], &o[14], &o[15], &o[16],
-					 &PyTuple_Type, &slots))
+					 &o[17], &PyTuple_Type, &slots))
 		return -1;
 	Py_ssize_t *dst_slot[] = {&c->nj_slot, &c->post_slot, &c->bwpre_slot, &c->ddp_slot,
 				  &c->full_slot};
@@ -757,8 +780,8 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 	PyObject **dst[] = {&c->rec, &c->lc, &c->buf, &c->pending, &c->cur_task,
 			    &c->grad_enabled, &c->tensor, &c->odict, &c->handle, &c->alias,
 			    &c->op_type, &c->no_dispatch, &c->view, &c->next_seq, &c->tracing,
-			    &c->py_call, &c->py_post};
-	for (int i = 0; i < 17; i++)
+			    &c->py_call, &c->py_post, &c->tf_mode};
+	for (int i = 0; i < 18; i++)
 		*dst[i] = Py_NewRef(o[i]);
 	c->vectorcall = FullCall_vectorcall;
 	return 0;
