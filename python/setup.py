@@ -8,5 +8,6 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("commdebug._speedups",
                                  ["commdebug/_speedups.c", "commdebug/_speedups_mode.c",
-                                  "commdebug/_speedups_full.c"],
+                                  "commdebug/_speedups_full.c", "commdebug/_speedups_lines.c",
+                                  "commdebug/_speedups_io.c"],
                                  depends=["commdebug/_speedups.h"], optional=True)])

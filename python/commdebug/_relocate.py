@@ -29,7 +29,7 @@ class Relocation:
             with open(old, "rb") as f:
                 f.seek(self._meta_len)
                 rest = f.read()
-            data, head = self._encode([first_line])
+            head = self._encode(first_line.encode("utf-8", "surrogatepass"))
             d, base = os.path.split(newpath)
             if d:
                 os.makedirs(d, exist_ok=True)

@@ -23,9 +23,10 @@
  *
  * Fire(...): light mode's bw_pre gradient hook (_lightbw's fire).
  *
- * text(chunk, mono0): the trace writer's formatting of buffered lines
- * (_writer.TraceWriter._text); raw_frame(data): _zstd.raw_frame, with its
- * content checksum always (XXH64 here; the Python needs libxxhash).
+ * raw_frame(data): _zstd.raw_frame, with its content checksum always
+ * (XXH64 here; the Python needs libxxhash).  The writer's lines (text(),
+ * LineBuf) are _speedups_lines.c's, its thread that writes without the
+ * interpreter (AsyncWrite) _speedups_io.c's.
  */
 #include "_speedups.h"
 #include <stddef.h>
@@ -40,7 +41,7 @@ enum { S_NJ, S_PRE, S_PRE_BW, S_POST, S_POST_BW, S_PARAMS_REGION, S_DDP, S_PKEY,
 typedef struct {
 	PyObject_HEAD
 	PyObject *lc;           /* dict: id(module) -> entry (list) */
-	PyObject *buf;          /* the writer's list of lines */
+	PyObject *buf;          /* the writer's lines (a LineBuf, or a list) */
 	PyObject *state;        /* list: [region, bw_end queued, in a region] */
 	PyObject *writer;       /* .due, .poke() */
 	PyObject *done_handles; /* dict: id(module) -> its fw_done hook */
@@ -109,6 +110,8 @@ static PyObject *entry_of(Hooks *h, PyObject *mod)
 
 int cd_append2(PyObject *buf, PyObject *a, PyObject *t)
 {
+	if (Py_TYPE(buf) == &cd_LineBufType)
+		return cd_lines_put2(buf, a, t);
 	PyObject *item = PyTuple_Pack(2, a, t);
 	if (!item)
 		return -1;
@@ -580,7 +583,7 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 		PyObject *now = cd_now_ns();
 		PyObject *item = now ? PyTuple_Pack(3, PyTuple_GET_ITEM(pair, 0),
 						    PyTuple_GET_ITEM(pair, 1), now) : NULL;
-		r = item ? PyList_Append(h->buf, item) : -1;
+		r = item ? cd_append_item(h->buf, item) : -1;
 		for (int i = 0; own && !r && i < n; i++)
 			r = ds[i] ? put_first(h, ds[i], fn) : own_hook(h, ts[i], gs[i], fn);
 		Py_XDECREF(item);
@@ -666,12 +669,12 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 				"slots", "recheck", "pre_body", "post_body", "shared", NULL};
 	PyObject *o[15], *slots;
 	long long recheck;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!OO!O!OOO!OOOO!LOOO", names,
-					 &PyDict_Type, &o[0], &PyList_Type, &o[1],
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!OO!O!OOO!OOOO!LOOO", names,
+					 &PyDict_Type, &o[0], &o[1],
 					 &PyList_Type, &o[2], &o[3], &PyDict_Type, &o[4],
 					 &PyDict_Type, &o[5], &o[6], &o[7], &PyType_Type, &o[8],
 					 &o[9], &o[10], &o[11], &PyTuple_Type, &slots, &recheck,
-					 &o[12], &o[13], &o[14]))
+					 &o[12], &o[13], &o[14]) || !cd_check_buf(o[1], "Hooks"))
 		return -1;
 	if (PyTuple_GET_SIZE(slots) != S_NSLOTS || PyList_GET_SIZE(o[2]) < 3) {
 		PyErr_SetString(PyExc_ValueError, "commdebug._speedups: entry slots of another version");
@@ -737,7 +740,7 @@ typedef struct {
 	PyObject *state;        /* list: [region, bw_end queued, in a region] */
 	PyObject *queue;        /* queue(callback): an engine callback */
 	PyObject *bw_end;       /* the callback */
-	PyObject *buf;          /* the writer's list of lines */
+	PyObject *buf;          /* the writer's lines (a LineBuf, or a list) */
 	PyObject *task;         /* the graph task's id, or None: every call writes */
 	PyObject *last;         /* the graph task it wrote in last, or None */
 	PyObject *dict;         /* attributes */
@@ -795,8 +798,8 @@ static PyObject *Fire_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_TypeError, "Fire(lines, state, queue, bw_end, buf[, task])");
 		return NULL;
 	}
-	if (!PyArg_ParseTuple(args, "OO!OOO!|O:Fire", &lines, &PyList_Type, &state, &queue, &bw_end,
-			      &PyList_Type, &buf, &task))
+	if (!PyArg_ParseTuple(args, "OO!OOO|O:Fire", &lines, &PyList_Type, &state, &queue, &bw_end,
+			      &buf, &task) || !cd_check_buf(buf, "Fire"))
 		return NULL;
 	if (!PyTuple_CheckExact(lines) && !PyList_CheckExact(lines)) {
 		PyErr_SetString(PyExc_TypeError, "Fire: lines is a tuple or a list");
@@ -836,180 +839,6 @@ static PyTypeObject FireType = {
 	.tp_getattro = PyObject_GenericGetAttr,
 	.tp_setattro = PyObject_GenericSetAttr,
 };
-
-/* ------------------------------------------------------------------ text */
-
-/* A growing byte buffer. */
-typedef struct {
-	char *p;
-	size_t n, cap;
-} Bytes;
-
-static int bytes_put(Bytes *b, const char *s, size_t n)
-{
-	if (b->n + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->n + n)
-			cap *= 2;
-		char *p = PyMem_Realloc(b->p, cap);
-		if (!p) {
-			PyErr_NoMemory();
-			return -1;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	return 0;
-}
-
-/* A line prefix: its UTF-8 (surrogates passed, as the Python encodes). */
-static int put_str(Bytes *b, PyObject *s)
-{
-	if (!PyUnicode_Check(s)) {
-		PyErr_SetString(PyExc_TypeError, "commdebug: a buffered line that is not a str");
-		return -1;
-	}
-	Py_ssize_t n;
-	const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-	if (u)
-		return bytes_put(b, u, (size_t)n);
-	PyErr_Clear();          /* a lone surrogate: as "surrogatepass" */
-	PyObject *enc = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass");
-	if (!enc)
-		return -1;
-	int r = bytes_put(b, PyBytes_AS_STRING(enc), (size_t)PyBytes_GET_SIZE(enc));
-	Py_DECREF(enc);
-	return r;
-}
-
-/* str(t - mono0) + "}\n" */
-static int put_time(Bytes *b, PyObject *t, long long m0)
-{
-	long long v = PyLong_AsLongLong(t);
-	if (v == -1 && PyErr_Occurred())
-		return -1;
-	/* (digits from the end: snprintf costs more than the rest of a line) */
-	char s[32], *q = s + sizeof s;
-	*--q = '\n';
-	*--q = '}';
-	long long d = v - m0;
-	unsigned long long u = d < 0 ? 0ULL - (unsigned long long)d : (unsigned long long)d;
-	do {
-		*--q = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (d < 0)
-		*--q = '-';
-	return bytes_put(b, q, (size_t)(s + sizeof s - q));
-}
-
-/*
- * The items of a chunk were made while a training step ran, and that step
- * has pushed them out of the caches since: reading them one after the other
- * waits for memory at every object (the list's item, its tuple's prefix and
- * time).  Ask for the objects of items a few places ahead, so that those
- * waits overlap.
- */
-#define AHEAD_ITEM 8
-#define AHEAD_PARTS 4
-
-static void prefetch_obj(PyObject *o)
-{
-#if defined(__GNUC__) || defined(__clang__)
-	__builtin_prefetch(o);
-	__builtin_prefetch((const char *)o + 64);
-#else
-	(void)o;
-#endif
-}
-
-static void prefetch_items(PyObject *chunk, Py_ssize_t i)
-{
-	Py_ssize_t n = PyList_GET_SIZE(chunk);
-	if (i + AHEAD_ITEM < n)
-		prefetch_obj(PyList_GET_ITEM(chunk, i + AHEAD_ITEM));
-	if (i + AHEAD_PARTS < n) {
-		PyObject *x = PyList_GET_ITEM(chunk, i + AHEAD_PARTS);
-		if (PyTuple_CheckExact(x))
-			for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(x); k++)
-				prefetch_obj(PyTuple_GET_ITEM(x, k));
-	}
-}
-
-/*
- * text(chunk, mono0) -> (bytes, marks): _writer.TraceWriter._text.  An
- * item is a str (a line), a tuple (prefix, t) for prefix + str(t - mono0)
- * + "}\n", (prefix1, prefix2, t) for two such lines with the same time, or
- * an int: a mark, listed as (mark, index of the line it comes before,
- * counting a tuple of two lines as two).
- */
-/* The bytes of the first n items of chunk, its marks in *marks (a new
- * list): a new bytes object, or NULL with an error set. */
-static PyObject *format_items(PyObject *chunk, Py_ssize_t n, long long m0, PyObject **marks)
-{
-	*marks = PyList_New(0);
-	if (!*marks)
-		return NULL;
-	Bytes b = {NULL, 0, 0};
-	Py_ssize_t lines = 0;
-	int r = 0;
-	for (Py_ssize_t i = 0; !r && i < n; i++) {
-		prefetch_items(chunk, i);
-		PyObject *x = PyList_GET_ITEM(chunk, i);
-		if (PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == 2) {
-			r = put_str(&b, PyTuple_GET_ITEM(x, 0));
-			if (!r)
-				r = put_time(&b, PyTuple_GET_ITEM(x, 1), m0);
-			lines++;
-		} else if (PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == 3) {
-			PyObject *t = PyTuple_GET_ITEM(x, 2);
-			r = put_str(&b, PyTuple_GET_ITEM(x, 0));
-			if (!r)
-				r = put_time(&b, t, m0);
-			if (!r)
-				r = put_str(&b, PyTuple_GET_ITEM(x, 1));
-			if (!r)
-				r = put_time(&b, t, m0);
-			lines += 2;
-		} else if (PyUnicode_CheckExact(x)) {
-			r = put_str(&b, x);
-			lines++;
-		} else if (PyTuple_CheckExact(x)) {
-			PyErr_SetString(PyExc_TypeError, "commdebug: a buffered tuple of another size");
-			r = -1;
-		} else {
-			PyObject *m = Py_BuildValue("(On)", x, lines);
-			r = m ? PyList_Append(*marks, m) : -1;
-			Py_XDECREF(m);
-		}
-	}
-	PyObject *out = r ? NULL : PyBytes_FromStringAndSize(b.p ? b.p : "", (Py_ssize_t)b.n);
-	PyMem_Free(b.p);
-	if (!out)
-		Py_CLEAR(*marks);
-	return out;
-}
-
-static PyObject *text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-	(void)self;
-	if (nargs != 2 || !PyList_Check(args[0])) {
-		PyErr_SetString(PyExc_TypeError, "text(chunk: list, mono0: int)");
-		return NULL;
-	}
-	long long m0 = PyLong_AsLongLong(args[1]);
-	if (m0 == -1 && PyErr_Occurred())
-		return NULL;
-	PyObject *marks, *out = format_items(args[0], PyList_GET_SIZE(args[0]), m0, &marks);
-	if (!out)
-		return NULL;
-	PyObject *pair = PyTuple_Pack(2, out, marks);
-	Py_DECREF(out);
-	Py_DECREF(marks);
-	return pair;
-}
 
 /* ----------------------------------------------------------- raw frames */
 
@@ -1169,7 +998,7 @@ static PyObject *py_xxh64(PyObject *self, PyObject *data)
 }
 
 static PyMethodDef module_methods[] = {
-	{"text", (PyCFunction)(void (*)(void))text, METH_FASTCALL,
+	{"text", (PyCFunction)(void (*)(void))cd_text, METH_FASTCALL,
 	 "text(chunk, mono0) -> (bytes, marks): the writer's lines (see _writer.TraceWriter._text)"},
 	{"raw_frame", (PyCFunction)raw_frame, METH_O,
 	 "raw_frame(data) -> bytes: a zstd frame of raw blocks holding data, with its checksum"},
@@ -1199,7 +1028,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))
 			return NULL;
 	if (PyType_Ready(&HooksType) < 0 || PyType_Ready(&FireType) < 0 || cd_mode_ready() < 0 ||
-	    cd_full_ready() < 0)
+	    cd_full_ready() < 0 || PyType_Ready(&cd_LineBufType) < 0 ||
+	    PyType_Ready(&cd_AsyncWriteType) < 0)
 		return NULL;
 	PyObject *m = PyModule_Create(&speedups_module);
 	if (!m)
@@ -1208,7 +1038,9 @@ PyMODINIT_FUNC PyInit__speedups(void)
 	    PyModule_AddObjectRef(m, "Fire", (PyObject *)&FireType) < 0 ||
 	    PyModule_AddObjectRef(m, "Dispatch", (PyObject *)&cd_DispatchType) < 0 ||
 	    PyModule_AddObjectRef(m, "FullCall", (PyObject *)&cd_FullCallType) < 0 ||
-	    PyModule_AddObjectRef(m, "Marker", (PyObject *)&cd_MarkerType) < 0) {
+	    PyModule_AddObjectRef(m, "Marker", (PyObject *)&cd_MarkerType) < 0 ||
+	    PyModule_AddObjectRef(m, "LineBuf", (PyObject *)&cd_LineBufType) < 0 ||
+	    PyModule_AddObjectRef(m, "AsyncWrite", (PyObject *)&cd_AsyncWriteType) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -48,8 +48,25 @@ int cd_attr_true(PyObject *o, PyObject *name);
  * getting it raises AttributeError (cleared), -1 on another error. */
 int cd_attr_opt(PyObject *o, PyObject *name, PyObject **v);
 
-/* (text, t) appended to the list buf: 0, or -1 with an error set. */
+/* (text, t) appended to the writer's buf (a LineBuf, or a list): 0, or -1
+ * with an error set. */
 int cd_append2(PyObject *buf, PyObject *text, PyObject *t);
+
+/* An item appended to the writer's buf (a LineBuf, or a list). */
+int cd_append_item(PyObject *buf, PyObject *item);
+
+/* The writer's lines (_speedups_lines.c): LineBuf, its (text, t) append,
+ * text(chunk, mono0). */
+extern PyTypeObject cd_LineBufType;
+int cd_lines_put2(PyObject *buf, PyObject *text, PyObject *t);
+
+/* The writer's frames written without the interpreter (_speedups_io.c). */
+extern PyTypeObject cd_AsyncWriteType;
+
+/* o is a writer's buf (a LineBuf or a list): 1, else 0 with a TypeError
+ * naming who (the constructor) set. */
+int cd_check_buf(PyObject *o, const char *who);
+PyObject *cd_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* The writer's `if now > w.due: w.poke()`: 0, or -1 with an error set. */
 int cd_maybe_poke(PyObject *writer, PyObject *now);

@@ -43,7 +43,7 @@ static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_gra
 
 typedef struct {
 	PyObject_HEAD
-	PyObject *buf;          /* the writer's list of lines */
+	PyObject *buf;          /* the writer's lines (a LineBuf, or a list) */
 	PyObject *rec;          /* the recorder (its _queue_bw_end()) */
 	PyObject *lines;        /* _cd_lines: the line prefixes it writes */
 	PyObject *enter;        /* _cd_enter: one of them is a bw_enter */
@@ -97,8 +97,8 @@ static int Marker_init(Marker *m, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"buf", "rec", "lines", "enter", NULL};
 	PyObject *buf, *rec, *lines, *enter;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!O", names, &PyList_Type, &buf, &rec,
-					 &PyList_Type, &lines, &enter))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O", names, &buf, &rec,
+					 &PyList_Type, &lines, &enter) || !cd_check_buf(buf, "Marker"))
 		return -1;
 	Marker_clear(m);
 	m->buf = Py_NewRef(buf);
@@ -141,7 +141,7 @@ typedef struct {
 	vectorcallfunc vectorcall;
 	PyObject *rec;          /* the recorder: _in_region, region, its buf */
 	PyObject *lc;           /* dict: id(module) -> entry */
-	PyObject *buf;          /* the writer's list of lines */
+	PyObject *buf;          /* the writer's lines (a LineBuf, or a list) */
 	PyObject *pending;      /* rec._pending_enter (dict) */
 	PyObject *cur_task;     /* torch._C._current_graph_task_id */
 	PyObject *grad_enabled; /* torch.is_grad_enabled */
@@ -750,12 +750,12 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 				"view", "next_seq", "tracing", "py_call", "py_post", "tf_mode",
 				"slots", NULL};
 	PyObject *o[18], *slots;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OOO!OOOOOO!OOOOOO!", names,
-					 &o[0], &PyDict_Type, &o[1], &PyList_Type, &o[2],
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OO!OOO!OOOOOO!OOOOOO!", names,
+					 &o[0], &PyDict_Type, &o[1], &o[2],
 					 &PyDict_Type, &o[3], &o[4], &o[5], &PyType_Type, &o[6],
 					 &o[7], &o[8], &o[9], &o[10], &o[11],
 					 &PyTuple_Type, &o[12], &o[13], &o[14], &o[15], &o[16],
-					 &o[17], &PyTuple_Type, &slots))
+					 &o[17], &PyTuple_Type, &slots) || !cd_check_buf(o[2], "FullCall"))
 		return -1;
 	Py_ssize_t *dst_slot[] = {&c->nj_slot, &c->post_slot, &c->bwpre_slot, &c->ddp_slot,
 				  &c->full_slot};

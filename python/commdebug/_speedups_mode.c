@@ -21,7 +21,7 @@ typedef struct {
 	PyObject_HEAD
 	vectorcallfunc vectorcall;
 	PyObject *cache;        /* dict: id(op) -> (fw, bw, collective, op, fw fake, bw fake) */
-	PyObject *buf;          /* the writer's list of lines */
+	PyObject *buf;          /* the writer's lines (a LineBuf, or a list) */
 	PyObject *writer;       /* .due, .poke() */
 	PyObject *cur_task;     /* torch._C._current_graph_task_id */
 	PyObject *dtensor;      /* DTensor, or None */
@@ -169,9 +169,10 @@ static int Dispatch_init(Dispatch *d, PyObject *args, PyObject *kw)
 	static char *names[] = {"cache", "buf", "writer", "cur_task", "dtensor", "fake", "tls",
 				"get_mode", "fake_key", "op_type", "body", "mode", NULL};
 	PyObject *o[12];
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OOOOOOOOOO", names, &PyDict_Type, &o[0],
-					 &PyList_Type, &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-					 &o[7], &o[8], &o[9], &o[10], &o[11]))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OOOOOOOOOOO", names, &PyDict_Type, &o[0],
+					 &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+					 &o[7], &o[8], &o[9], &o[10], &o[11]) ||
+	    !cd_check_buf(o[1], "Dispatch"))
 		return -1;
 	Dispatch_clear(d);
 	PyObject **dst[] = {&d->cache, &d->buf, &d->writer, &d->cur_task, &d->dtensor, &d->fake,

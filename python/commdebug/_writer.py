@@ -1,7 +1,10 @@
 """The trace file: JSON Lines written as a sequence of zstd frames.
 
-The recording thread only appends ready-made lines to ``buf`` (a list;
-``list.append`` is atomic under the GIL).  Frames are made and written
+The recording thread only appends ready-made lines to ``buf``: the C
+module's LineBuf, which formats each as it comes (``take()`` then gives a
+frame its bytes whole), or, without it, a list whose items a frame formats
+(``_text``); an append is atomic under the GIL either way.  Frames are made
+and written
 
 * by the writer thread, every 20 ms while lines are waiting (every 0.1 s in
   light mode, ``LIGHT_TICK_S``): an event is on its way to the file at most
@@ -114,13 +117,15 @@ class TraceWriter(RawTail, Relocation):
                 level = _zstd.DEFAULT_LEVEL
         self._comp = self._z.compressor(level) if self._z is not None else None
         self._pid = os.getpid()
-        self.buf = []
+        native = speedups()
+        lines = getattr(native, "LineBuf", None)
+        self.buf = lines() if lines is not None else []
+        self._formatted = lines is not None  # buf formats its items (LineBuf)
         self.mono0 = 0                    # the origin of the times of tuple items in buf
         self.index = None                 # [offset, length, lines, marks] per frame (bounded)
         self.tick = TICK_S                # the writer thread's period (LIGHT_TICK_S: light)
         self.bounded = None               # a _bounded.Bounded, or None
         self._marks = []
-        native = speedups()
         self._ctext = native.text if native is not None else None
         self._raw_frame = native.raw_frame if native is not None else _zstd.raw_frame
         self.bytes_in = 0
@@ -165,6 +170,16 @@ class TraceWriter(RawTail, Relocation):
         self._thread.start()
 
     @property
+    def mono0(self):
+        return self._mono0
+
+    @mono0.setter
+    def mono0(self, t):
+        self._mono0 = t
+        if getattr(self, "_formatted", False):
+            self.buf.mono0 = t
+
+    @property
     def compressed(self):
         return self._z is not None
 
@@ -179,11 +194,11 @@ class TraceWriter(RawTail, Relocation):
         where it is built; this Python where it refuses an item.)"""
         if self._ctext is not None:
             try:
-                data, self._marks = self._ctext(chunk, self.mono0)
+                data, self._marks = self._ctext(chunk, self._mono0)
                 return data
             except (TypeError, OverflowError):
                 pass
-        m0 = self.mono0
+        m0 = self._mono0
         out = []
         add = out.append
         marks = self._marks = []
@@ -203,12 +218,24 @@ class TraceWriter(RawTail, Relocation):
                 marks.append((x, len(out) + pairs))
         return "".join(out).encode("utf-8", "surrogatepass")
 
-    def _encode(self, chunk):
-        data = self._text(chunk)
+    def _take_lines(self):
+        """(n, the bytes of the n items buffered, taken out of buf), or
+        (0, None); the caller holds _take."""
+        n = len(self.buf)
+        if n == 0:
+            return 0, None
+        if self._formatted:
+            data, self._marks, n = self.buf.take()
+            return n, data
+        chunk = self.buf[:n]
+        del self.buf[:n]
+        return n, chunk
+
+    def _encode(self, data):
         if self._comp is None:
-            return data, data
+            return data
         with self._zlock:
-            return data, self._comp.frame(data)
+            return self._comp.frame(data)
 
     def _drain_locked(self, raw=False):
         """Write what buf holds as one frame; the caller holds _io.  raw:
@@ -216,20 +243,15 @@ class TraceWriter(RawTail, Relocation):
         caches a training step has just filled), which _compact replaces by
         a compressed one later (regular files only)."""
         with self._take:
-            n = len(self.buf)
-            if n == 0:
-                return
-            chunk = self.buf[:n]
-            del self.buf[:n]
+            n, got = self._take_lines()
+        if n == 0:
+            return
         if self._dead or self._fd < 0:
             self.dropped += n
             return
+        data = got if self._formatted else self._text(got)
         raw = raw and self._comp is not None and self.regular
-        if raw:
-            data = self._text(chunk)
-            out = self._raw_frame(data)
-        else:
-            data, out = self._encode(chunk)
+        out = self._raw_frame(data) if raw else self._encode(data)
         if not self._write(out, n):
             return
         if self.index is not None:
@@ -329,12 +351,12 @@ class TraceWriter(RawTail, Relocation):
         """The writer thread has not come round for a while: bound memory."""
         self.due = time.monotonic_ns() + self.tick * 1e9
         if os.getpid() != self._pid:
-            del self.buf[:]
+            self.buf.clear()
             return
         if len(self.buf) > MAX_LINES:
             with self._take:
                 n = len(self.buf)
-                del self.buf[:n]
+                self.buf.clear()
                 self.dropped += n
             if not self._warned_drop:
                 self._warned_drop = True
@@ -371,7 +393,7 @@ class TraceWriter(RawTail, Relocation):
         if self._thread.is_alive():
             with self._take:
                 n = len(self.buf)
-                del self.buf[:n]
+                self.buf.clear()
                 self.dropped += n
             _warn("writing %s did not finish within %g s (COMMDEBUG_EXIT_TIMEOUT); "
                   "%d events were not written" % (self.path, EXIT_TIMEOUT_S, self.dropped))
@@ -403,7 +425,7 @@ class TraceWriter(RawTail, Relocation):
         self._closed = True
         self._dead = True
         self.due = 0
-        del self.buf[:]
+        self.buf.clear()
         if self._fd >= 0:
             try:
                 os.close(self._fd)

@@ -50,10 +50,54 @@ def test_text_equals_python(ctx):
     eq(w._text(chunk), got[0], "the writer's text with the C module")
 
 
+def test_linebuf_equals_python(ctx):
+    """LineBuf, the writer's buffer that formats each item as it is
+    appended, gives the bytes and marks of the Python formatter for the same
+    items (those of test_text_equals_python, a float time and an int past 64
+    bits among them, formatted as the Python does), in any number of takes;
+    an item of another type is refused and leaves what it holds as it was."""
+    native = _native()
+    from commdebug import _writer
+    w = _writer.TraceWriter.__new__(_writer.TraceWriter)
+    w._ctext = None
+    w.mono0 = 1000
+    chunk = [3, '{"ev":"region_enter","region":3}\n', ('{"ev":"fw_pre","mod":"a","t":', 1500),
+             ('{"ev":"fw_post","t":', '{"ev":"fw_done","t":', 2000), 4,
+             ('{"ev":"x","mod":"\u00e9\u4e2d\ud800","t":', 10 ** 15), '{"ev":"y"}\n', 5,
+             ('{"ev":"z","t":', 999), ('{"ev":"z","t":', 1500.5), ('{"ev":"z","t":', 2 ** 70),
+             ('{"ev":"p","t":', '{"ev":"q","t":', 2 ** 64 + 1)]
+    want = w._text(chunk), list(w._marks)
+    lb = native.LineBuf()
+    lb.mono0 = 1000
+    for x in chunk[:6]:
+        lb.append(x)
+    eq(len(lb), 6, "len() counts items")
+    data, marks, n = lb.take()
+    eq(n, 6, "items taken")
+    eq(len(lb), 0, "empty after take")
+    want6 = w._text(chunk[:6]), list(w._marks)
+    eq((data, [tuple(m) for m in marks]), (want6[0], [tuple(m) for m in want6[1]]),
+       "the first take")
+    lb.extend(chunk)
+    for bad in (("{", "x"), b"bytes"):
+        try:
+            lb.append(bad)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("LineBuf took %r" % (bad,))
+    data, marks, n = lb.take()
+    eq((data, [tuple(m) for m in marks], n),
+       (want[0], [tuple(m) for m in want[1]], len(chunk)), "every item")
+    lb.append("x\n")
+    lb.clear()
+    eq(lb.take()[0], b"", "cleared")
+
+
 def test_writer_frames_lines(ctx):
     """The writer's frames written before a collective (sync) and at close
-    hold the lines the C module formats and, where it refuses an item, those
-    the Python formats: every line, in order; the buffer is left empty."""
+    hold the lines its LineBuf formatted (a float time as the Python
+    formats it): every line, in order; the buffer is left empty."""
     _native()
     from commdebug import _writer, tracefile
     path = os.path.join(ctx.tmp, "take.zst")
@@ -61,10 +105,10 @@ def test_writer_frames_lines(ctx):
     w.mono0 = 100
     w.buf.extend([('{"ev":"a","t":', 150), ('{"ev":"b","t":', '{"ev":"c","t":', 200)])
     w.sync()
-    eq(w.buf, [], "the buffer after sync")
+    eq(len(w.buf), 0, "the buffer after sync")
     w.buf.extend(['{"ev":"d"}\n', ('{"ev":"e","t":', 250.5), ('{"ev":"f","t":', 300)])
-    w.sync()                 # (a float time: the Python formats this frame)
-    eq(w.buf, [], "the buffer after a frame of the Python's")
+    w.sync()                 # (a float time: formatted as the Python does)
+    eq(len(w.buf), 0, "the buffer after the second frame")
     w.buf.append(('{"ev":"g","t":', 400))
     w.close()
     text, cut = tracefile.read_text(path)
