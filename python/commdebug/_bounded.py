@@ -162,6 +162,7 @@ class Bounded:
         # raw frames: all under the lock; those appended meanwhile are copied
         # under the lock at the end).
         with w._io:
+            w._settle()         # (a frame the C module's thread still writes)
             if w._dead or w._fd < 0 or w._tail_at is not None or w.index is None:
                 return
             at = self._cut(w.index)
@@ -217,6 +218,7 @@ class Bounded:
                 pos += len(p)
             _copy(rfd, nfd, rest_at, end)
             with w._io:
+                w._settle()
                 if w._fd != fd or w._dead or w.index is None:
                     raise _Moved()
                 _copy(rfd, nfd, end, w._end)       # appended meanwhile

@@ -23,6 +23,7 @@ class Relocation:
             return None
         try:
             self._drain_locked()
+            self._settle()
             if self._dead:
                 return None
             old, oldfd = self.path, self._fd

@@ -12,14 +12,20 @@ and written
   SIGKILL, SIGABRT or SIGSEGV (whose written bytes the kernel keeps) loses
   at most the last 50 ms (150 ms) of events;
 * by the recording thread itself, just before a collective is handed to the
-  backend, and in full mode also at every region exit and ``next_region``
-  (``sync``; light mode leaves the lines of its region exits to the writer
-  thread): the collective's own event is in the file before the collective
-  can hang or abort the process.  This happens only for a regular file, only
-  when the lock is free within 50 ms and only while no write has been stuck
-  for longer than that; otherwise the lines go to the writer thread, and the
-  recording thread never waits on a stalled file system, a pipe nobody
-  reads or a full disk;
+  backend (``sync``): the collective's own event is in the file before the
+  collective can hang or abort the process.  This happens only for a regular
+  file, only when the lock is free within 50 ms and only while no write has
+  been stuck for longer than that; otherwise the lines go to the writer
+  thread, and the recording thread never waits on a stalled file system, a
+  pipe nobody reads or a full disk;
+* in full mode also at every region exit and ``next_region``
+  (``sync(later=True)``; light mode leaves the lines of its region exits to
+  the writer thread): made by the recording thread and, where the C module
+  is built, handed to its thread that writes without the interpreter's lock
+  (``AsyncWrite``: the write starts at once, and the training thread does
+  not wait for it), one frame at a time: while the one before is not
+  written yet, the lines go to the writer thread.  Everything else that
+  writes or reads the file waits for that frame first (``_settle``);
 * at exit, by the writer thread, which the exit handler waits for at most
   ``EXIT_TIMEOUT_S`` seconds (COMMDEBUG_EXIT_TIMEOUT).
 
@@ -160,6 +166,10 @@ class TraceWriter(RawTail, Relocation):
                 self.regular = False       # a FIFO without a reader: the thread opens it
             else:
                 raise
+        aw = getattr(native, "AsyncWrite", None)
+        # region exits' frames, written by the C module's thread (regular files)
+        self._aw = aw() if aw is not None and self.regular and self._fd >= 0 else None
+        self._handed = False              # a frame went to it since the file's position was set
         self.buf.append(first_line)
         if self._fd >= 0 and self.regular:
             with self._io:
@@ -237,11 +247,13 @@ class TraceWriter(RawTail, Relocation):
         with self._zlock:
             return self._comp.frame(data)
 
-    def _drain_locked(self, raw=False):
+    def _drain_locked(self, raw=False, later=False):
         """Write what buf holds as one frame; the caller holds _io.  raw:
         as a frame of raw blocks (no compression: fast on a thread whose
         caches a training step has just filled), which _compact replaces by
-        a compressed one later (regular files only)."""
+        a compressed one later (regular files only).  later (with raw): hand
+        it to the C module's thread (AsyncWrite), which writes it at once
+        while the caller goes on."""
         with self._take:
             n, got = self._take_lines()
         if n == 0:
@@ -252,7 +264,10 @@ class TraceWriter(RawTail, Relocation):
         data = got if self._formatted else self._text(got)
         raw = raw and self._comp is not None and self.regular
         out = self._raw_frame(data) if raw else self._encode(data)
-        if not self._write(out, n):
+        if later and raw and self._aw is not None and type(out) is bytes and \
+                self._aw.submit(self._fd, out, self._end, n):
+            self._handed = True
+        elif not self._write(out, n):
             return
         if self.index is not None:
             # (a tuple item of two times is two lines)
@@ -267,8 +282,36 @@ class TraceWriter(RawTail, Relocation):
         self.bytes_out += len(out)
         self.frames += 1
 
+    def _settle(self, timeout=None):
+        """Wait for the frame handed to the C module's thread to be written
+        (the caller holds _io); False when timeout seconds passed first.  A
+        failed write fails the writer as one of its own would."""
+        if self._aw is None:
+            return True
+        r = self._aw.wait(timeout)
+        if r is None:
+            return False
+        if self._handed:
+            # (written with pwrite at its offset: the file's position is
+            # where the frames before it ended, and os.write appends there)
+            self._handed = False
+            if self._fd >= 0:
+                try:
+                    os.lseek(self._fd, self._end, os.SEEK_SET)
+                except OSError:
+                    pass
+        err, dropped = r
+        if err and not self._dead:
+            self._fail(OSError(err, os.strerror(err)), dropped)
+        elif dropped:
+            self.dropped += dropped
+        return True
+
     def _write(self, out, n, at=None):
         """Write out at the end (or at offset at); False after an error."""
+        if not self._settle() or self._dead:
+            self.dropped += n           # (an earlier frame's write failed)
+            return False
         view = memoryview(out)
         self._writing = time.monotonic_ns()
         try:
@@ -328,10 +371,11 @@ class TraceWriter(RawTail, Relocation):
             self.bounded.maybe_compact(self)
         self.due = time.monotonic_ns() + _DUE_NS
 
-    def sync(self):
+    def sync(self, later=False):
         """Called by the recording thread: get everything buffered into the
         file now if that cannot block (see the module's doc), else leave it
-        to the writer thread."""
+        to the writer thread.  later: a region's end, whose frame the C
+        module's thread may write while the caller goes on."""
         if not self.regular or self._dead:
             return
         w = self._writing
@@ -342,8 +386,12 @@ class TraceWriter(RawTail, Relocation):
             self._wake.set()
             return
         try:
-            if not self._closed:
-                self._drain_locked(raw=True)
+            # (the frame handed over before still being written: a stalled
+            # file system never holds the caller, nor more than one frame)
+            if not self._settle(0 if later else 0.05):
+                self._wake.set()
+            elif not self._closed:
+                self._drain_locked(raw=True, later=later)
         finally:
             self._io.release()
 
@@ -372,6 +420,7 @@ class TraceWriter(RawTail, Relocation):
         try:
             if not self._closed:
                 self._drain_locked(raw=True)
+                self._settle()
         finally:
             self._io.release()
         self._compact()
@@ -400,6 +449,9 @@ class TraceWriter(RawTail, Relocation):
             self._closed = True
             return
         with self._io:
+            if self._aw is not None:
+                self._settle()
+                self._aw.close()
             self._closed = True
             if self._fd >= 0:
                 if discard and self.regular:
@@ -417,8 +469,9 @@ class TraceWriter(RawTail, Relocation):
             _warn("%s: %d events were not written" % (self.path, self.dropped))
 
     def _forked(self):
-        # The child keeps the list object (the recorder holds its bound
-        # append) but writes nothing: poke() empties it.
+        # The child keeps the buffer (the recorder holds its bound append)
+        # but writes nothing: poke() empties it.  (The C module's thread is
+        # the parent's: the child's AsyncWrite drops what it holds.)
         self._io = threading.Lock()
         self._zlock = threading.Lock()
         self._take = threading.Lock()

@@ -329,7 +329,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         self._in_region = False
         self._emit('{"ev":"region_exit","region":' + str(self.region))
         if not self.light:
-            self._w.sync()
+            self._w.sync(later=True)
         return False
 
     def next_region(self, label=None):
@@ -341,7 +341,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         if self.light:
             self._light_unleaf()    # as at region exit
         else:
-            self._w.sync()
+            self._w.sync(later=True)
         self._scan_groups()
         self.region += 1
         self._lstate[0] = self.region

@@ -95,9 +95,11 @@ def test_linebuf_equals_python(ctx):
 
 
 def test_writer_frames_lines(ctx):
-    """The writer's frames written before a collective (sync) and at close
+    """The writer's frames written before a collective (sync), at a
+    region's end (sync(later=True): by the C module's thread) and at close
     hold the lines its LineBuf formatted (a float time as the Python
-    formats it): every line, in order; the buffer is left empty."""
+    formats it): every line, in order, the frame written after a region's
+    end's after it; the buffer is left empty."""
     _native()
     from commdebug import _writer, tracefile
     path = os.path.join(ctx.tmp, "take.zst")
@@ -110,11 +112,101 @@ def test_writer_frames_lines(ctx):
     w.sync()                 # (a float time: formatted as the Python does)
     eq(len(w.buf), 0, "the buffer after the second frame")
     w.buf.append(('{"ev":"g","t":', 400))
+    w._compact = lambda: None    # (the raw frames stay: a compressed copy would hide one lost)
+    w.sync(later=True)       # (a region's end: the C module's thread writes it)
+    w.buf.append(('{"ev":"h","t":', 500))
+    w.sync()                 # (a collective's: after it, not over it)
+    w.buf.append(('{"ev":"i","t":', 600))
     w.close()
     text, cut = tracefile.read_text(path)
     eq((text, cut), ('{"ev":"meta"}\n{"ev":"a","t":50}\n{"ev":"b","t":100}\n'
                      '{"ev":"c","t":100}\n{"ev":"d"}\n{"ev":"e","t":150.5}\n'
-                     '{"ev":"f","t":200}\n{"ev":"g","t":300}\n', False), "the trace's lines")
+                     '{"ev":"f","t":200}\n{"ev":"g","t":300}\n{"ev":"h","t":400}\n'
+                     '{"ev":"i","t":500}\n', False), "the trace's lines")
+
+
+def test_async_write(ctx):
+    """AsyncWrite, the C module's thread that writes a full recorder's
+    region-exit frames: frames handed over (submit) land at their offsets,
+    in order, before wait() returns; a write that fails is reported by
+    wait() once, as (errno, items dropped), with the items of the frames
+    after it, and submit refuses from then on; a forked child's wait()
+    returns at once, dropping what the parent had queued."""
+    native = _native()
+    import errno
+    path = os.path.join(ctx.tmp, "aw.bin")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    aw = native.AsyncWrite()
+    parts = [bytes([65 + i]) * (1000 + 37 * i) for i in range(20)]
+    at = 0
+    for p in parts:
+        eq(aw.submit(fd, p, at, 1), True, "submit")
+        at += len(p)
+    eq(aw.wait(), (0, 0), "wait after the frames")
+    with open(path, "rb") as f:
+        eq(f.read(), b"".join(parts), "the file")
+    bad = os.open(path, os.O_RDONLY)             # (a write to it fails: EBADF)
+    eq(aw.submit(bad, b"x" * 10, 0, 3), True, "submit before the failure is known")
+    aw.wait()
+    eq(aw.submit(fd, b"y", 0, 2), False, "submit after a failed write")
+    aw2 = native.AsyncWrite()
+    eq(aw2.submit(bad, b"x" * 10, 0, 3), True, "submit")
+    eq(aw2.submit(bad, b"x" * 10, 10, 4), True, "submit")
+    got = aw2.wait()
+    eq(got[0], errno.EBADF, "the first failure's errno")
+    check(got[1] in (7,), "items dropped: %r", got)
+    eq(aw2.wait(), (errno.EBADF, 0), "dropped items told once")
+    aw3 = native.AsyncWrite()
+    eq(aw3.submit(fd, b"z" * 100, 0, 1), True, "submit")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            r = aw3.wait()
+            os._exit(0 if r == (0, 0) and aw3.submit(fd, b"q", 0, 1) is False else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    eq(os.WEXITSTATUS(status), 0, "the child's wait and submit")
+    eq(aw3.close(), (0, 0), "close")
+    eq(aw3.submit(fd, b"z", 0, 1), False, "submit after close")
+    os.close(bad)
+    os.close(fd)
+
+
+DIES_AFTER_REGION = textwrap.dedent(r'''
+    import os, sys, time, signal
+    import torch, torch.nn as nn
+    from commdebug import Recorder
+    torch.manual_seed(0)
+    m = nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.GELU()) for _ in range(4)])
+    rec = Recorder(sys.argv[1])
+    for step in range(int(sys.argv[2])):
+        with rec:
+            m(torch.randn(4, 16)).sum().backward()
+    time.sleep(float(sys.argv[3]))
+    os.kill(os.getpid(), signal.SIGKILL)
+''')
+
+
+def test_region_exit_frame_survives_sigkill(ctx):
+    """A full recorder killed (SIGKILL) soon after a region's end leaves
+    that region whole in the trace, its region_exit included: the frame
+    the C module's thread writes is handed over at the region's end, so
+    the first step's, written while that thread sleeps, and the last of
+    several, written while it polls (within 1 ms), are both there 20 ms
+    later."""
+    _native()
+    script = os.path.join(ctx.tmp, "dies.py")
+    with open(script, "w") as f:
+        f.write(DIES_AFTER_REGION)
+    for steps in (1, 30):
+        trace = os.path.join(ctx.tmp, "dies-%d.zst" % steps)
+        r = subprocess.run([PYTHON, script, trace, str(steps), "0.02"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300, env=env())
+        eq(r.returncode, -9, "killed (%s)" % r.stderr.decode()[-2000:])
+        evs = events(trace, allow_cut=True)
+        exits = [e["region"] for e in evs if e["ev"] == "region_exit"]
+        eq(exits, list(range(1, steps + 1)), "%d steps: the regions that ended" % steps)
 
 
 def test_raw_frames(ctx):
