@@ -229,8 +229,9 @@ class TraceWriter(RawTail, Relocation):
         return "".join(out).encode("utf-8", "surrogatepass")
 
     def _take_lines(self):
-        """(n, the bytes of the n items buffered, taken out of buf), or
-        (0, None); the caller holds _take."""
+        """(n, what the n items buffered are, taken out of buf: their bytes
+        from a LineBuf, the items themselves from a list), or (0, None); the
+        caller holds _take."""
         n = len(self.buf)
         if n == 0:
             return 0, None
