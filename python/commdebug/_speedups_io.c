@@ -17,7 +17,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,13 +77,6 @@ static int write_at(int fd, const char *p, size_t n, long long at)
 static void *run(void *arg)
 {
 	AsyncWrite *w = arg;
-#ifdef SCHED_IDLE
-	/* (woken by submit, a thread of normal priority would take the
-	 * training thread's CPU for its write, the scheduler putting the woken
-	 * next to the waker: at the lowest priority it waits for an idle CPU) */
-	struct sched_param sp = {0};
-	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-#endif
 	int polls = 0;
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
