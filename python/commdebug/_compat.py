@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "TORCH", "is_bw", "DTensor", "FakeTensor", "FakeTensorMode", "fake_context",
     "register_global_fw_pre", "register_global_fw_post",
-    "register_global_bw_pre", "OpOverload", "OP_CALLS_OP", "unbox_process_group", "degraded",
+    "register_global_bw_pre", "GlobalHooks", "OpOverload", "OP_CALLS_OP", "unbox_process_group", "degraded",
     "queue_engine_callback", "task_id", "TorchDispatchMode", "install_bw_tracking",
 ]
 
@@ -188,6 +188,52 @@ def register_global_bw_pre(hook):
     if _global_bw_pre is None:
         return None
     return _global_bw_pre(hook)
+
+
+_gfp_dict = _nn_module._global_forward_pre_hooks
+_gf_dict = _nn_module._global_forward_hooks
+_gbp_dict = getattr(_nn_module, "_global_backward_pre_hooks", None) \
+    if _global_bw_pre is not None else None
+_handle_type = None
+
+
+def _next_hook_key():
+    """A key from torch's own handle counter, as a RemovableHandle takes one."""
+    global _handle_type
+    if _handle_type is None:
+        from torch.utils.hooks import RemovableHandle
+        _handle_type = RemovableHandle
+    k = _handle_type.next_id
+    _handle_type.next_id = k + 1
+    return k
+
+
+class GlobalHooks:
+    """A region's three global module hooks (forward pre-hook, forward hook,
+    full-backward pre-hook where this torch has one), put into torch's global
+    hook dicts as register_module_forward_pre_hook and the others put them
+    (keys from the same counter, so in the same order among other code's
+    hooks), without a RemovableHandle each: remove() takes them out."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, fw_pre, fw_post, bw_pre):
+        k = _next_hook_key()
+        _gfp_dict[k] = fw_pre
+        keys = [(_gfp_dict, k)]
+        k = _next_hook_key()
+        _gf_dict[k] = fw_post
+        keys.append((_gf_dict, k))
+        if _gbp_dict is not None:
+            k = _next_hook_key()
+            _gbp_dict[k] = bw_pre
+            keys.append((_gbp_dict, k))
+        self.keys = keys
+
+    def remove(self):
+        for d, k in self.keys:
+            d.pop(k, None)
+        self.keys = []
 
 
 if _global_bw_pre is None:

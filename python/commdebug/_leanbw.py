@@ -392,6 +392,24 @@ _NOT_WRAPPED = ("For backward hooks to be called, module output should be a Tens
                 "of Tensors but received %s")
 
 
+def _guard_raii():
+    """True where _DisableTorchDispatch() takes the Python dispatch key out
+    from its making to its freeing, as torch's RAII guard it wraps does (its
+    __enter__ does nothing: torch 1.13 to 2.14, py_context_manager_DEPRECATED),
+    so that FullCall needs neither __enter__ nor __exit__; found by trying."""
+    try:
+        key = torch._C.DispatchKey.Python
+        off = torch._C._dispatch_tls_is_dispatch_key_excluded
+        if off(key):
+            return False
+        g = _no_python_dispatch()
+        made = off(key)
+        del g
+        return made and not off(key)
+    except Exception:
+        return False
+
+
 def make_call(rec):
     """The full recorder's call of a module with no hooks of its own while
     the recorder's three global hooks are the only ones (_modcall): the
@@ -430,4 +448,4 @@ def make_call(rec):
         view=tuple(rec._view_text), next_seq=_next_seq_nr, tracing=_tracing_state,
         py_call=full_call, py_post=post,
         tf_mode=getattr(torch._C, "_is_torch_function_mode_enabled", None),
-        slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL))
+        slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL), guard_raii=_guard_raii())

@@ -140,11 +140,12 @@ def _put(compiling):
     if not _call:
         _call.append(_make_call(compiling))
         C.skip_in_dynamo([_call[0], _hooked], recursive=False)
+    if _nn.Module._call_impl is _call[0]:
+        return True         # (in already: the variable was read when it went in)
     if os.environ.get("COMMDEBUG_MODULE_CALL", "") == "torch" or \
             _nn.Module._call_impl not in (_TORCH_CALL, _call[0]):
         return False
-    if _nn.Module._call_impl is not _call[0]:
-        _nn.Module._call_impl = _call[0]
+    _nn.Module._call_impl = _call[0]
     return True
 
 

@@ -120,6 +120,48 @@ int cd_append2(PyObject *buf, PyObject *a, PyObject *t)
 	return r;
 }
 
+void cd_time_now(cd_time *t)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);        /* time.monotonic_ns()'s clock */
+	t->ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	t->obj = NULL;
+}
+
+void cd_time_clear(cd_time *t)
+{
+	Py_CLEAR(t->obj);
+}
+
+/* t's int (borrowed), made at first use. */
+static PyObject *time_obj(cd_time *t)
+{
+	if (!t->obj)
+		t->obj = PyLong_FromLongLong(t->ns);
+	return t->obj;
+}
+
+int cd_append_t(PyObject *buf, PyObject *text, cd_time *t)
+{
+	if (Py_TYPE(buf) == &cd_LineBufType)
+		return cd_lines_put_ns(buf, text, t->ns);
+	PyObject *o = time_obj(t);
+	return o ? cd_append2(buf, text, o) : -1;
+}
+
+int cd_maybe_poke_t(PyObject *writer, PyObject *buf, cd_time *t)
+{
+	if (Py_TYPE(buf) == &cd_LineBufType) {
+		if (t->ns <= cd_lines_due(buf))
+			return 0;
+		PyObject *r = PyObject_CallMethodNoArgs(writer, s_poke);
+		Py_XDECREF(r);
+		return r ? 0 : -1;
+	}
+	PyObject *o = time_obj(t);
+	return o ? cd_maybe_poke(writer, o) : -1;
+}
+
 int cd_maybe_poke(PyObject *writer, PyObject *now)
 {
 	PyObject *due = PyObject_GetAttr(writer, s_due);
@@ -200,9 +242,10 @@ static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs
 	if (bw < 0)
 		return NULL;
 	if (bw) {                               /* a recompute */
-		PyObject *now = cd_now_ns();
-		int r = now ? cd_append2(h->buf, SLOT(h, e, S_PRE_BW), now) : -1;
-		Py_XDECREF(now);
+		cd_time now;
+		cd_time_now(&now);
+		int r = cd_append_t(h->buf, SLOT(h, e, S_PRE_BW), &now);
+		cd_time_clear(&now);
 		return r < 0 ? NULL : python_path(0);
 	}
 	int t = PyObject_IsTrue(SLOT(h, e, S_DDP));
@@ -224,19 +267,20 @@ static PyObject *pre_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *inputs
 	}
 	Py_INCREF(text);
 	Py_INCREF(region);
-	PyObject *now = cd_now_ns();
-	int r = now ? 0 : -1;
-	if (!r && first) {
+	cd_time now;
+	cd_time_now(&now);
+	int r = 0;
+	if (first) {
 		Py_INCREF(region);
 		r = PyList_SetItem(e, h->slot[S_PARAMS_REGION], region);  /* (steals it) */
 	}
 	if (!r)
-		r = cd_append2(h->buf, text, now);
+		r = cd_append_t(h->buf, text, &now);
 	if (!r)
-		r = cd_maybe_poke(h->writer, now);
+		r = cd_maybe_poke_t(h->writer, h->buf, &now);
 	Py_DECREF(text);
 	Py_DECREF(region);
-	Py_XDECREF(now);
+	cd_time_clear(&now);
 	return r < 0 ? NULL : python_path(0);
 }
 
@@ -776,14 +820,13 @@ static PyObject *Fire_call(Fire *f, PyObject *const *args, size_t nargsf, PyObje
 			return NULL;
 		Py_DECREF(r);
 	}
-	PyObject *now = cd_now_ns();
-	if (!now)
-		return NULL;
+	cd_time now;
+	cd_time_now(&now);
 	int rc = 0;
 	/* (a list's lines are added to in forward only, never while it fires) */
 	for (Py_ssize_t i = 0; !rc && i < PySequence_Fast_GET_SIZE(f->lines); i++)
-		rc = cd_append2(f->buf, PySequence_Fast_GET_ITEM(f->lines, i), now);
-	Py_DECREF(now);
+		rc = cd_append_t(f->buf, PySequence_Fast_GET_ITEM(f->lines, i), &now);
+	cd_time_clear(&now);
 	return rc ? NULL : Py_NewRef(Py_None);
 }
 
@@ -933,7 +976,7 @@ static uint64_t xxh64(const unsigned char *p, size_t n)
 
 /* The zstd frame of raw blocks holding data (_zstd.raw_frame: single
  * segment, the content size in 4 bytes, the content checksum). */
-static PyObject *raw_frame_of(const unsigned char *data, size_t n)
+PyObject *cd_raw_frame_of(const unsigned char *data, size_t n)
 {
 	if (n > 0xFFFFFFFFu) {
 		PyErr_SetString(PyExc_OverflowError, "commdebug: a raw frame over 4 GiB");
@@ -987,7 +1030,7 @@ static PyObject *on_bytes(PyObject *data, PyObject *(*fn)(const unsigned char *,
 static PyObject *raw_frame(PyObject *self, PyObject *data)
 {
 	(void)self;
-	return on_bytes(data, raw_frame_of);
+	return on_bytes(data, cd_raw_frame_of);
 }
 
 /* xxh64(data) -> int (seed 0). */

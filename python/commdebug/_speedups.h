@@ -52,6 +52,23 @@ int cd_attr_opt(PyObject *o, PyObject *name, PyObject **v);
  * with an error set. */
 int cd_append2(PyObject *buf, PyObject *text, PyObject *t);
 
+/* A time for the writer's lines: time.monotonic_ns() as a C number, and
+ * the int made of it where a list buf needs one (made once, at first use);
+ * cd_time_clear() drops that. */
+typedef struct {
+	long long ns;
+	PyObject *obj;
+} cd_time;
+void cd_time_now(cd_time *t);
+void cd_time_clear(cd_time *t);
+
+/* cd_append2 of (text, t): into a LineBuf without an int for the time. */
+int cd_append_t(PyObject *buf, PyObject *text, cd_time *t);
+
+/* writer.poke() once t is past the writer's due time (a LineBuf's copy of
+ * it, writer.due for a list buf): 0, -1 on error. */
+int cd_maybe_poke_t(PyObject *writer, PyObject *buf, cd_time *t);
+
 /* An item appended to the writer's buf (a LineBuf, or a list). */
 int cd_append_item(PyObject *buf, PyObject *item);
 
@@ -59,6 +76,8 @@ int cd_append_item(PyObject *buf, PyObject *item);
  * text(chunk, mono0). */
 extern PyTypeObject cd_LineBufType;
 int cd_lines_put2(PyObject *buf, PyObject *text, PyObject *t);
+int cd_lines_put_ns(PyObject *buf, PyObject *text, long long ns);
+long long cd_lines_due(PyObject *buf);
 
 /* The writer's frames written without the interpreter (_speedups_io.c). */
 extern PyTypeObject cd_AsyncWriteType;
@@ -66,6 +85,10 @@ extern PyTypeObject cd_AsyncWriteType;
 /* o is a writer's buf (a LineBuf or a list): 1, else 0 with a TypeError
  * naming who (the constructor) set. */
 int cd_check_buf(PyObject *o, const char *who);
+
+/* The zstd frame of raw blocks holding data, with its content checksum
+ * (raw_frame(); _speedups.c): a new bytes. */
+PyObject *cd_raw_frame_of(const unsigned char *data, size_t n);
 PyObject *cd_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* The writer's `if now > w.due: w.poke()`: 0, or -1 with an error set. */

@@ -136,19 +136,20 @@ static PyObject *Dispatch_call(Dispatch *d, PyObject *const *args, size_t nargsf
 	}
 	/* (the entry held: the op's own Python could empty the cache) */
 	Py_INCREF(info);
-	PyObject *out = NULL, *now = NULL;
+	PyObject *out = NULL;
+	cd_time now = {0, NULL};
 	int bw = cd_in_backward(d->cur_task), fake = bw < 0 ? -1 : is_fake(d, types);
 	if (fake < 0)
 		goto done;
 	out = cd_call_op(d->op_type, func, fargs, fkw != Py_None && PyDict_GET_SIZE(fkw) ? fkw : NULL);
 	if (!out)
 		goto done;
-	now = cd_now_ns();
-	if (!now || cd_append2(d->buf, PyTuple_GET_ITEM(info, (fake ? 4 : 0) + bw), now) < 0 ||
-	    cd_maybe_poke(d->writer, now) < 0)
+	cd_time_now(&now);
+	if (cd_append_t(d->buf, PyTuple_GET_ITEM(info, (fake ? 4 : 0) + bw), &now) < 0 ||
+	    cd_maybe_poke_t(d->writer, d->buf, &now) < 0)
 		Py_CLEAR(out);
 done:
-	Py_XDECREF(now);
+	cd_time_clear(&now);
 	Py_DECREF(info);
 	return out;
 }

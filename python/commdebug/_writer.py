@@ -143,7 +143,7 @@ class TraceWriter(RawTail, Relocation):
         self._zlock = threading.Lock()    # the compressor
         self._end = 0                     # bytes in the file
         self._tail_at = None              # where the raw frames at its end start
-        self._tail = []                   # their lines (bytes), in order
+        self._tail = []                   # those frames (bytes), in order
         self._take = threading.Lock()     # taking lines out of buf (never held in I/O)
         self._closing = False
         self._closed = False
@@ -151,7 +151,7 @@ class TraceWriter(RawTail, Relocation):
         self._writing = 0                 # monotonic ns a write started, 0 when none
         self._meta_len = 0                # bytes of the first frame (the meta line)
         self._warned_drop = False
-        self.due = time.monotonic_ns() + _DUE_NS
+        self._set_due(time.monotonic_ns() + _DUE_NS)
         self._wake = threading.Event()
         d = os.path.dirname(path)
         if d:
@@ -255,31 +255,38 @@ class TraceWriter(RawTail, Relocation):
         a compressed one later (regular files only).  later (with raw): hand
         it to the C module's thread (AsyncWrite), which writes it at once
         while the caller goes on."""
-        with self._take:
-            n, got = self._take_lines()
-        if n == 0:
-            return
+        raw = raw and self._comp is not None and self.regular
+        if raw and self._formatted:
+            # (the raw frame made from the LineBuf's own bytes: one copy)
+            with self._take:
+                if len(self.buf) == 0:
+                    return
+                out, self._marks, n, lines, nbytes = self.buf.take_frame()
+        else:
+            with self._take:
+                n, got = self._take_lines()
+            if n == 0:
+                return
+            data = got if self._formatted else self._text(got)
+            out = self._raw_frame(data) if raw else self._encode(data)
+            # (a tuple item of two times is two lines)
+            lines, nbytes = data.count(b"\n"), len(data)
         if self._dead or self._fd < 0:
             self.dropped += n
             return
-        data = got if self._formatted else self._text(got)
-        raw = raw and self._comp is not None and self.regular
-        out = self._raw_frame(data) if raw else self._encode(data)
         if later and raw and self._aw is not None and type(out) is bytes and \
                 self._aw.submit(self._fd, out, self._end, n):
             self._handed = True
         elif not self._write(out, n):
             return
         if self.index is not None:
-            # (a tuple item of two times is two lines)
-            lines = data.count(b"\n")
             self.index.append([self._end, len(out), lines, self._marks])
         if raw:
             if self._tail_at is None:
                 self._tail_at = self._end
-            self._tail.append(data)
+            self._tail.append(out)
         self._end += len(out)
-        self.bytes_in += len(data)
+        self.bytes_in += nbytes
         self.bytes_out += len(out)
         self.frames += 1
 
@@ -370,7 +377,14 @@ class TraceWriter(RawTail, Relocation):
             self._compact()
         if self.bounded is not None and self._tail_at is None:
             self.bounded.maybe_compact(self)
-        self.due = time.monotonic_ns() + _DUE_NS
+        self._set_due(time.monotonic_ns() + _DUE_NS)
+
+    def _set_due(self, t):
+        """When the recording thread next pokes the writer (due, monotonic
+        ns), kept in the LineBuf too, where the C module's ops read it."""
+        self.due = t = int(t)
+        if self._formatted:
+            self.buf.due = t
 
     def sync(self, later=False):
         """Called by the recording thread: get everything buffered into the
@@ -398,7 +412,7 @@ class TraceWriter(RawTail, Relocation):
 
     def poke(self):
         """The writer thread has not come round for a while: bound memory."""
-        self.due = time.monotonic_ns() + self.tick * 1e9
+        self._set_due(time.monotonic_ns() + self.tick * 1e9)
         if os.getpid() != self._pid:
             self.buf.clear()
             return
@@ -478,7 +492,7 @@ class TraceWriter(RawTail, Relocation):
         self._take = threading.Lock()
         self._closed = True
         self._dead = True
-        self.due = 0
+        self._set_due(0)
         self.buf.clear()
         if self._fd >= 0:
             try:

@@ -223,6 +223,28 @@ def raw_frame(data):
     return b"".join(out)
 
 
+def raw_content(frame):
+    """The content of a frame raw_frame made (its blocks' bytes, joined)."""
+    if frame[:4] != b"\x28\xb5\x2f\xfd" or frame[4] not in (0xA0, 0xA4):
+        raise ValueError("commdebug: not a frame of raw blocks")
+    n = struct.unpack_from("<I", frame, 5)[0]
+    pos, parts, got = 9, [], 0
+    view = memoryview(frame)
+    while True:
+        hdr = frame[pos] | frame[pos + 1] << 8 | frame[pos + 2] << 16
+        size = hdr >> 3
+        if (hdr >> 1) & 3 or pos + 3 + size > len(frame):
+            raise ValueError("commdebug: not a frame of raw blocks")
+        parts.append(view[pos + 3:pos + 3 + size])
+        pos += 3 + size
+        got += size
+        if hdr & 1:
+            break
+    if got != n:
+        raise ValueError("commdebug: a raw frame whose size is not its blocks'")
+    return b"".join(parts)
+
+
 def skippable_header(payload):
     """The 8 bytes that make the next payload bytes a skippable frame."""
     return _SKIPPABLE_MAGIC + struct.pack("<I", payload)

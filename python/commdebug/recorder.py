@@ -289,13 +289,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         watch_compile(_note)
         self._mode.__enter__()
         lean = self._lean_bw
-        self._handles = [
-            C.register_global_fw_pre(self._fw_pre_lean if lean else self._fw_pre),
-            C.register_global_fw_post(self._fw_post_lean if lean else self._fw_post),
-        ]
-        h = C.register_global_bw_pre(self._bw_pre)
-        if h is not None:
-            self._handles.append(h)
+        self._handles = [C.GlobalHooks(self._fw_pre_lean if lean else self._fw_pre,
+                                       self._fw_post_lean if lean else self._fw_post,
+                                       self._bw_pre)]
         if lean and self._own_call:
             # nn.Module's call does the slow path's steps for these hooks
             # itself (made once: what it holds is the recorder's for its life)

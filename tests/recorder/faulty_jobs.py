@@ -128,7 +128,9 @@ SCENARIOS = {
     # all-reduce over their tp pair, the gradients over their dp pair.
     "mesh-size": dict(faults=["size:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),
     "mesh-skip": dict(faults=["skip:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),
-    "mesh-coll": dict(faults=["coll:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),
+    # (on torch 2.14 gloo does not time the mismatched pair out: the job hangs,
+    # and is killed once its traces stop growing, as fsdp-tp-skip below)
+    "mesh-coll": dict(faults=["coll:3"], mesh=True, quiet=3, culprits={3: ("Net.blocks.1", 2)}),
     "mesh-straggler": dict(faults=["sleep:3:3:Net.blocks.1:8"], mesh=True,
                            culprits={3: ("Net.blocks.1", 3)}),
     "mesh-kill": dict(faults=["kill:3"], mesh=True, culprits={3: ("Net.blocks.1", 2)}),

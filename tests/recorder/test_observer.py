@@ -208,8 +208,12 @@ def test_same_ops_with_and_without_recorder(ctx):
 
 
 def test_golden_programs(ctx):
+    # (COMMDEBUG_OBSERVE_RUNS: the sanitizer's run of this test, which is
+    # there for the C module's memory, not for the programs' repeatability,
+    # runs each once)
+    runs = os.environ.get("COMMDEBUG_OBSERVE_RUNS", "3")
     r = subprocess.run([sys.executable, os.path.join(REPO, "tests", "golden", "observe.py"),
-                        os.path.join(ctx.tmp, "obs"), "--runs", "3"],
+                        os.path.join(ctx.tmp, "obs"), "--runs", runs],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
     out = r.stdout.decode(errors="replace")
     last = out.strip().splitlines()[-1] if out.strip() else ""

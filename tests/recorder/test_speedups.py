@@ -89,9 +89,23 @@ def test_linebuf_equals_python(ctx):
     data, marks, n = lb.take()
     eq((data, [tuple(m) for m in marks], n),
        (want[0], [tuple(m) for m in want[1]], len(chunk)), "every item")
+    # take_frame(): the same lines and marks, as the raw frame raw_frame()
+    # makes of them, their line and byte counts the content's
+    from commdebug import _zstd
+    for big in (1, 3000):
+        lb.extend(chunk * big)
+        frame, marks, n, lines, nbytes = lb.take_frame()
+        content = want[0] * big
+        eq(frame, native.raw_frame(content), "take_frame() is raw_frame() of the lines")
+        eq(_zstd.raw_content(frame), content, "raw_content() gives them back")
+        eq((n, lines, nbytes), (len(chunk) * big, content.count(b"\n"), len(content)),
+           "items, lines and bytes")
+        eq([tuple(m) for m in marks][:len(want[1])], [tuple(m) for m in want[1]], "marks")
+    eq(len(frame) > 2 * 128 * 1024, True, "a frame of several raw blocks")
     lb.append("x\n")
     lb.clear()
     eq(lb.take()[0], b"", "cleared")
+    eq(_zstd.raw_content(lb.take_frame()[0]), b"", "an empty frame")
 
 
 def test_writer_frames_lines(ctx):

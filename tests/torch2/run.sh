@@ -49,6 +49,9 @@ recorder)
 	exec "$here/env.sh" run python3 tests/recorder/run_tests.py --commdebug "$cd_bin" \
 		--require-analyzer ;;
 sanitize)
+	# (the golden programs once each: the runs that check they repeat are suite torch2's)
+	COMMDEBUG_TORCH2_ENV="${COMMDEBUG_TORCH2_ENV:-} COMMDEBUG_OBSERVE_RUNS=1"
+	export COMMDEBUG_TORCH2_ENV
 	exec "$here/env.sh" san python3 tests/recorder/run_tests.py --commdebug "$cd_bin" \
 		--require-analyzer -k test_speedups -k test_observer \
 		-k test_light.test_light_jobs_equal_full -k test_light.test_light_compiled_model ;;
