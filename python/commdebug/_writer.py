@@ -256,8 +256,7 @@ class TraceWriter(RawTail, Relocation):
         it to the C module's thread (AsyncWrite), which writes it at once
         while the caller goes on."""
         raw = raw and self._comp is not None and self.regular
-        if raw and self._formatted:
-            # (the raw frame made from the LineBuf's own bytes: one copy)
+        if raw and self._formatted:     # (the frame made of the LineBuf's bytes: one copy)
             with self._take:
                 if len(self.buf) == 0:
                     return
@@ -269,8 +268,7 @@ class TraceWriter(RawTail, Relocation):
                 return
             data = got if self._formatted else self._text(got)
             out = self._raw_frame(data) if raw else self._encode(data)
-            # (a tuple item of two times is two lines)
-            lines, nbytes = data.count(b"\n"), len(data)
+            lines, nbytes = data.count(b"\n"), len(data)    # (a 2-time item: 2 lines)
         if self._dead or self._fd < 0:
             self.dropped += n
             return
@@ -380,8 +378,7 @@ class TraceWriter(RawTail, Relocation):
         self._set_due(time.monotonic_ns() + _DUE_NS)
 
     def _set_due(self, t):
-        """When the recording thread next pokes the writer (due, monotonic
-        ns), kept in the LineBuf too, where the C module's ops read it."""
+        """due (monotonic ns), kept in the LineBuf too: the C reads it there."""
         self.due = t = int(t)
         if self._formatted:
             self.buf.due = t
