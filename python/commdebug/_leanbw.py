@@ -410,6 +410,22 @@ def _guard_raii():
         return False
 
 
+# Modules whose forward makes one autograd node, whose only input is the
+# module's one tensor argument (not in place): the identity node of their input
+# side would run right after that node with nothing between, and changes no
+# op's order, so FullCall leaves it out (their class exactly, with no forward
+# of their own; COMMDEBUG_IDENTITY=all keeps it everywhere).
+_SINGLE_NODE = ("GELU", "ReLU", "ReLU6", "SiLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU",
+                "Softplus", "Mish", "Hardswish", "Hardsigmoid", "Hardtanh")
+
+
+def _single_node_classes():
+    if os.environ.get("COMMDEBUG_IDENTITY", "") == "all":
+        return ()
+    return tuple(c for c in (getattr(torch.nn, n, None) for n in _SINGLE_NODE)
+                 if isinstance(c, type))
+
+
 def make_call(rec):
     """The full recorder's call of a module with no hooks of its own while
     the recorder's three global hooks are the only ones (_modcall): the
@@ -448,4 +464,5 @@ def make_call(rec):
         view=tuple(rec._view_text), next_seq=_next_seq_nr, tracing=_tracing_state,
         py_call=full_call, py_post=post,
         tf_mode=getattr(torch._C, "_is_torch_function_mode_enabled", None),
-        slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL), guard_raii=_guard_raii())
+        slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL), guard_raii=_guard_raii(),
+        single=_single_node_classes())

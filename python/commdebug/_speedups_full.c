@@ -37,7 +37,7 @@ enum { F_KEY, F_REGION, F_PRE_IN, F_PRE_NOIN, F_PRE_BW, F_POST_OUT, F_POST_NOOUT
 static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_grad_fn,
 	*s_bw_hooks, *s_register, *s_next_id, *s_queue_bw_end, *s_seq_nr, *s_enter, *s_exit,
 	*s_forward, *s_fparams, *s_exit_prefix, *s_eval_frame, *s_is_in_compiled, *s_shape,
-	*s_dtype, *s_has_callback;
+	*s_dtype, *s_has_callback, *s_inplace;
 
 /* ---------------------------------------------------------------- Marker */
 
@@ -156,6 +156,7 @@ typedef struct {
 	PyObject *py_call;      /* the Python call: py_call(mod, args, kwargs) */
 	PyObject *py_post;      /* its output side: py_post(mod, args, result) */
 	PyObject *tf_mode;      /* torch._C._is_torch_function_mode_enabled, or None */
+	PyObject *single;       /* classes whose forward makes one node of its input (a tuple) */
 	int guard_raii;         /* no_dispatch() is on from its making to its freeing */
 	Py_ssize_t nj_slot, post_slot, bwpre_slot, ddp_slot, full_slot;
 } FullCall;
@@ -525,6 +526,43 @@ out:
 	return r;
 }
 
+/* mod is of one of the classes in c->single (activations: their forward
+ * makes one autograd node, whose only input is the module's input), not in
+ * place, without a forward of its own, and no torch function mode would see
+ * that forward: 1, 0, -1 on error.  Such a module's identity node would run
+ * right after that node, with nothing between (no other node can be ready
+ * with a higher sequence number then), and change no op's order and no
+ * event's: it is left out. */
+static int single_node(FullCall *c, PyObject *mod)
+{
+	Py_ssize_t n = PyTuple_GET_SIZE(c->single), i = 0;
+	while (i < n && (PyObject *)Py_TYPE(mod) != PyTuple_GET_ITEM(c->single, i))
+		i++;
+	if (i == n)
+		return 0;
+	/* (read in the instance's dict: nn.Module's __getattr__ for an attribute
+	 * it lacks is Python) */
+	PyObject *d = PyObject_GenericGetDict(mod, NULL);
+	if (!d)
+		return -1;
+	int r = PyDict_Check(d) ? 1 : 0;
+	PyObject *ip = r ? PyDict_GetItemWithError(d, s_inplace) : NULL;
+	if (ip)
+		r = !PyObject_IsTrue(ip) ? 1 : PyErr_Occurred() ? -1 : 0;
+	else if (PyErr_Occurred())
+		r = -1;
+	if (r > 0) {
+		int own = PyDict_Contains(d, s_forward);
+		r = own < 0 ? -1 : !own;
+	}
+	Py_DECREF(d);
+	if (r > 0 && c->tf_mode != Py_None) {
+		int tf = call_true(c->tf_mode);
+		r = tf < 0 ? -1 : !tf;
+	}
+	return r;
+}
+
 /* The input side's common case: 1 with *out the arguments to call the
  * forward with, 0 when not taken (nothing changed), -1 on error. */
 static int pre_fast(FullCall *c, PyObject *mod, PyObject *args, PyObject **out)
@@ -555,7 +593,13 @@ static int pre_fast(FullCall *c, PyObject *mod, PyObject *args, PyObject **out)
 	}
 	if ((r = plain_grad_tensor(c, t, &g)) <= 0 || (r = quiet_hooks(t, &d, &first)) <= 0)
 		goto done;
-	/* fw_pre, its bw_exit line, the identity node and its view */
+	int single = single_node(c, mod);
+	if (single < 0) {
+		r = -1;
+		goto done;
+	}
+	/* fw_pre, its bw_exit line, the identity node (where it changes
+	 * anything) and its view */
 	r = -1;
 	if (append_now(c, PyList_GET_ITEM(f, F_PRE_IN)) < 0)
 		goto done;
@@ -585,7 +629,7 @@ static int pre_fast(FullCall *c, PyObject *mod, PyObject *args, PyObject **out)
 		if (bad)
 			goto done;
 	}
-	PyObject *a = identity_node(c, t);
+	PyObject *a = single ? Py_NewRef(t) : identity_node(c, t);
 	if (!a)
 		goto done;
 	bad = append_now(c, PyTuple_GET_ITEM(c->view, 0)) < 0;
@@ -737,7 +781,7 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 
 #define FULL_FIELDS(X) X(rec) X(lc) X(buf) X(pending) X(cur_task) X(grad_enabled) X(tensor) \
 	X(odict) X(handle) X(alias) X(op_type) X(no_dispatch) X(view) X(next_seq) X(tracing) \
-	X(py_call) X(py_post) X(tf_mode)
+	X(py_call) X(py_post) X(tf_mode) X(single)
 
 CD_GC_FUNCS(FullCall, FULL_FIELDS)
 
@@ -746,15 +790,15 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 	static char *names[] = {"rec", "lc", "buf", "pending", "cur_task", "grad_enabled",
 				"tensor", "odict", "handle", "alias", "op_type", "no_dispatch",
 				"view", "next_seq", "tracing", "py_call", "py_post", "tf_mode",
-				"slots", "guard_raii", NULL};
-	PyObject *o[18], *slots;
+				"slots", "guard_raii", "single", NULL};
+	PyObject *o[18], *slots, *single = NULL;
 	int raii = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OO!OOO!OOOOOO!OOOOOO!|p", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OO!OOO!OOOOOO!OOOOOO!|pO!", names,
 					 &o[0], &PyDict_Type, &o[1], &o[2],
 					 &PyDict_Type, &o[3], &o[4], &o[5], &PyType_Type, &o[6],
 					 &o[7], &o[8], &o[9], &o[10], &o[11],
 					 &PyTuple_Type, &o[12], &o[13], &o[14], &o[15], &o[16],
-					 &o[17], &PyTuple_Type, &slots, &raii) ||
+					 &o[17], &PyTuple_Type, &slots, &raii, &PyTuple_Type, &single) ||
 	    !cd_check_buf(o[2], "FullCall"))
 		return -1;
 	Py_ssize_t *dst_slot[] = {&c->nj_slot, &c->post_slot, &c->bwpre_slot, &c->ddp_slot,
@@ -784,6 +828,9 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 	for (int i = 0; i < 18; i++)
 		*dst[i] = Py_NewRef(o[i]);
 	c->guard_raii = raii;
+	c->single = single ? Py_NewRef(single) : PyTuple_New(0);
+	if (!c->single)
+		return -1;
 	c->vectorcall = FullCall_vectorcall;
 	return 0;
 }
@@ -815,7 +862,7 @@ int cd_full_ready(void)
 		{&s_fparams, "_fparams"}, {&s_exit_prefix, "{\"ev\":\"bw_exit\""},
 		{&s_eval_frame, "torch._dynamo.eval_frame"},
 		{&s_is_in_compiled, "_is_in_compiled_region"}, {&s_shape, "shape"},
-		{&s_dtype, "dtype"}, {&s_has_callback, "_has_callback"},
+		{&s_dtype, "dtype"}, {&s_has_callback, "_has_callback"}, {&s_inplace, "inplace"},
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))

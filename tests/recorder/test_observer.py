@@ -107,9 +107,36 @@ class Net(nn.Module):
         return self.head(x)
 
 
-def ops_of(reentrant, rec):
+class Acts(nn.Module):
+    """Activation modules, whose identity node the recorder leaves out
+    (_leanbw._SINGLE_NODE), where their input has other uses: a residual
+    around one, two of one tensor, one of a parameter's module, the last of a
+    checkpointed Sequential, one called twice."""
+
+    def __init__(self, reentrant):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.gelu = nn.GELU()
+        self.relu = nn.ReLU()
+        self.tanh = nn.Tanh()
+        self.seq = nn.Sequential(nn.Linear(8, 8), nn.SiLU())
+        self.lin2 = nn.LayerNorm(8)
+        self.head = nn.Linear(8, 1)
+        self.reentrant = reentrant
+
+    def forward(self, x, y):
+        h = self.lin(x * y)
+        h = self.lin2(h) + h        # (its identity node does matter: see the test)
+        h = h + self.gelu(h)
+        a, b = self.relu(h), self.tanh(h)
+        h = a * b + h
+        h = checkpoint(self.seq, h, use_reentrant=self.reentrant) + h
+        return self.head(self.gelu(h) + self.relu(y))
+
+
+def ops_of(reentrant, rec, make=Net):
     torch.manual_seed(0)
-    net = Net(reentrant)
+    net = make(reentrant)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     log = OpLog()
     grads = []
@@ -161,16 +188,29 @@ def left_out(below, want):
 
 
 def test_same_ops_with_and_without_recorder(ctx):
+    same_ops(ctx, Net)
+
+
+def test_activations_same_ops(ctx):
+    """Activation modules without their identity node: the ops, and their
+    order, are CommDebugMode's (torch's wrappers around every module).  The
+    program fails it where a LayerNorm on a residual loses its node
+    (_SINGLE_NODE with "LayerNorm": the residual's add comes before the
+    LayerNorm's parameters' gradients are accumulated, not after)."""
+    same_ops(ctx, Acts)
+
+
+def same_ops(ctx, make):
     for reentrant in (False, True):
-        plain, gplain = ops_of(reentrant, None)
-        mode, _ = ops_of(reentrant, NothingRegion())
+        plain, gplain = ops_of(reentrant, None, make)
+        mode, _ = ops_of(reentrant, NothingRegion(), make)
         want = plain if mode == plain else mode
         # torch's own BackwardHook everywhere: the program dispatches what it
         # does under CommDebugMode, and the trace has those ops
         os.environ["COMMDEBUG_LEAN_BW"] = "0"
         try:
-            rec = Recorder(os.path.join(ctx.tmp, "o%d.zst" % reentrant))
-            got, ggot = ops_of(reentrant, rec)
+            rec = Recorder(os.path.join(ctx.tmp, "o%s%d.zst" % (make.__name__, reentrant)))
+            got, ggot = ops_of(reentrant, rec, make)
             rec.close()
         finally:
             del os.environ["COMMDEBUG_LEAN_BW"]
@@ -189,8 +229,8 @@ def test_same_ops_with_and_without_recorder(ctx):
         # LeanBackwardHook where it can (torch 2.4 and newer): the trace still
         # has the ops CommDebugMode sees; the program dispatches them, less
         # the views the wrapper nodes left out would have dispatched
-        rec = Recorder(os.path.join(ctx.tmp, "lean%d.zst" % reentrant))
-        below, glean = ops_of(reentrant, rec)
+        rec = Recorder(os.path.join(ctx.tmp, "lean%s%d.zst" % (make.__name__, reentrant)))
+        below, glean = ops_of(reentrant, rec, make)
         rec.close()
         traced = trace_ops(rec.path)
         if traced != want:
