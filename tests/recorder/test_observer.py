@@ -120,13 +120,13 @@ class Acts(nn.Module):
         self.relu = nn.ReLU()
         self.tanh = nn.Tanh()
         self.seq = nn.Sequential(nn.Linear(8, 8), nn.SiLU())
-        self.lin2 = nn.LayerNorm(8)
+        self.norm = nn.LayerNorm(8)
         self.head = nn.Linear(8, 1)
         self.reentrant = reentrant
 
     def forward(self, x, y):
         h = self.lin(x * y)
-        h = self.lin2(h) + h        # (its identity node does matter: see the test)
+        h = self.norm(h) + h        # (its identity node does matter: see the test)
         h = h + self.gelu(h)
         a, b = self.relu(h), self.tanh(h)
         h = a * b + h
