@@ -15,11 +15,12 @@ import threading
 import torch
 import torch.nn.modules.module as _nn_module
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.hooks import RemovableHandle
 
 __all__ = [
     "TORCH", "is_bw", "DTensor", "FakeTensor", "FakeTensorMode", "fake_context",
     "register_global_fw_pre", "register_global_fw_post",
-    "register_global_bw_pre", "GlobalHooks", "OpOverload", "OP_CALLS_OP", "unbox_process_group", "degraded",
+    "GlobalHooks", "OpOverload", "OP_CALLS_OP", "unbox_process_group", "degraded",
     "queue_engine_callback", "task_id", "TorchDispatchMode", "install_bw_tracking",
 ]
 
@@ -180,31 +181,18 @@ def fake_context():
 register_global_fw_pre = _nn_module.register_module_forward_pre_hook
 register_global_fw_post = _nn_module.register_module_forward_hook
 _global_bw_pre = getattr(_nn_module, "register_module_full_backward_pre_hook", None)
-
-
-def register_global_bw_pre(hook):
-    """Global full backward pre-hook, or None on a torch without one (the
-    recorder then emulates it with output gradient hooks)."""
-    if _global_bw_pre is None:
-        return None
-    return _global_bw_pre(hook)
-
-
 _gfp_dict = _nn_module._global_forward_pre_hooks
 _gf_dict = _nn_module._global_forward_hooks
 _gbp_dict = getattr(_nn_module, "_global_backward_pre_hooks", None) \
     if _global_bw_pre is not None else None
-_handle_type = None
 
 
-def _next_hook_key():
-    """A key from torch's own handle counter, as a RemovableHandle takes one."""
-    global _handle_type
-    if _handle_type is None:
-        from torch.utils.hooks import RemovableHandle
-        _handle_type = RemovableHandle
-    k = _handle_type.next_id
-    _handle_type.next_id = k + 1
+def new_hook_key():
+    """A hook key from torch's own handle counter, as a RemovableHandle takes
+    one (so keys order hooks by when they were registered, ours and
+    everybody else's)."""
+    k = RemovableHandle.next_id
+    RemovableHandle.next_id = k + 1
     return k
 
 
@@ -218,17 +206,10 @@ class GlobalHooks:
     __slots__ = ("keys",)
 
     def __init__(self, fw_pre, fw_post, bw_pre):
-        k = _next_hook_key()
-        _gfp_dict[k] = fw_pre
-        keys = [(_gfp_dict, k)]
-        k = _next_hook_key()
-        _gf_dict[k] = fw_post
-        keys.append((_gf_dict, k))
-        if _gbp_dict is not None:
-            k = _next_hook_key()
-            _gbp_dict[k] = bw_pre
-            keys.append((_gbp_dict, k))
-        self.keys = keys
+        self.keys = [(d, new_hook_key()) for d in (_gfp_dict, _gf_dict, _gbp_dict)
+                     if d is not None]
+        for (d, k), hook in zip(self.keys, (fw_pre, fw_post, bw_pre)):
+            d[k] = hook
 
     def remove(self):
         for d, k in self.keys:

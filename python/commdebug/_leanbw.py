@@ -121,12 +121,7 @@ def uninstall():
         _nn_module.BackwardHook = BackwardHook
 
 
-def new_key():
-    """A hook key from torch's own handle counter (so keys order hooks by
-    when they were registered, ours and everybody else's)."""
-    k = RemovableHandle.next_id
-    RemovableHandle.next_id = k + 1
-    return k
+new_key = C.new_hook_key
 
 
 def _hook_dict(t):

@@ -547,10 +547,14 @@ static int single_node(FullCall *c, PyObject *mod)
 		return -1;
 	int r = PyDict_Check(d) ? 1 : 0;
 	PyObject *ip = r ? PyDict_GetItemWithError(d, s_inplace) : NULL;
-	if (ip)
-		r = !PyObject_IsTrue(ip) ? 1 : PyErr_Occurred() ? -1 : 0;
-	else if (PyErr_Occurred())
+	if (ip) {
+		Py_INCREF(ip);          /* (its __bool__ is anybody's code) */
+		int t = PyObject_IsTrue(ip);
+		Py_DECREF(ip);
+		r = t < 0 ? -1 : !t;
+	} else if (PyErr_Occurred()) {
 		r = -1;
+	}
 	if (r > 0) {
 		int own = PyDict_Contains(d, s_forward);
 		r = own < 0 ? -1 : !own;

@@ -28,7 +28,7 @@ class RawTail:
             if self._tail_at is None or self._dead or self._fd < 0:
                 return
             at, parts, end = self._tail_at, list(self._tail), self._end
-        data = b"".join(_zstd.raw_content(f) for f in parts)
+        data = b"".join(b for f in parts for b in _zstd.raw_blocks(f))
         with self._zlock:
             out = self._comp.frame(data)
         with self._io:

@@ -224,7 +224,12 @@ def raw_frame(data):
 
 
 def raw_content(frame):
-    """The content of a frame raw_frame made (its blocks' bytes, joined)."""
+    """The content of a frame raw_frame made."""
+    return b"".join(raw_blocks(frame))
+
+
+def raw_blocks(frame):
+    """The blocks' bytes of a frame raw_frame made (views of it), in order."""
     if frame[:4] != b"\x28\xb5\x2f\xfd" or frame[4] not in (0xA0, 0xA4):
         raise ValueError("commdebug: not a frame of raw blocks")
     n = struct.unpack_from("<I", frame, 5)[0]
@@ -242,7 +247,7 @@ def raw_content(frame):
             break
     if got != n:
         raise ValueError("commdebug: a raw frame whose size is not its blocks'")
-    return b"".join(parts)
+    return parts
 
 
 def skippable_header(payload):
