@@ -22,7 +22,9 @@ class Relocation:
         if not self._io.acquire(timeout=1.0):
             return None
         try:
-            self._drain_locked()
+            # (raw: the frame joins the raw tail, which must reach the
+            # file's end for _compact)
+            self._drain_locked(raw=True)
             self._settle()
             if self._dead:
                 return None

@@ -28,6 +28,11 @@ class RawTail:
             if self._tail_at is None or self._dead or self._fd < 0:
                 return
             at, parts, end = self._tail_at, list(self._tail), self._end
+            if sum(map(len, parts)) != end - at:
+                # (a frame not in the tail after it: never overwritten; the
+                # raw frames stay, readable as they are)
+                self._tail_at, self._tail = None, []
+                return
         data = b"".join(b for f in parts for b in _zstd.raw_blocks(f))
         with self._zlock:
             out = self._comp.frame(data)

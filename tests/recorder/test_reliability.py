@@ -3,6 +3,7 @@ a full disk, a FIFO nobody reads, two writers on one path, a fork; every
 frame carries a checksum."""
 
 import ctypes
+import json
 import os
 import subprocess
 import time
@@ -242,6 +243,41 @@ def test_frames_have_checksums(ctx):
         check("checksum" in str(e).lower(), "error %r", str(e))
     else:
         raise AssertionError("a trace with a wrong checksum decoded")
+
+
+def test_move_keeps_lines_after_raw_tail(ctx):
+    """A trace moved (its rank learned) while raw frames wait at its end for
+    the writer thread: the lines the move writes, and those after it, are
+    all still there once the raw frames are compacted, and in order."""
+    from commdebug import _zstd
+    from commdebug._writer import TraceWriter
+    if _zstd.load() is None:
+        from _util import Skip
+        raise Skip("no libzstd")
+    meta = ('{"ev":"meta","format":"commdebug-trace","version":1,"rank":%s,'
+            '"world_size":1,"t0":1}\n')
+    lines = ['{"ev":"pg","name":"%d","ranks":[0],"t":%d}\n' % (i, i) for i in range(300)]
+    # the new meta line as long as the old one, and longer
+    for n, rank in enumerate(("0", "12345")):
+        path = os.path.join(ctx.tmp, ".pending%d.zst" % n)
+        w = TraceWriter(path, meta % "0")
+        w._compact = lambda: None       # the writer thread leaves the raw frames
+        w.buf.extend(lines[:100])
+        w.sync()                        # a raw frame at the end
+        w.buf.extend(lines[100:200])    # lines the move must write
+        new = os.path.join(ctx.tmp, "rank%d.zst" % n)
+        eq(w.relocate(new, meta % rank), new, "relocate")
+        w.buf.extend(lines[200:])
+        w.sync()
+        del w._compact
+        w._compact()
+        w.close()
+        text = zstd_cli_text(new).splitlines(True)
+        eq(text[0], meta % rank, "moved trace's meta line")
+        eq([json.loads(t)["name"] for t in text[1:]], [str(i) for i in range(300)],
+           "moved trace (meta rank %s) by zstd -dc" % rank)
+        eq([e["name"] for e in events(new) if e["ev"] == "pg"], [str(i) for i in range(300)],
+           "moved trace (meta rank %s) by read_events" % rank)
 
 
 def test_raw_frames_then_compacted(ctx):
