@@ -320,3 +320,77 @@ def test_raw_frames_then_compacted(ctx):
     if ctx.analyzer is not None:
         rc, out, err = ctx.analyzer.run("ranks", path, check_rc=(0, 4))
         check("cut" not in err and "unreadable" not in out, "ranks: %s %s", out, err)
+
+
+WRITER_SEEDS = range(24)
+
+
+def test_writer_random_interleavings(ctx):
+    """Lines appended between random writer steps, from the recording thread
+    (sync, sync(later) handing a frame to the C module's thread), another
+    thread's flush, compaction of the raw tail on the recording thread while
+    the writer thread also compacts, and moves of the file with meta lines of
+    other lengths: once closed, the trace holds every line once, in order
+    (zstd -dc and read_events), and the frame index of a bounded trace names
+    frames that hold the lines it says."""
+    import io
+    import random
+    import threading
+    from commdebug import _zstd
+    from commdebug._writer import TraceWriter
+    z = _zstd.load()
+    if z is None:
+        from _util import Skip
+        raise Skip("no libzstd")
+    meta = ('{"ev":"meta","format":"commdebug-trace","version":1,"rank":%d,'
+            '"world_size":1,"t0":1}\n')
+    for seed in WRITER_SEEDS:
+        rnd = random.Random(seed)
+        path = os.path.join(ctx.tmp, ".pending%d.zst" % seed)
+        w = TraceWriter(path, meta % 0)
+        if seed % 2:
+            w.index = []
+        rank, n = 0, 0
+        for _ in range(60):
+            k = rnd.randrange(0, 40)
+            w.buf.extend('{"ev":"pg","name":"%d","ranks":[0],"t":%d}\n' % (n + i, n + i)
+                         for i in range(k))
+            n += k
+            step = rnd.randrange(6)
+            if step == 0:
+                w.sync()
+            elif step == 1:
+                w.sync(later=True)
+            elif step == 2:
+                t = threading.Thread(target=w.flush)
+                t.start()
+                if rnd.random() < 0.5:
+                    t.join()
+            elif step == 3:
+                w._compact()
+            elif step == 4 and rnd.random() < 0.3:
+                rank = rnd.choice((0, 7, 123456))
+                new = os.path.join(ctx.tmp, "s%d-%d.zst" % (seed, rank))
+                if w.relocate(new, meta % rank) is not None:
+                    path = new
+            else:
+                time.sleep(rnd.random() * 0.03)
+        w.close()
+        index = w.index
+        what = "seed %d" % seed
+        text = zstd_cli_text(path).splitlines(True)
+        eq(text[0], meta % rank, what + ": meta line")
+        eq([json.loads(t)["name"] for t in text[1:]], [str(i) for i in range(n)],
+           what + ": lines by zstd -dc")
+        eq([e["name"] for e in events(path)[1:]], [str(i) for i in range(n)],
+           what + ": lines by read_events")
+        if index is None:
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        last = 0
+        for off, length, nlines, _ in index:
+            check(off >= last, "%s: index frames overlap at %d", what, off)
+            last = off + length
+            got = b"".join(z.decompress_iter(io.BytesIO(data[off:off + length])))
+            eq(got.count(b"\n"), nlines, "%s: lines of the indexed frame at %d" % (what, off))
