@@ -17,7 +17,7 @@ newer PyTorch dispatches for each, so the recorder can wrap them.
 import torch
 
 __all__ = ["COLLECTIVE_NAMESPACES", "payload_indices", "python_api_methods",
-           "tensors_of", "group_names", "group_info"]
+           "tensors_of", "group_names", "group_info", "group_registry"]
 
 COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional",
                          "_c10d_functional_autograd")
@@ -94,6 +94,36 @@ def tensors_of(x, out):
         for y in x:
             tensors_of(y, out)
     return out
+
+
+_registry_home = []      # [distributed_c10d's _world, or the module, or None], found once
+
+
+def group_registry():
+    """torch.distributed's own {ProcessGroup: name} of the live groups (to be
+    read, not changed), empty before init_process_group and after
+    destroy_process_group; None where this torch keeps it elsewhere or has
+    no torch.distributed.  Found once, then read: a region's start asks it
+    (group_names() would import and ask is_initialized() each time)."""
+    if not _registry_home:
+        home = None
+        try:
+            import torch.distributed as dist
+            if dist.is_available():
+                c = dist.distributed_c10d
+                world = getattr(c, "_world", None)
+                if isinstance(getattr(world, "pg_names", None), dict):
+                    home = (world, "pg_names")
+                elif isinstance(getattr(c, "_pg_names", None), dict):
+                    home = (c, "_pg_names")
+        except Exception:
+            pass
+        _registry_home.append(home)
+    home = _registry_home[0]
+    if home is None:
+        return None
+    names = getattr(home[0], home[1], None)
+    return names if isinstance(names, dict) else None
 
 
 def group_names():
