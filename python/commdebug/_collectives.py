@@ -17,7 +17,7 @@ newer PyTorch dispatches for each, so the recorder can wrap them.
 import torch
 
 __all__ = ["COLLECTIVE_NAMESPACES", "payload_indices", "python_api_methods",
-           "tensors_of", "group_names", "group_info", "group_registry"]
+           "tensors_of", "group_registry", "group_info"]
 
 COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional",
                          "_c10d_functional_autograd")
@@ -103,8 +103,8 @@ def group_registry():
     """torch.distributed's own {ProcessGroup: name} of the live groups (to be
     read, not changed), empty before init_process_group and after
     destroy_process_group; None where this torch keeps it elsewhere or has
-    no torch.distributed.  Found once, then read: a region's start asks it
-    (group_names() would import and ask is_initialized() each time)."""
+    no torch.distributed.  Found once, then read (every region's start asks
+    it)."""
     if not _registry_home:
         home = None
         try:
@@ -124,22 +124,6 @@ def group_registry():
         return None
     names = getattr(home[0], home[1], None)
     return names if isinstance(names, dict) else None
-
-
-def group_names():
-    """{ProcessGroup: name} for every group this process knows."""
-    try:
-        import torch.distributed as dist
-        if not (dist.is_available() and dist.is_initialized()):
-            return {}
-        c = dist.distributed_c10d
-        world = getattr(c, "_world", None)
-        names = getattr(world, "pg_names", None) if world is not None else None
-        if names is None:
-            names = getattr(c, "_pg_names", {})
-        return dict(names)
-    except Exception:
-        return {}
 
 
 def group_info(pg, name):

@@ -352,13 +352,9 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
     # -------------------------------------------------------- process groups
     def _scan_groups(self):
         reg = K.group_registry()
-        if reg is not None and not reg:
-            # no group (no default group: no rank to learn either)
-            live = reg
-        else:
-            if self._rank_src != "pg":
-                self._learn_rank()
-            live = K.group_names()
+        if self._rank_src != "pg" and (reg is None or reg):
+            self._learn_rank()      # (no group: no default group, no rank)
+        live = dict(reg) if reg else {}
         key = [(id(pg), name) for pg, name in live.items()]
         if key == self._pg_scanned:
             return          # the same groups as at the last scan (every region)
