@@ -22,8 +22,9 @@ Faults (rank 1, step 2, at the world all_reduce unless said):
     skip      rank 1 does not issue the world all_reduce of step 2
     coll      rank 1 all_gathers (16 float32 per rank) instead
     size      rank 1 all_reduces 32 float32 instead of 16
-    sleep     rank 2 sleeps 6 s before the world all_reduce of step 2 (a straggler;
-              the job ends normally)
+    sleep     rank 2 sleeps before the world all_reduce of step 2 until the other
+              ranks have dumped in flight (at least 3.5 s, at most --timeout less
+              2 s: a straggler; the job ends normally)
 
 Dumps, named <prefix><rank> as fr_trace infers the rank:
 
@@ -78,14 +79,30 @@ class Ledger:
 
 
 def dump(out, sub, rank, json_too=True):
+    """Each file written whole under DIR/.tmp, then renamed into place: a
+    dump in its directory is complete."""
     import torch._C._distributed_c10d as c10d
-    os.makedirs(os.path.join(out, sub), exist_ok=True)
-    with open(os.path.join(out, sub, "fr_rank%d" % rank), "wb") as f:
-        f.write(c10d._dump_fr_trace())
-    if json_too:
-        os.makedirs(os.path.join(out, sub + "-json"), exist_ok=True)
-        with open(os.path.join(out, sub + "-json", "fr_rank%d" % rank), "wb") as f:
-            f.write(c10d._dump_fr_trace_json())
+    tmp = os.path.join(out, ".tmp")
+    os.makedirs(tmp, exist_ok=True)
+    for d, fn in ((sub, c10d._dump_fr_trace),) + (((sub + "-json", c10d._dump_fr_trace_json),)
+                                                   if json_too else ()):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+        t = os.path.join(tmp, "%s.%d" % (d, rank))
+        with open(t, "wb") as f:
+            f.write(fn())
+        os.replace(t, os.path.join(out, d, "fr_rank%d" % rank))
+
+
+def wait_for_dumps(out, ranks, least, most):
+    """The straggler's sleep: until every rank of ranks has dumped in flight
+    (pickle and JSON), and at least least, at most most seconds."""
+    t0 = time.monotonic()
+    names = [os.path.join(out, d, "fr_rank%d" % r) for r in ranks
+             for d in ("inflight", "inflight-json")]
+    while time.monotonic() - t0 < most:
+        if time.monotonic() - t0 >= least and all(os.path.exists(n) for n in names):
+            return
+        time.sleep(0.05)
 
 
 def worker(args):
@@ -179,7 +196,8 @@ def worker(args):
                     coll("0", "all_reduce", via("world", lambda: dist.all_reduce(y)), y, step)
                 else:
                     if fault == "sleep" and step == FAULT_STEP:
-                        time.sleep(6)
+                        wait_for_dumps(args.out, [r for r in range(world) if r != rank],
+                                       3.5, max(3.5, args.timeout - 2))
                     coll("0", "all_reduce", via("world", lambda: dist.all_reduce(x)), x, step)
                 b = torch.full((8,), float(rank))
                 coll("0", "broadcast", via("bcast", lambda: dist.broadcast(b, src=0)), b, step)
