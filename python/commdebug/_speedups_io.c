@@ -12,12 +12,21 @@
  * the writer made them.  After a failed write the rest of the queue is
  * dropped, and wait() says so: (errno, items dropped), the first error kept.
  * A forked child has no such thread: its queue is dropped unwritten.
+ *
+ * compress_with(owner, cctx, compress2, bound, iserror) gives it libzstd's
+ * ZSTD_compress2, ZSTD_compressBound and ZSTD_isError (their addresses, as
+ * the ctypes library the writer loaded has them) and a compression context
+ * of its own (owner: the object holding it, kept while the thread may use
+ * it).  submit(..., True) then queues lines to be written as one compressed
+ * frame, compressed by the thread: the caller cannot know that frame's
+ * length, and wait() says how many bytes and frames such jobs wrote.
  */
 #include "_speedups.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,7 +46,12 @@ typedef struct Job {
 	int fd;
 	long long at;
 	Py_ssize_t items;       /* the lines it holds, for what a failure drops */
+	int compress;           /* data: lines, to be written as a compressed frame */
 } Job;
+
+typedef size_t (*zcompress2_fn)(void *, void *, size_t, const void *, size_t);
+typedef size_t (*zbound_fn)(size_t);
+typedef unsigned (*ziserror_fn)(size_t);
 
 typedef struct {
 	PyObject_HEAD
@@ -53,6 +67,15 @@ typedef struct {
 	int sleeping;           /* the thread waits for submit's signal (not polling) */
 	unsigned long forks;    /* forks when it was made: the thread is this process's */
 	pthread_t thread;
+	PyObject *zowner;       /* holds cctx (compress_with) */
+	void *cctx;
+	zcompress2_fn zcompress2;
+	zbound_fn zbound;
+	ziserror_fn ziserror;
+	char *zbuf;             /* the thread's output buffer */
+	size_t zcap;
+	long long zbytes;       /* bytes of compressed frames written, since wait() said */
+	Py_ssize_t zframes;     /* and how many frames */
 } AsyncWrite;
 
 /* data[0:n] at offset at of fd: 0, or an errno. */
@@ -71,6 +94,32 @@ static int write_at(int fd, const char *p, size_t n, long long at)
 		n -= (size_t)k;
 		at += k;
 	}
+	return 0;
+}
+
+/* A job's bytes as they go to the file: its data, or (compress) a frame
+ * made of it in w->zbuf.  0, or an errno. */
+static int job_bytes(AsyncWrite *w, Job *j, const char **p, size_t *n)
+{
+	*p = PyBytes_AS_STRING(j->data);
+	*n = (size_t)PyBytes_GET_SIZE(j->data);
+	if (!j->compress)
+		return 0;
+	size_t cap = w->zbound(*n);
+	if (w->ziserror(cap))
+		return EOVERFLOW;
+	if (cap > w->zcap) {
+		char *b = realloc(w->zbuf, cap);
+		if (!b)
+			return ENOMEM;
+		w->zbuf = b;
+		w->zcap = cap;
+	}
+	size_t r = w->zcompress2(w->cctx, w->zbuf, w->zcap, *p, *n);
+	if (w->ziserror(r))
+		return EIO;
+	*p = w->zbuf;
+	*n = r;
 	return 0;
 }
 
@@ -111,10 +160,17 @@ static void *run(void *arg)
 		pthread_mutex_unlock(&w->mu);
 		/* (the bytes object is immutable and held: its buffer is read
 		 * without the interpreter's lock) */
-		int e = failed ? 0 : write_at(j->fd, PyBytes_AS_STRING(j->data),
-					       (size_t)PyBytes_GET_SIZE(j->data), j->at);
+		const char *p = NULL;
+		size_t n = 0;
+		int e = failed ? 0 : job_bytes(w, j, &p, &n);
+		if (!failed && !e)
+			e = write_at(j->fd, p, n, j->at);
 		pthread_mutex_lock(&w->mu);
 		w->busy = 0;
+		if (!failed && !e && j->compress) {
+			w->zbytes += (long long)n;
+			w->zframes++;
+		}
 		if (failed || e) {
 			if (!w->err)
 				w->err = e;
@@ -179,8 +235,16 @@ static int forked(AsyncWrite *w)
 
 static PyObject *AsyncWrite_submit(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
 {
-	if (nargs != 4 || !PyLong_Check(args[0]) || !PyBytes_CheckExact(args[1])) {
-		PyErr_SetString(PyExc_TypeError, "submit(fd: int, data: bytes, at: int, items: int)");
+	if (nargs < 4 || nargs > 5 || !PyLong_Check(args[0]) || !PyBytes_CheckExact(args[1])) {
+		PyErr_SetString(PyExc_TypeError,
+				"submit(fd: int, data: bytes, at: int, items: int[, compress: bool])");
+		return NULL;
+	}
+	int compress = nargs == 5 ? PyObject_IsTrue(args[4]) : 0;
+	if (compress < 0)
+		return NULL;
+	if (compress && !w->cctx) {
+		PyErr_SetString(PyExc_ValueError, "submit: compress without compress_with()");
 		return NULL;
 	}
 	long fdl = PyLong_AsLong(args[0]);
@@ -210,6 +274,7 @@ static PyObject *AsyncWrite_submit(AsyncWrite *w, PyObject *const *args, Py_ssiz
 	j->fd = fd;
 	j->at = at;
 	j->items = items;
+	j->compress = compress;
 	pthread_mutex_lock(&w->mu);
 	if (w->tail)
 		w->tail->next = j;
@@ -222,7 +287,8 @@ static PyObject *AsyncWrite_submit(AsyncWrite *w, PyObject *const *args, Py_ssiz
 	Py_RETURN_TRUE;
 }
 
-/* wait([timeout]) -> (errno, items dropped), or None when timeout seconds
+/* wait([timeout]) -> (errno, items dropped, bytes and frames of compressed
+ * jobs written since the last such answer), or None when timeout seconds
  * passed first (the queue still being written). */
 static PyObject *AsyncWrite_wait(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -265,10 +331,13 @@ static PyObject *AsyncWrite_wait(AsyncWrite *w, PyObject *const *args, Py_ssize_
 		Py_RETURN_NONE;
 	pthread_mutex_lock(&w->mu);
 	int err = w->err;
-	Py_ssize_t dropped = w->dropped;
+	Py_ssize_t dropped = w->dropped, zframes = w->zframes;
+	long long zbytes = w->zbytes;
 	w->dropped = 0;
+	w->zbytes = 0;
+	w->zframes = 0;
 	pthread_mutex_unlock(&w->mu);
-	return Py_BuildValue("(in)", err, dropped);
+	return Py_BuildValue("(inLn)", err, dropped, zbytes, zframes);
 }
 
 /* close(): the queue written, the thread ended. */
@@ -291,6 +360,37 @@ static PyObject *AsyncWrite_close(AsyncWrite *w, PyObject *unused)
 	w->stop = 1;
 	reap(w);
 	return r;
+}
+
+/* compress_with(owner, cctx, compress2, bound, iserror): see the head
+ * comment; only before the first submit. */
+static PyObject *AsyncWrite_compress_with(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 5) {
+		PyErr_SetString(PyExc_TypeError,
+				"compress_with(owner, cctx, compress2, bound, iserror)");
+		return NULL;
+	}
+	void *ptr[4];
+	for (int i = 0; i < 4; i++) {
+		ptr[i] = PyLong_AsVoidPtr(args[i + 1]);
+		if (PyErr_Occurred())
+			return NULL;
+		if (!ptr[i]) {
+			PyErr_SetString(PyExc_ValueError, "compress_with: a null address");
+			return NULL;
+		}
+	}
+	if (w->started || w->cctx) {
+		PyErr_SetString(PyExc_RuntimeError, "compress_with: only once, before submit");
+		return NULL;
+	}
+	w->zowner = Py_NewRef(args[0]);
+	w->cctx = ptr[0];
+	w->zcompress2 = (zcompress2_fn)ptr[1];
+	w->zbound = (zbound_fn)ptr[2];
+	w->ziserror = (ziserror_fn)ptr[3];
+	Py_RETURN_NONE;
 }
 
 static PyObject *AsyncWrite_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -325,15 +425,22 @@ static void AsyncWrite_dealloc(AsyncWrite *w)
 		pthread_cond_destroy(&w->work);
 		pthread_cond_destroy(&w->idle);
 	}
+	free(w->zbuf);
+	Py_CLEAR(w->zowner);
 	Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
 static PyMethodDef AsyncWrite_methods[] = {
 	{"submit", (PyCFunction)(void (*)(void))AsyncWrite_submit, METH_FASTCALL,
-	 "submit(fd, data, at, items) -> bool: data queued for offset at (False: an earlier "
-	 "write failed, or none can be made; nothing queued)"},
+	 "submit(fd, data, at, items[, compress]) -> bool: data queued for offset at, as it is "
+	 "or (compress) as a compressed frame of it (False: an earlier write failed, or none "
+	 "can be made; nothing queued)"},
 	{"wait", (PyCFunction)(void (*)(void))AsyncWrite_wait, METH_FASTCALL,
-	 "wait([timeout]) -> (errno, items dropped), or None: timeout seconds passed first"},
+	 "wait([timeout]) -> (errno, items dropped, compressed bytes, compressed frames), or "
+	 "None: timeout seconds passed first"},
+	{"compress_with", (PyCFunction)(void (*)(void))AsyncWrite_compress_with, METH_FASTCALL,
+	 "compress_with(owner, cctx, compress2, bound, iserror): libzstd's entry points and a "
+	 "context of its own, for submit(..., compress=True)"},
 	{"close", (PyCFunction)AsyncWrite_close, METH_NOARGS,
 	 "close() -> (errno, items dropped): the queue written, the thread ended"},
 	{NULL, NULL, 0, NULL},

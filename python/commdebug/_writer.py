@@ -20,8 +20,9 @@ and written
   pipe nobody reads or a full disk;
 * in full mode also at every region exit and ``next_region``
   (``sync(later=True)``; light mode leaves the lines of its region exits to
-  the writer thread): made by the recording thread and, where the C module
-  is built, handed to its thread that writes without the interpreter's lock
+  the writer thread): where the C module is built, handed to its thread,
+  which compresses them into a frame (or writes the raw frame the recording
+  thread made: _handoff.py says when) without the interpreter's lock
   (``AsyncWrite``: the write starts at once, and the training thread does
   not wait for it), one frame at a time: while the one before is not
   written yet, the lines go to the writer thread.  Everything else that
@@ -54,6 +55,7 @@ from . import _zstd
 from ._native import speedups
 from ._claim import Busy, _claim_free_name, _warn, alt_path, claim  # noqa: F401
 from ._relocate import Relocation
+from ._handoff import Handoff
 from ._tail import RawTail
 
 __all__ = ["TraceWriter", "claim", "alt_path", "EXIT_TIMEOUT_S", "MAX_AGE_MS"]
@@ -102,7 +104,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class TraceWriter(RawTail, Relocation):
+class TraceWriter(Handoff, RawTail, Relocation):
     """Owns the file descriptor, the line buffer and the writer thread.
 
     ``buf``: the list the recorder appends lines to.  ``due``: monotonic ns
@@ -166,10 +168,7 @@ class TraceWriter(RawTail, Relocation):
                 self.regular = False       # a FIFO without a reader: the thread opens it
             else:
                 raise
-        aw = getattr(native, "AsyncWrite", None)
-        # region exits' frames, written by the C module's thread (regular files)
-        self._aw = aw() if aw is not None and self.regular and self._fd >= 0 else None
-        self._handed = False              # a frame went to it since the file's position was set
+        self._handoff_init(native, level)  # region exits' frames: the C module's thread
         self.buf.append(first_line)
         if self._fd >= 0 and self.regular:
             with self._io:
@@ -256,6 +255,8 @@ class TraceWriter(RawTail, Relocation):
         it to the C module's thread (AsyncWrite), which writes it at once
         while the caller goes on."""
         raw = raw and self._comp is not None and self.regular
+        if later and raw and self._hand_lines():
+            return                      # (the lines compressed by the C module's thread)
         if raw and self._formatted:     # (the frame made of the LineBuf's bytes: one copy)
             with self._take:
                 if len(self.buf) == 0:
@@ -269,6 +270,11 @@ class TraceWriter(RawTail, Relocation):
             data = got if self._formatted else self._text(got)
             out = self._raw_frame(data) if raw else self._encode(data)
             lines, nbytes = data.count(b"\n"), len(data)    # (a 2-time item: 2 lines)
+        self._put(out, n, lines, nbytes, raw, later)
+
+    def _put(self, out, n, lines, nbytes, raw, later=False):
+        """Write the frame out (n items, lines lines, nbytes bytes of them) at
+        the end, or hand it to the C module's thread (later), and count it."""
         if self._dead or self._fd < 0:
             self.dropped += n
             return
@@ -287,31 +293,6 @@ class TraceWriter(RawTail, Relocation):
         self.bytes_in += nbytes
         self.bytes_out += len(out)
         self.frames += 1
-
-    def _settle(self, timeout=None):
-        """Wait for the frame handed to the C module's thread to be written
-        (the caller holds _io); False when timeout seconds passed first.  A
-        failed write fails the writer as one of its own would."""
-        if self._aw is None:
-            return True
-        r = self._aw.wait(timeout)
-        if r is None:
-            return False
-        if self._handed:
-            # (written with pwrite at its offset: the file's position is
-            # where the frames before it ended, and os.write appends there)
-            self._handed = False
-            if self._fd >= 0:
-                try:
-                    os.lseek(self._fd, self._end, os.SEEK_SET)
-                except OSError:
-                    pass
-        err, dropped = r
-        if err and not self._dead:
-            self._fail(OSError(err, os.strerror(err)), dropped)
-        elif dropped:
-            self.dropped += dropped
-        return True
 
     def _write(self, out, n, at=None):
         """Write out at the end (or at offset at); False after an error."""

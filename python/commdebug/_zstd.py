@@ -166,6 +166,15 @@ class Compressor:
                                                     len(data)), "ZSTD_compress2")
         return ctypes.string_at(self._dst, n)
 
+    def entry_points(self):
+        """(its context, ZSTD_compress2, ZSTD_compressBound, ZSTD_isError) as
+        addresses, for C code that compresses with them (AsyncWrite): the
+        context is this object's, freed with it."""
+        lib = self._lib
+        addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+        return (self._cctx, addr(lib.ZSTD_compress2), addr(lib.ZSTD_compressBound),
+                addr(lib.ZSTD_isError))
+
     def __del__(self):
         try:
             if self._cctx:

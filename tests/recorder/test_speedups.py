@@ -156,7 +156,7 @@ def test_async_write(ctx):
     for p in parts:
         eq(aw.submit(fd, p, at, 1), True, "submit")
         at += len(p)
-    eq(aw.wait(), (0, 0), "wait after the frames")
+    eq(aw.wait(), (0, 0, 0, 0), "wait after the frames")
     with open(path, "rb") as f:
         eq(f.read(), b"".join(parts), "the file")
     bad = os.open(path, os.O_RDONLY)             # (a write to it fails: EBADF)
@@ -169,22 +169,112 @@ def test_async_write(ctx):
     got = aw2.wait()
     eq(got[0], errno.EBADF, "the first failure's errno")
     check(got[1] in (7,), "items dropped: %r", got)
-    eq(aw2.wait(), (errno.EBADF, 0), "dropped items told once")
+    eq(aw2.wait(), (errno.EBADF, 0, 0, 0), "dropped items told once")
     aw3 = native.AsyncWrite()
     eq(aw3.submit(fd, b"z" * 100, 0, 1), True, "submit")
     pid = os.fork()
     if pid == 0:
         try:
             r = aw3.wait()
-            os._exit(0 if r == (0, 0) and aw3.submit(fd, b"q", 0, 1) is False else 3)
+            os._exit(0 if r == (0, 0, 0, 0) and aw3.submit(fd, b"q", 0, 1) is False else 3)
         except BaseException:
             os._exit(4)
     _, status = os.waitpid(pid, 0)
     eq(os.WEXITSTATUS(status), 0, "the child's wait and submit")
-    eq(aw3.close(), (0, 0), "close")
+    eq(aw3.close(), (0, 0, 0, 0), "close")
     eq(aw3.submit(fd, b"z", 0, 1), False, "submit after close")
     os.close(bad)
     os.close(fd)
+
+
+def test_async_write_compresses(ctx):
+    """AsyncWrite given libzstd (compress_with): lines submitted with
+    compress=True are written as one zstd frame each, with its content
+    checksum, at the offsets given, after and between plain jobs; wait()
+    says the bytes and frames the compressed jobs wrote, once; compress
+    without compress_with is refused; and a full recorder's region exits
+    reach the file as compressed frames, with no raw frame waiting at its end
+    for the writer thread (COMMDEBUG_AW_COMPRESS=0: raw frames as before)."""
+    native = _native()
+    from commdebug import _zstd
+    z = _zstd.load()
+    if z is None:
+        raise Skip("no libzstd")
+    path = os.path.join(ctx.tmp, "awz.zst")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    aw = native.AsyncWrite()
+    try:
+        aw.submit(fd, b"x", 0, 1, True)
+        raise AssertionError("compress without compress_with accepted")
+    except ValueError:
+        pass
+    zc = z.compressor(1)
+    aw.compress_with(zc, *zc.entry_points())
+    head = z.compressor(1).frame(b'{"ev":"meta"}\n')
+    eq(aw.submit(fd, head, 0, 1), True, "submit a frame as it is")
+    texts = [b"".join(b'{"ev":"op","i":%d,"k":%d}\n' % (i, k) for i in range(300 + 50 * k))
+             for k in range(5)]
+    at = len(head)
+    eq(aw.submit(fd, texts[0], at, 300, True), True, "submit lines to compress")
+    r = aw.wait()
+    eq((r[0], r[1], r[3]), (0, 0, 1), "wait: no error, one compressed frame")
+    check(0 < r[2] < len(texts[0]) // 4, "compressed bytes %r of %d", r, len(texts[0]))
+    at += r[2]
+    for t in texts[1:]:
+        eq(aw.submit(fd, t, at, 1, True), True, "submit")
+        r = aw.wait()
+        eq((r[0], r[3]), (0, 1), "one frame each")
+        at += r[2]
+    eq(aw.wait(), (0, 0, 0, 0), "the bytes told once")
+    eq(os.fstat(fd).st_size, at, "the file's end where the frames say")
+    os.close(fd)
+    out = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE, check=True).stdout
+    eq(out, b'{"ev":"meta"}\n' + b"".join(texts), "zstd -dc of the file")
+    eq(aw.close()[:2], (0, 0), "close")
+    # a full recorder's region exits
+    for flag, want_raw in (("1", False), ("0", True)):
+        prog = os.path.join(ctx.tmp, "awz_prog%s.py" % flag)
+        trace = os.path.join(ctx.tmp, "awz%s.zst" % flag)
+        with open(prog, "w") as f:
+            f.write(AWZ_PROG)
+        r = subprocess.run([PYTHON, prog, trace], env=env(COMMDEBUG_AW_COMPRESS=flag),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        eq(r.returncode, 0, "COMMDEBUG_AW_COMPRESS=%s: %s" % (flag, r.stdout.decode()[-1500:]))
+        got = json.loads(r.stdout.decode().strip().splitlines()[-1])
+        eq(got["raw_tail"], want_raw, "COMMDEBUG_AW_COMPRESS=%s: raw frames at the end" % flag)
+        eq(got["regions"], 6, "COMMDEBUG_AW_COMPRESS=%s: region exits in the file before close"
+           % flag)
+
+
+# Six regions of a small model under a full recorder with the writer thread
+# held off (its rounds would write the lines it finds as raw frames, and
+# compact them): what the file holds then.
+AWZ_PROG = textwrap.dedent(r'''
+    import json, os, subprocess, sys, time
+    import torch, torch.nn as nn
+    from commdebug import Recorder
+    rec = Recorder(sys.argv[1])
+    m = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8))
+    with rec:
+        m(torch.randn(4, 8, requires_grad=True)).sum().backward()
+    w = rec._w
+    w.tick = 3600.0
+    w._wake.set()
+    time.sleep(0.3)
+    w.flush()
+    w._set_due(time.monotonic_ns() + 3600 * 10**9)   # (no poke() to wake it either)
+    for _ in range(6):
+        with rec:
+            m(torch.randn(4, 8, requires_grad=True)).sum().backward()
+        time.sleep(0.01)
+    with w._io:
+        w._settle()
+        raw_tail = w._tail_at is not None
+    out = subprocess.run(["zstd", "-dc", sys.argv[1]], stdout=subprocess.PIPE).stdout
+    regions = out.count(b'"ev":"region_exit"') - 1
+    print(json.dumps({"raw_tail": raw_tail, "regions": regions}))
+    rec.close()
+''')
 
 
 DIES_AFTER_REGION = textwrap.dedent(r'''

@@ -1,0 +1,90 @@
+"""Frames handed to the C module's thread (``AsyncWrite``), which writes
+them without the interpreter's lock: ``Handoff``, a base of
+_writer.TraceWriter.
+
+A region exit's lines go to that thread in one of two ways:
+
+* as lines, which the thread compresses into one frame (with its content
+  checksum, at the writer's level) and writes: where the thread was given
+  libzstd (``_zstd.Compressor.entry_points``) and no raw frames wait at the
+  file's end for the writer thread to compress (a frame after them would
+  keep them from being compacted), and the trace has no frame index (a
+  bounded trace's index needs each frame's length when it is made).  The
+  frame's length is known once it is written: ``_settle`` adds it to the
+  file's end;
+* else as a raw frame made here (``_drain_locked``), which the writer thread
+  compresses later with the raw frames before it (``RawTail._compact``).
+"""
+
+import os
+
+__all__ = ["Handoff"]
+
+
+class Handoff:
+    def _handoff_init(self, native, level):
+        """The C module's thread for this writer's region exits (None where
+        it cannot write: no C module, not a regular file); self._awz: it
+        compresses them itself."""
+        aw = getattr(native, "AsyncWrite", None)
+        self._aw = aw() if aw is not None and self.regular and self._fd >= 0 else None
+        self._handed = False     # a frame went to it since the file's position was set
+        self._awz = False
+        if self._aw is not None and self._z is not None and \
+                os.environ.get("COMMDEBUG_AW_COMPRESS", "1") != "0":
+            try:
+                zc = self._z.compressor(level)
+                self._aw.compress_with(zc, *zc.entry_points())
+                self._awz = True
+            except Exception:
+                pass             # (raw frames, compacted by the writer thread)
+
+    def _hand_lines(self):
+        """A region exit's lines handed to the C module's thread to compress
+        and write (the caller holds _io, and the thread's last frame is
+        written): True when handed, or when there was nothing to hand."""
+        if not (self._awz and self._formatted and self._tail_at is None and
+                self.index is None) or self._dead or self._fd < 0:
+            return False
+        with self._take:
+            if len(self.buf) == 0:
+                return True
+            data, self._marks, n = self.buf.take()
+        if not self._aw.submit(self._fd, data, self._end, n, True):
+            # (an earlier write failed, or no thread can start: the lines
+            # go the way of a raw frame, which reports the failure)
+            self._put(self._raw_frame(data), n, data.count(b"\n"), len(data), True)
+            return True
+        self._handed = True
+        self.bytes_in += len(data)
+        return True
+
+    def _settle(self, timeout=None):
+        """Wait for the frames handed to the C module's thread to be written
+        (the caller holds _io); False when timeout seconds passed first.  A
+        failed write fails the writer as one of its own would."""
+        if self._aw is None:
+            return True
+        r = self._aw.wait(timeout)
+        if r is None:
+            return False
+        err, dropped, zbytes, zframes = r
+        if zbytes:
+            # the compressed frames' lengths, known now
+            self._end += zbytes
+            self.bytes_out += zbytes
+            self.frames += zframes
+        if self._handed:
+            # (written with pwrite at its offset: the file's position is
+            # where the frames before it ended, and os.write appends there)
+            self._handed = False
+            if self._fd >= 0:
+                try:
+                    os.lseek(self._fd, self._end, os.SEEK_SET)
+                except OSError:
+                    pass
+        if err and not self._dead:
+            self._fail(OSError(err, os.strerror(err)), dropped)
+        elif dropped:
+            self.dropped += dropped
+        return True
