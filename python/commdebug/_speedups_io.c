@@ -10,7 +10,8 @@
  * order, at once.  Everything else that touches the file first waits for
  * the queue to be written (wait()), so frames reach the file in the order
  * the writer made them.  After a failed write the rest of the queue is
- * dropped, and wait() says so: (errno, items dropped), the first error kept.
+ * dropped, and wait() says so: (errno, items dropped, ...), the first error
+ * kept.
  * A forked child has no such thread: its queue is dropped unwritten.
  *
  * compress_with(owner, cctx, compress2, bound, iserror) gives it libzstd's

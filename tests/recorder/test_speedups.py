@@ -228,6 +228,10 @@ def test_async_write_compresses(ctx):
     eq(aw.wait(), (0, 0, 0, 0), "the bytes told once")
     eq(os.fstat(fd).st_size, at, "the file's end where the frames say")
     os.close(fd)
+    with open(path, "rb") as f:
+        first = f.read()[len(head):len(head) + 5]
+    eq(first[:4], b"\x28\xb5\x2f\xfd", "a zstd frame where the first compressed job went")
+    check(first[4] & 4, "its header sets the content checksum flag: %r", first)
     out = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE, check=True).stdout
     eq(out, b'{"ev":"meta"}\n' + b"".join(texts), "zstd -dc of the file")
     eq(aw.close()[:2], (0, 0), "close")
