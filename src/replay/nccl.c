@@ -529,6 +529,22 @@ static void text_collectives(struct cd_out *o, const struct cd_nccl *n, const ch
 	}
 }
 
+/* The width of the module column of region r's rows from row i on: 40, or
+ * the widest indented name. */
+static int module_width(const struct cd_intern *mods, const struct tally *t, uint32_t i,
+			uint32_t r)
+{
+	size_t w = 40;
+	for (; i < t->nrows && t->rows[i].region == r; i++) {
+		const struct modrow *m = &t->rows[i];
+		size_t need = (m->depth > 16 ? 16 : m->depth) * 2 +
+			      strlen(cd_intern_str(mods, m->mod));
+		if (need > w)
+			w = need;
+	}
+	return w > 1024 ? 1024 : (int)w;
+}
+
 /* One text table of module traffic per region that has module rows, modules
  * indented by depth. */
 static void text_modules(struct cd_out *o, const struct cd_nccl *n, const struct cd_intern *mods,
@@ -543,13 +559,14 @@ static void text_modules(struct cd_out *o, const struct cd_nccl *n, const struct
 		if (n->regions.v[r].label)
 			cd_out_printf(o, ": %s", n->regions.v[r].label);
 		cd_out_str(o, ")\n");
-		cd_out_printf(o, "%-40s %-9s %-16s %8s %12s %12s\n", "Module", "Direction",
+		int width = module_width(mods, t, i, r);
+		cd_out_printf(o, "%-*s %-9s %-16s %8s %12s %12s\n", width, "Module", "Direction",
 			      "Collective", "Calls", "Bytes", "Time (us)");
 		for (; i < t->nrows && t->rows[i].region == r; i++) {
 			const struct modrow *m = &t->rows[i];
 			const char *name = cd_intern_str(mods, m->mod);
 			int ind = (int)(m->depth > 16 ? 16 : m->depth) * 2;
-			int w = 40 - ind > 1 ? 40 - ind : 1;
+			int w = width - ind > 1 ? width - ind : 1;
 			put_bytes(b1, sizeof b1, m->a.bytes);
 			put_us(b2, sizeof b2, &m->a);
 			cd_out_printf(o, "%*s%-*s %-9s %-16s %8" PRIu64 " %12s %12s\n", ind, "", w,

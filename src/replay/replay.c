@@ -33,6 +33,29 @@ static const char *const c10d_ops[] = {
 	"reduce_scatter_tensor_coalesced_",
 };
 
+/* The in-place and out= forms torch.compile's inductor lowers functional
+ * collectives to (torch/_inductor/comm_lowering.py): all_reduce runs as
+ * all_reduce_, broadcast as broadcast_, and so on.  CommDebugMode never sees
+ * them (under it a compiled function runs eagerly and issues the functional
+ * op itself), so they are not in its registry; in a light trace, where a
+ * compiled graph runs compiled, each counts as the functional op it stands
+ * for: the count CommDebugMode gives for the same program. */
+static const char *const lowered_ops[][2] = {
+	{"all_reduce_", "all_reduce"},
+	{"all_reduce_coalesced_", "all_reduce_coalesced"},
+	{"broadcast_", "broadcast"},
+	{"all_gather_into_tensor_out", "all_gather_into_tensor"},
+	{"reduce_scatter_tensor_out", "reduce_scatter_tensor"},
+};
+
+static const char *lowered_as(const char *p, size_t n)
+{
+	for (size_t i = 0; i < sizeof lowered_ops / sizeof lowered_ops[0]; i++)
+		if (strlen(lowered_ops[i][0]) == n && memcmp(lowered_ops[i][0], p, n) == 0)
+			return lowered_ops[i][1];
+	return NULL;
+}
+
 static const char *const trivial_ops[] = {
 	"aten.detach.default", "aten.t.default", "aten.view.default", "aten._to_copy.default",
 	"aten.as_strided.default", "aten.transpose.int",
@@ -55,9 +78,10 @@ static bool has_prefix(const char *p, size_t n, const char *pre)
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The name a collective op is counted under, or NULL.  buf receives the
- * mapped name when it differs from the packet. */
-static const char *collective_name(const char *name, uint32_t n, uint32_t *out_n, char *buf,
-				   size_t bufsize)
+ * mapped name when it differs from the packet.  light: the trace was
+ * recorded light (inductor's lowered forms count, lowered_ops). */
+static const char *collective_name(const char *name, uint32_t n, bool light, uint32_t *out_n,
+				   char *buf, size_t bufsize)
 {
 	/* packet = overload name without its last component */
 	uint32_t dots = 0, last = 0;
@@ -71,9 +95,14 @@ static const char *collective_name(const char *name, uint32_t n, uint32_t *out_n
 
 	if (has_prefix(name, pn, "_c10d_functional.")) {
 		tail = name + 17;
-		if (!in_list(tail, pn - 17, funcol_ops, COUNT(funcol_ops)))
+		if (in_list(tail, pn - 17, funcol_ops, COUNT(funcol_ops)))
+			goto legacy;
+		const char *as = light ? lowered_as(tail, pn - 17) : NULL;
+		if (!as)
 			return NULL;
-		goto legacy;
+		int k = snprintf(buf, bufsize, "c10d_functional.%s", as);
+		*out_n = (uint32_t)k;
+		return buf;
 	}
 	if (has_prefix(name, pn, "_c10d_functional_autograd.")) {
 		tail = name + 26;
@@ -782,7 +811,7 @@ static uint32_t op_id(struct cd_replay *r, struct cd_str name)
 	}
 	char buf[128];
 	uint32_t cn = 0;
-	const char *c = collective_name(name.p, name.n, &cn, buf, sizeof buf);
+	const char *c = collective_name(name.p, name.n, r->light, &cn, buf, sizeof buf);
 	struct cd_opinfo info = {CD_NOID, in_list(name.p, name.n, trivial_ops, COUNT(trivial_ops))};
 	if (c) {
 		info.coll = cd_intern(&r->colls, c, cn);
@@ -905,6 +934,9 @@ enum cd_status cd_replay_event(struct cd_replay *r, const struct cd_event *e, st
 
 	r->events++;
 	switch (e->ev) {
+	case CD_EV_META:
+		r->light = e->light;
+		return CD_OK;
 	case CD_EV_REGION_ENTER:
 		if (r->in_region) {
 			warnf(r, "region %lld entered while region %lld is open; region %lld ends here",

@@ -169,6 +169,8 @@ struct cd_replay {
 	                           * outside backward (fw_pre with bw false) */
 	CD_VEC(uint32_t) pmembers;
 
+	bool light;               /* the meta event says the trace was recorded light */
+
 	/* current region */
 	bool in_region;
 	bool reporting;           /* this region is reported */

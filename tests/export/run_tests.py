@@ -110,8 +110,15 @@ def main(argv):
         ]
         for g in sorted(os.listdir(os.path.join(data, "golden"))):
             d = os.path.join(data, "golden", g)
-            if os.path.isdir(d):
-                cases.append(("golden-" + g, [d], None, None))
+            if not os.path.isdir(d):
+                continue
+            # a case's full traces (rankR.zst) and, where it has them, light
+            # mode's of the same program (light-rankR.zst): two jobs
+            for kind, pre in (("", "rank"), ("light-", "light-rank")):
+                traces = [os.path.join(d, f) for f in sorted(os.listdir(d))
+                          if f.startswith(pre) and f.endswith(".zst")]
+                if traces:
+                    cases.append(("golden-" + kind + g, traces, None, None))
         for name, args, cargs, expect in cases:
             if not only or name in only:
                 export_case(cd, tmp, name, args, cargs if cargs is not None else args,
