@@ -168,14 +168,15 @@ void cd_fr_dump_free(struct cd_fr_dump *d);
 void cd_fr_summarize(const char *path, struct cd_rank_summary *s);
 
 /* Join each dump among the n summaries with the trace of the same rank,
- * if there is one: the trace's collectives get the dump's record of the same
- * process group (by name) and sequence number (the trace's seq counts every
- * op of the pg, p2p included: FR's op_id, or collective_seq_id in a dump
- * without op_id) (s->fr, frames, pg_status,
- * fr_path, fr_matched); the dump is marked fr_joined and left out of the
- * post-mortem.  Unreadable ones and ranks with several traces or dumps are
- * left as they are.  False when out of memory (the summaries are then as
- * they were, or joined in part, but consistent). */
+ * if there is one (frjoin.c): each of the trace's collectives gets the
+ * dump's record of the same process group (by name), kind, size and time,
+ * found at its seq plus the group's shift, which moves on over records the
+ * trace lacks (the dump's op_id counts every op of the pg, as the trace's
+ * seq does, but the trace has only what the recorder saw) (s->fr, frames,
+ * pg_status, fr_path, fr_matched); the dump is marked fr_joined and left
+ * out of the post-mortem.  Unreadable ones and ranks with several traces or
+ * dumps are left as they are.  False when out of memory (the summaries are
+ * then as they were, or joined in part, but consistent). */
 bool cd_fr_join(struct cd_rank_summary *sums, int n);
 
 /* cd_fr_summarize as a runner reader (results: struct cd_rank_summary). */

@@ -178,8 +178,8 @@ struct cd_rank_summary {
 	CD_VEC(struct cd_fr_crec) fr;    /* per collective, parallel to colls */
 	CD_VEC(struct cd_sframe) frames;
 	CD_VEC(struct cd_pgstat) pg_status;
-	/* a trace and a dump of the same rank, joined by pg and seq
-	 * (cd_fr_join): the dump is left out of the comparison (fr_joined); the
+	/* a trace and a dump of the same rank, joined by group, kind, size
+	 * and time (cd_fr_join): the dump is left out of the comparison (fr_joined); the
 	 * trace keeps s->fr (record_id -1 where the dump has no such
 	 * collective), the dump's frames and pg_status, and its path */
 	bool fr_joined;

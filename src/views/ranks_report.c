@@ -467,7 +467,7 @@ static void text_traces(struct cd_out *o, const struct cd_pm *pm)
 				cd_out_str(o, "  rank ?   ");
 			if (s->fr_joined) {
 				cd_out_printf(o, " %s: Flight Recorder dump, joined with this rank's trace "
-					      "by pg and seq (%u of its %u collective%s found there)\n",
+					      "by group, kind, size and time (%u of its %u collective%s found there)\n",
 					      s->path, s->fr_matched, s->colls.n, s->colls.n == 1 ? "" : "s");
 				continue;
 			}

@@ -19,6 +19,7 @@ light mode, the NCCL-side interposer preloaded):
 nccl-plugin: the profiler plugin, loaded by NCCL, wrote the communicator
   and no call (NCCL gives a plugin no call events on a one-rank
   communicator: commdebug-nccl(7)).
+fr (tests/gpu/fr_job.py): fr_job() below.
 compiled (tests/gpu/compiled.py, inductor): dynamo compiled the same frames
   and graphs under light mode as without a recorder, and every step's
   all-reduce of the compiled graph, forward and backward, counts in the light
@@ -117,6 +118,56 @@ def nccl_job(mode):
             for c in cs]
 
 
+def fr_job():
+    """The light trace of tests/gpu/fr_job.py joined with its NCCL Flight
+    Recorder dumps: the records joined are exactly those created inside the
+    trace's regions (by the two files' own clocks), each of its collective's
+    kind and size, in order; the in-flight one is "scheduled" in the dump
+    taken while it waited and "completed" in the one taken at exit."""
+    import pickle
+    d = os.path.join(DATA, "fr")
+    trace = os.path.join(d, "rank0.zst")
+    ev = lines(trace)
+    t0 = ev[0]["t0"]
+    spans, enter = [], None
+    for e in ev:
+        if e["ev"] == "region_enter":
+            enter = t0 + e["t"]
+        elif e["ev"] == "region_exit":
+            spans.append((enter, t0 + e["t"]))
+    with open(os.path.join(d, "inflight", "fr_rank0"), "rb") as f:
+        entries = pickle.load(f)["entries"]
+    inside = [x["record_id"] for x in entries
+              if any(a <= x["time_created_ns"] <= b for a, b in spans)]
+    by_id = {x["record_id"]: x for x in entries}
+    family = {"c10d.allreduce_": "nccl:all_reduce", "c10d.broadcast_": "nccl:broadcast"}
+    size = {"Float": 4, "Int": 4, "Long": 8}
+    joined = {}
+    for sub in ("inflight", "inflight-json", "exit", "exit-json"):
+        cs = [json.loads(x) for x in
+              run("colls", "--json", trace, os.path.join(d, sub, "fr_rank0")).splitlines()]
+        fr = [c.get("flight_recorder") or {} for c in cs]
+        joined[sub] = [x.get("record_id") for x in fr]
+        check(joined[sub] == inside, "fr %s: the records joined are those made in the "
+              "trace's regions (%s; %s)" % (sub, joined[sub], inside))
+        ok = all(x.get("record_id") in by_id and
+                 by_id[x["record_id"]]["profiling_name"] == family.get(c["collective"]) and
+                 c["bytes"] == size[by_id[x["record_id"]]["input_dtypes"][0]] *
+                 _numel(by_id[x["record_id"]]["input_sizes"][0])
+                 for c, x in zip(cs, fr))
+        check(ok, "fr %s: each record is of its collective's kind and size" % sub)
+        want = "scheduled" if sub.startswith("inflight") else "completed"
+        check(fr and fr[-1].get("state") == want,
+              "fr %s: the last collective (step 3's, in flight) is %s" % (sub, want))
+
+
+def _numel(shape):
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
 def compiled_the_same(x):
     """What dynamo and AOTAutograd compiled, from their counters: without
     the caches' hits and misses (a second compile in one process finds the
@@ -131,6 +182,7 @@ def main():
     light = nccl_job("light")
     check(full == light, "full and light record the same collectives (%d)" % len(full))
 
+    fr_job()
     ev = lines(os.path.join(DATA, "nccl-plugin", "rank0.nccl.zst"))
     check("profiler plugin" in ev[0].get("recorder", "") and
           [e["ev"] for e in ev[1:]] == ["nccl_comm"] and ev[1]["nranks"] == 1,

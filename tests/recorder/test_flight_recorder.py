@@ -205,7 +205,7 @@ def test_fr_sleep(ctx):
 def test_fr_joined_coll(ctx):
     """The same job recorded both ways at once (fr_jobs.py --record: a
     commdebug Recorder in each worker beside the Flight Recorder); each
-    rank's trace and exit dump in one directory are joined by pg and seq:
+    rank's trace and exit dump in one directory are joined (cd_fr_join):
     the finding names the module, phase and step from the trace and the
     record from the dump, and agrees with the ledgers."""
     need(ctx)

@@ -230,6 +230,134 @@ static void test_bad_ranks(void)
 	cd_fr_dump_free(&d);
 }
 
+/* ---- the join of a dump with its rank's trace (frjoin.c), on summaries
+ * made here: a trace and a dump of rank 0, one group "0".  Times in ms. */
+
+static uint32_t str(struct cd_rank_summary *s, const char *p)
+{
+	return cd_intern(&s->s, p, (uint32_t)strlen(p));
+}
+
+static void add_coll(struct cd_rank_summary *s, const char *name, int64_t seq, int64_t bytes,
+		     int64_t ms, int64_t op_id)
+{
+	struct cd_crec c = {.pg = str(s, "0"), .coll = str(s, name), .dtype = CD_NOID,
+			    .module = CD_NOID, .has_bytes = bytes >= 0, .seq = seq,
+			    .bytes = bytes < 0 ? 0 : bytes, .region = 1,
+			    .time = ms < 0 ? -1 : 1800000000000000000 + ms * 1000000};
+	CHECK(cd_vec_push(&s->colls, c));
+	if (s->source != CD_SRC_TRACE) {
+		/* a dump: record_id from 0 */
+		struct cd_fr_crec f = {.record_id = (int64_t)s->fr.n, .op_id = op_id, .t_started = -1,
+				       .t_completed = -1, .out_bytes = -1,
+				       .user_frame = UINT32_MAX, .state = CD_FR_COMPLETED,
+				       .retired = 1};
+		CHECK(cd_vec_push(&s->fr, f));
+	}
+}
+
+/* The record ids the trace's collectives got, as "3 4 - 7". */
+static void joined_ids(const struct cd_rank_summary *t, char *buf, size_t cap)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < t->fr.n && n + 24 < cap; i++) {
+		if (t->fr.v[i].record_id < 0)
+			n += (size_t)snprintf(buf + n, cap - n, "%s-", i ? " " : "");
+		else
+			n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? " " : "",
+					      t->fr.v[i].record_id);
+	}
+}
+
+struct jcase {
+	const char *what;
+	/* the dump's records, then the trace's collectives, as (name, bytes, ms)
+	 * with seq from 1 in each (op_id from first_op + 1); ms -1: no time */
+	struct { const char *name; int64_t bytes, ms; } dump[12], trace[8];
+	const char *want;
+	int first_op;
+};
+
+static void test_join(void)
+{
+	static const struct jcase cases[] = {
+		{"the recorder saw them all: seq is op_id",
+		 {{"nccl:all_reduce", 64, 10}, {"nccl:broadcast", 8, 20}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, 10}, {"c10d.broadcast_", 8, 20}, {NULL, 0, 0}},
+		 "0 1", 0},
+		{"DDP's construction before the first region: the shift is 3",
+		 {{"nccl:all_gather", 8, 0}, {"nccl:broadcast", 96, 1}, {"nccl:broadcast", 96, 2},
+		  {"nccl:all_reduce", 64, 500}, {"nccl:all_reduce", 512, 510}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, 500}, {"c10d.allreduce_", 512, 510}, {NULL, 0, 0}},
+		 "3 4", 0},
+		{"the same all-reduce outside the regions, told apart by time",
+		 {{"nccl:all_reduce", 64, 0}, {"nccl:all_reduce", 64, 10}, {"nccl:all_reduce", 64, 400},
+		  {"nccl:all_reduce", 64, 800}, {"nccl:all_reduce", 64, 810}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, 0}, {"c10d.allreduce_", 64, 10}, {"c10d.allreduce_", 64, 800},
+		  {"c10d.allreduce_", 64, 810}, {NULL, 0, 0}},
+		 "0 1 3 4", 0},
+		{"a gap without times: kinds and sizes decide",
+		 {{"gloo:all_reduce", 64, -1}, {"gloo:all_gather", 32, -1}, {"gloo:broadcast", 4, -1},
+		  {"gloo:all_to_all", 128, -1}, {"gloo:all_reduce", 64, -1}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, -1}, {"c10d.alltoall_base_", 128, -1},
+		  {"c10d_functional.all_reduce", 64, -1}, {NULL, 0, 0}},
+		 "0 3 4", 0},
+		{"the dump's ring dropped the first records: the early ones stay unjoined",
+		 {{"nccl:_reduce_scatter_base", 256, 30}, {"nccl:all_reduce", 64, 40}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, 10}, {"c10d.allreduce_", 64, 20},
+		  {"c10d._reduce_scatter_base_", 256, 30}, {"c10d.allreduce_", 64, 40}, {NULL, 0, 0}},
+		 "- - 0 1", 2},
+		{"a lone match after a gap, made at the same moment: joined",
+		 {{"nccl:all_reduce", 64, 10}, {"nccl:all_reduce", 64, 300}, {"nccl:all_reduce", 64, 600},
+		  {"nccl:all_reduce", 64, 900}, {"nccl:all_reduce", 64, 1200}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, 10}, {"c10d.allreduce_", 64, 600}, {"c10d.allreduce_", 64, 1200},
+		  {NULL, 0, 0}},
+		 "0 2 4", 0},
+		{"a collective the dump lacks, of another kind: unjoined, the rest joined",
+		 {{"nccl:all_reduce", 64, 10}, {"nccl:all_reduce", 64, 30}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, 10}, {"c10d.broadcast_", 8, 20}, {"c10d.allreduce_", 64, 30},
+		  {NULL, 0, 0}},
+		 "0 - 1", 0},
+		{"repeated collectives, a shift and no times: nothing tells which, unjoined",
+		 {{"nccl:all_reduce", 64, -1}, {"nccl:all_reduce", 64, -1}, {"nccl:all_reduce", 64, -1},
+		  {"nccl:all_reduce", 64, -1}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, -1}, {"c10d.allreduce_", 64, -1}, {NULL, 0, 0}},
+		 "- -", 3},
+		{"a size that differs is not the same record",
+		 {{"nccl:all_reduce", 64, 10}, {"nccl:all_reduce", 128, 20}, {NULL, 0, 0}},
+		 {{"c10d.allreduce_", 64, 10}, {"c10d.allreduce_", 256, 20}, {NULL, 0, 0}},
+		 "0 -", 0},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		struct cd_rank_summary two[2];
+		memset(two, 0, sizeof two);
+		struct cd_rank_summary *t = &two[0], *d = &two[1];
+		t->source = CD_SRC_TRACE;
+		d->source = CD_SRC_FR_PICKLE;
+		t->has_rank = d->has_rank = true;
+		t->end = d->end = CD_END_CLOSED;
+		t->path = strdup("rank0.zst");
+		d->path = strdup("fr_rank0");
+		for (int k = 0; cases[c].dump[k].name; k++)
+			add_coll(d, cases[c].dump[k].name, k + 1, cases[c].dump[k].bytes,
+				 cases[c].dump[k].ms, cases[c].first_op + k + 1);
+		for (int k = 0; cases[c].trace[k].name; k++)
+			add_coll(t, cases[c].trace[k].name, k + 1, cases[c].trace[k].bytes,
+				 cases[c].trace[k].ms, -1);
+		CHECK(cd_fr_join(two, 2));
+		char got[256];
+		joined_ids(t, got, sizeof got);
+		if (strcmp(got, cases[c].want) != 0)
+			fprintf(stderr, "join: %s: got \"%s\", want \"%s\"\n", cases[c].what, got,
+				cases[c].want);
+		CHECK_STR(got, cases[c].want);
+		CHECK(d->fr_joined && t->fr_path && strcmp(t->fr_path, "fr_rank0") == 0);
+		cd_rank_summary_free(t);
+		cd_rank_summary_free(d);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	dir = argc > 1 ? argv[1] : "testdata/fr";
@@ -239,5 +367,6 @@ int main(int argc, char **argv)
 	TEST(test_sniff_version);
 	TEST(test_rank_from_name);
 	TEST(test_bad_ranks);
+	TEST(test_join);
 	return check_done();
 }
