@@ -20,7 +20,9 @@ recording regions and never from the recorder --
   cap            DDP's bucket_bytes_cap (bucket_cap_mb in bytes)
   first_cap      the first-bucket cap DDP gave its reducer: DDP's own
                  _bucket_config.first_bucket_bytes_cap where DDP has one
-                 (torch 2.x: its bucket_cap_mb when given), else
+                 (torch 2.x: its bucket_cap_mb when given), its
+                 bucket_bytes_cap where its bucket_bytes_cap_default is False
+                 (2.x before _bucket_config, 2.11 among them), else
                  dist._DEFAULT_FIRST_BUCKET_BYTES when DDP was constructed
   default_first_cap  dist._DEFAULT_FIRST_BUCKET_BYTES then
   rebuild_check  DDP's rebuilt buckets recomputed with its own assignment
@@ -178,6 +180,10 @@ def first_cap_of(ddp):
     cfg = getattr(ddp, "_bucket_config", None)
     if cfg is not None:
         return int(cfg.first_bucket_bytes_cap)
+    if getattr(ddp, "bucket_bytes_cap_default", None) is False:
+        # torch 2.x before _bucket_config (2.11 among them): the reducer gets
+        # bucket_bytes_cap as its first cap when bucket_cap_mb was given
+        return int(ddp.bucket_bytes_cap)
     return int(dist._DEFAULT_FIRST_BUCKET_BYTES)
 
 

@@ -215,8 +215,8 @@ def test_light_failing_jobs(ctx):
 
 def test_light_bounded_job(ctx):
     """A 4-rank job recorded light and bounded (rank 0 keeps its last 2 to 4
-    regions in full, the others 3 to 6), 12 steps, rank 2 killed inside
-    Net.blocks.1 in step 10: each trace dropped its first regions, holds
+    regions in full, the others 3 to 6), 12 steps, rank 0 pausing 0.3 s in
+    step 8, rank 2 killed inside Net.blocks.1 in step 10: each trace dropped its first regions, holds
     them as trim events (one per process group) and goes on with the
     region_enter of its first region kept; ranks names rank 2, step 10
     first, with no gap finding although the ranks dropped different regions
@@ -227,12 +227,16 @@ def test_light_bounded_job(ctx):
         raise Skip("no analyzer or faulty_jobs.py")
     out = os.path.join(ctx.tmp, "bounded")
     keep = {0: 2, 1: 3, 2: 3, 3: 3}
-    job = faulty_jobs.run_job(out, ["kill:2:10"], steps=12, light=True, keep=keep)
+    # rank 0 sleeps 0.3 s in step 8, and the others wait in its all-reduce:
+    # the writer threads drop regions every 0.1 s, and a fast machine (an
+    # H200 host's 16 cores) ran all 10 steps between two of their rounds
+    job = faulty_jobs.run_job(out, ["sleep:0:8:Net.blocks.1:0.3", "kill:2:10"], steps=12,
+                              light=True, keep=keep)
     for r in range(4):
         evs = events(os.path.join(job.traces, "rank%d.zst" % r), allow_cut=True)
         kept = sorted(regions(evs))
-        # (the writer thread drops regions every 0.1 s: a fast job holds a few
-        # more between its rounds; test_light_bounded_trace checks the bound)
+        # (a job holds a few more regions between the writer's rounds;
+        # test_light_bounded_trace checks the bound)
         check(kept and kept[0] > 1 and kept[-1] >= 9, "rank %d kept regions %r", r, kept)
         trims = [e for e in evs if e["ev"] == "trim"]
         check(trims, "rank %d: no trim event", r)
