@@ -23,8 +23,9 @@ Faults (rank 1, step 2, at the world all_reduce unless said):
     coll      rank 1 all_gathers (16 float32 per rank) instead
     size      rank 1 all_reduces 32 float32 instead of 16
     sleep     rank 2 sleeps before the world all_reduce of step 2 until the other
-              ranks have dumped in flight (at least 3.5 s, at most --timeout less
-              2 s: a straggler; the job ends normally)
+              ranks have dumped in flight (at least 6.5 s, past commdebug's 5 s
+              straggler threshold, at most --timeout less 2 s: a straggler; the
+              job ends normally)
 
 Dumps, named <prefix><rank> as fr_trace infers the rank:
 
@@ -197,7 +198,7 @@ def worker(args):
                 else:
                     if fault == "sleep" and step == FAULT_STEP:
                         wait_for_dumps(args.out, [r for r in range(world) if r != rank],
-                                       3.5, max(3.5, args.timeout - 2))
+                                       6.5, max(6.5, args.timeout - 2))
                     coll("0", "all_reduce", via("world", lambda: dist.all_reduce(x)), x, step)
                 b = torch.full((8,), float(rank))
                 coll("0", "broadcast", via("bcast", lambda: dist.broadcast(b, src=0)), b, step)
