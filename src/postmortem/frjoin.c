@@ -90,17 +90,26 @@ static int64_t key_of(const struct cd_rank_summary *d, uint32_t k)
 	return d->fr.v[k].op_id > 0 ? d->fr.v[k].op_id : d->colls.v[k].seq;
 }
 
+/* Record k's time less trace collective i's, less the skew at the last
+ * match, in *diff; false when either time is unknown. */
+static bool time_diff(const struct align *a, uint32_t i, uint32_t k, int64_t *diff)
+{
+	const struct cd_crec *c = &a->t->colls.v[i], *e = &a->d->colls.v[k];
+	if (c->time < 0 || e->time <= 0)
+		return false;
+	*diff = e->time - c->time - (a->have_skew ? a->skew : 0);
+	return true;
+}
+
 /* Is dump record k the trace's collective i? */
 static bool same_record(const struct align *a, uint32_t i, uint32_t k)
 {
 	const struct cd_crec *c = &a->t->colls.v[i], *e = &a->d->colls.v[k];
+	int64_t diff;
 	if (c->has_bytes && e->has_bytes && c->bytes != e->bytes)
 		return false;
-	if (c->time >= 0 && e->time > 0) {
-		int64_t diff = e->time - c->time - (a->have_skew ? a->skew : 0);
-		if (diff > JOIN_TOL_NS || diff < -JOIN_TOL_NS)
-			return false;
-	}
+	if (time_diff(a, i, k, &diff) && (diff > JOIN_TOL_NS || diff < -JOIN_TOL_NS))
+		return false;
 	char fc[64], fe[64];
 	family(cd_rank_str(a->t, c->coll), fc, sizeof fc);
 	family(cd_rank_str(a->d, e->coll), fe, sizeof fe);
@@ -140,17 +149,6 @@ static int run_from(struct align *a, uint32_t x, uint32_t p, int64_t shift)
 	return run;
 }
 
-/* |record time - trace time - the skew at the last match|, or INT64_MAX
- * when either time is unknown. */
-static int64_t time_off(const struct align *a, uint32_t i, uint32_t k)
-{
-	const struct cd_crec *c = &a->t->colls.v[i], *e = &a->d->colls.v[k];
-	if (c->time < 0 || e->time <= 0)
-		return INT64_MAX;
-	int64_t diff = e->time - c->time - (a->have_skew ? a->skew : 0);
-	return diff < 0 ? -diff : diff;
-}
-
 /* The dump position of collective x's record, found by moving the shift
  * on, or UINT32_MAX.  Of the later records that match it, the one whose
  * shift the most collectives after it agree with (then the one closest in
@@ -164,17 +162,17 @@ static uint32_t realign(struct align *a, uint32_t x)
 	uint32_t best = UINT32_MAX, ties = 0;
 	int best_run = 0, want = (int)(a->nt - x > JOIN_WINDOW ? JOIN_WINDOW + 1 : a->nt - x);
 	int64_t best_off = INT64_MAX;
-	const struct cd_crec *c = &a->t->colls.v[a->tc[x]];
 	for (uint32_t p = a->next, scanned = 0; p < a->nd && scanned < JOIN_SCAN; p++, scanned++) {
-		const struct cd_crec *e = &a->d->colls.v[a->dc[p]];
-		if (c->time >= 0 && e->time > 0 &&
-		    e->time - c->time - (a->have_skew ? a->skew : 0) > JOIN_TOL_NS)
-			break;   /* records come in time order: the rest are later still */
+		int64_t diff, off = INT64_MAX;   /* |diff|, INT64_MAX: no times */
+		if (time_diff(a, a->tc[x], a->dc[p], &diff)) {
+			if (diff > JOIN_TOL_NS)
+				break;   /* records come in time order: the rest are later still */
+			off = diff < 0 ? -diff : diff;
+		}
 		if (!same_record(a, a->tc[x], a->dc[p]))
 			continue;
 		int64_t shift = key_of(a->d, a->dc[p]) - a->t->colls.v[a->tc[x]].seq;
 		int run = run_from(a, x, p, shift);
-		int64_t off = time_off(a, a->tc[x], a->dc[p]);
 		if (run > best_run || (run == best_run && off < best_off)) {
 			best_run = run;
 			best_off = off;
@@ -209,9 +207,9 @@ static void align_group(struct align *a, uint32_t *match)
 		match[i] = k;
 		a->shift = key_of(a->d, k) - seq;
 		a->next = p + 1;
-		const struct cd_crec *c = &a->t->colls.v[i], *e = &a->d->colls.v[k];
-		if (c->time >= 0 && e->time > 0) {
-			a->skew = e->time - c->time;
+		int64_t diff;
+		if (time_diff(a, i, k, &diff)) {
+			a->skew += diff;   /* diff is against the skew before: now the skew itself */
 			a->have_skew = true;
 		}
 	}
