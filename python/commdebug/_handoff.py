@@ -28,7 +28,6 @@ class Handoff:
         compresses them itself."""
         aw = getattr(native, "AsyncWrite", None)
         self._aw = aw() if aw is not None and self.regular and self._fd >= 0 else None
-        self._handed = False     # a frame went to it since the file's position was set
         self._awz = False
         if self._aw is not None and self._z is not None and \
                 os.environ.get("COMMDEBUG_AW_COMPRESS", "1") != "0":
@@ -49,14 +48,14 @@ class Handoff:
         with self._take:
             if len(self.buf) == 0:
                 return True
-            data, self._marks, n = self.buf.take()
-        if not self._aw.submit(self._fd, data, self._end, n, True):
+            # (the LineBuf's own buffer goes to the thread: nothing copied)
+            got = self._aw.submit_lines(self._fd, self.buf, self._end)
+        if got is None:
             # (an earlier write failed, or no thread can start: the lines
             # go the way of a raw frame, which reports the failure)
-            self._put(self._raw_frame(data), n, data.count(b"\n"), len(data), True)
-            return True
-        self._handed = True
-        self.bytes_in += len(data)
+            return False
+        self._marks, n, nbytes = got
+        self.bytes_in += nbytes
         return True
 
     def _settle(self, timeout=None):
@@ -74,15 +73,6 @@ class Handoff:
             self._end += zbytes
             self.bytes_out += zbytes
             self.frames += zframes
-        if self._handed:
-            # (written with pwrite at its offset: the file's position is
-            # where the frames before it ended, and os.write appends there)
-            self._handed = False
-            if self._fd >= 0:
-                try:
-                    os.lseek(self._fd, self._end, os.SEEK_SET)
-                except OSError:
-                    pass
         if err and not self._dead:
             self._fail(OSError(err, os.strerror(err)), dropped)
         elif dropped:

@@ -76,6 +76,7 @@ import torch.nn.modules.module as _nn_module
 from torch.utils.hooks import BackwardHook, RemovableHandle
 
 from . import _compat as C
+from . import _modcall
 from ._light import _BWPRE, _DDP_MOD, _FULL, _NJ, _POST
 from ._native import speedups
 
@@ -422,8 +423,10 @@ def _single_node_classes():
 
 
 def make_call(rec):
-    """The full recorder's call of a module with no hooks of its own while
-    the recorder's three global hooks are the only ones (_modcall): the
+    """The full recorder's call of a module (nn.Module._call_impl hands it
+    every call in a region): torch's where the module has hooks of its own
+    or the recorder's three global hooks are not the only ones
+    (_modcall.only_ours), else the
     steps of nn.Module's slow path for exactly those, in its order (the
     forward pre-hook, the BackwardHook's input side, the forward, the
     forward hook, the warning for an output it cannot wrap, the output
@@ -433,6 +436,7 @@ def make_call(rec):
     fw_pre = rec._fw_pre_lean
     fw_post = rec._fw_post_lean
     gbp = _global_bw_pre
+    only_ours, other = _modcall.only_ours, _modcall.other
 
     def post(mod, args, result, bw_hook=None, level=3):
         """The output side (level: the warning's stack level, _wrapped_call_impl's)."""
@@ -444,6 +448,8 @@ def make_call(rec):
         return bw_hook.setup_output_hook(result)
 
     def full_call(mod, args, kwargs):
+        if not only_ours(mod):
+            return other(mod, args, kwargs)
         forward = mod._slow_forward if _tracing_state() else mod.forward
         fw_pre(mod, args)
         bw_hook = LeanBackwardHook(mod, [], list(gbp.values()))
@@ -460,4 +466,4 @@ def make_call(rec):
         py_call=full_call, py_post=post,
         tf_mode=getattr(torch._C, "_is_torch_function_mode_enabled", None),
         slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL), guard_raii=_guard_raii(),
-        single=_single_node_classes())
+        single=_single_node_classes(), **_modcall.state())

@@ -20,9 +20,11 @@ the calls where only a recorder's hooks are there:
   hooks and those of every module called inside it;
 * the full recorder (_tracker, _leanbw) keeps its three global hooks
   registered for its regions, as CommDebugMode does; a call of a module with
-  no hooks of its own, while they are the only global hooks, runs the
-  recorder's full_call (_leanbw.make_call): the slow path's steps for
-  exactly those hooks, in its order.  Any other call: torch's _call_impl;
+  no hooks of its own, while they are the only global hooks (only_ours),
+  runs the recorder's full_call (_leanbw.make_call): the slow path's steps
+  for exactly those hooks, in its order.  Any other call: torch's _call_impl
+  (other).  call() hands every call to full_call, which asks only_ours
+  itself (in C where the C module is built);
 * while dynamo traces (is_compiling()): torch's _call_impl alone, as without
   a recorder (the hooks would return at once there).
 
@@ -87,16 +89,12 @@ def _make_call(compiling):
     def call(self, *args, **kwargs):
         if dyn() or flags is not None and flags._is_compiling_flag:
             return _TORCH_CALL(self, *args, **kwargs)
-        own = self._forward_pre_hooks or self._forward_hooks or self._backward_pre_hooks \
-            or self._backward_hooks
         full = _full
         if full:
-            if own or _pairs or _gb or len(_gfp) != 1 or len(_gf) != 1 or len(_gbp) != 1 \
-                    or len(full) != 1:
-                return _hooked(self, args, kwargs) if _pairs else \
-                    _TORCH_CALL(self, *args, **kwargs)
+            # (the full recorder's call looks at the hooks itself: only_ours)
             return full[0](self, args, kwargs)
-        if own or _gfp or _gf or _gbp or _gb:
+        if self._forward_pre_hooks or self._forward_hooks or self._backward_pre_hooks \
+                or self._backward_hooks or _gfp or _gf or _gbp or _gb:
             return _hooked(self, args, kwargs) if _pairs else _TORCH_CALL(self, *args, **kwargs)
         pairs = _pairs
         for hooks in pairs:
@@ -108,6 +106,28 @@ def _make_call(compiling):
             hooks[4](self, args, out)
         return out
     return call
+
+
+def only_ours(mod):
+    """Whether a full recorder's call takes this call of mod itself: the
+    module has no hooks of its own, no light recorder's hooks are on, and
+    the recorder's three global hooks are the only ones (the C module's
+    FullCall asks the same of the same dicts and lists)."""
+    return not (mod._forward_pre_hooks or mod._forward_hooks or mod._backward_pre_hooks
+                or mod._backward_hooks or _pairs or _gb or len(_gfp) != 1 or len(_gf) != 1
+                or len(_gbp) != 1 or len(_full) != 1)
+
+
+def other(mod, args, kwargs):
+    """A call that a full recorder's call does not take: torch's, with light
+    mode's hooks in its global dicts where those are on."""
+    return _hooked(mod, args, kwargs) if _pairs else _TORCH_CALL(mod, *args, **kwargs)
+
+
+def state():
+    """What FullCall reads for only_ours: (the four global hook dicts, the
+    light recorders' hooks, the full recorders' calls, other)."""
+    return dict(gfp=_gfp, gf=_gf, gbp=_gbp, gb=_gb, pairs=_pairs, full=_full, other=other)
 
 
 def _hooked(self, args, kwargs):
@@ -139,7 +159,7 @@ def _put(compiling):
     COMMDEBUG_MODULE_CALL=torch); the caller holds _lock."""
     if not _call:
         _call.append(_make_call(compiling))
-        C.skip_in_dynamo([_call[0], _hooked], recursive=False)
+        C.skip_in_dynamo([_call[0], _hooked, other], recursive=False)
     if _nn.Module._call_impl is _call[0]:
         return True         # (in already: the variable was read when it went in)
     if os.environ.get("COMMDEBUG_MODULE_CALL", "") == "torch" or \

@@ -78,6 +78,10 @@ extern PyTypeObject cd_LineBufType;
 int cd_lines_put2(PyObject *buf, PyObject *text, PyObject *t);
 int cd_lines_put_ns(PyObject *buf, PyObject *text, long long ns);
 long long cd_lines_due(PyObject *buf);
+/* The buffer's bytes moved out of a LineBuf, which takes spare as its buffer
+ * (AsyncWrite.submit_lines; _speedups_lines.c says more). */
+int cd_lines_steal(PyObject *buf, char **p, size_t *n, size_t *cap, PyObject **marks,
+		   Py_ssize_t *items, char *spare, size_t spare_cap);
 
 /* The writer's frames written without the interpreter (_speedups_io.c). */
 extern PyTypeObject cd_AsyncWriteType;

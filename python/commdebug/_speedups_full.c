@@ -37,7 +37,7 @@ enum { F_KEY, F_REGION, F_PRE_IN, F_PRE_NOIN, F_PRE_BW, F_POST_OUT, F_POST_NOOUT
 static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_grad_fn,
 	*s_bw_hooks, *s_register, *s_next_id, *s_queue_bw_end, *s_seq_nr, *s_enter, *s_exit,
 	*s_forward, *s_fparams, *s_exit_prefix, *s_eval_frame, *s_is_in_compiled, *s_shape,
-	*s_dtype, *s_has_callback, *s_inplace;
+	*s_dtype, *s_has_callback, *s_inplace, *s_own_hooks[4];
 
 /* ---------------------------------------------------------------- Marker */
 
@@ -157,6 +157,10 @@ typedef struct {
 	PyObject *py_post;      /* its output side: py_post(mod, args, result) */
 	PyObject *tf_mode;      /* torch._C._is_torch_function_mode_enabled, or None */
 	PyObject *single;       /* classes whose forward makes one node of its input (a tuple) */
+	/* _modcall.only_ours's: torch's four global hook dicts, the light
+	 * recorders' hooks and the full recorders' calls (lists), and the call
+	 * of the rest (_modcall.other(mod, args, kwargs)) */
+	PyObject *gfp, *gf, *gbp, *gb, *pairs, *full, *other;
 	int guard_raii;         /* no_dispatch() is on from its making to its freeing */
 	Py_ssize_t nj_slot, post_slot, bwpre_slot, ddp_slot, full_slot;
 } FullCall;
@@ -427,39 +431,62 @@ static PyObject *identity_node(FullCall *c, PyObject *t)
 	return a;
 }
 
-/* What a module's parameters' texts say of them, as _tracker._params_meta
- * has it: ((name, requires_grad, shape, dtype), ...) of those not None (a
- * new reference). */
-static PyObject *params_meta(PyObject *ps)
+/* The parameters in ps (a dict) are the objects whose ids key holds, in
+ * their order (tuple(map(id, ps.values())) == key, without making it): 1,
+ * 0. */
+static int same_objects(PyObject *ps, PyObject *key)
 {
-	PyObject *out = PyList_New(0), *k, *v;
-	if (!out)
-		return NULL;
-	Py_ssize_t pos = 0;
+	if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != PyDict_GET_SIZE(ps))
+		return 0;
+	Py_ssize_t pos = 0, i = 0;
+	PyObject *k, *v;
 	while (PyDict_Next(ps, &pos, &k, &v)) {
+		PyObject *id = PyTuple_GET_ITEM(key, i++);
+		if (!PyLong_CheckExact(id) || PyLong_AsVoidPtr(id) != (void *)v) {
+			PyErr_Clear();
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* a == b for two of a parameter's facts: identity first (names, bools and
+ * dtypes are the same objects while they are equal). */
+static int same_fact(PyObject *a, PyObject *b)
+{
+	return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* What the parameters in ps (a dict) are now says what meta (what their
+ * texts say of them, _tracker._params_meta's tuple) says, compared item by item
+ * without making that tuple: 1, 0, -1 on error. */
+static int same_meta(PyObject *ps, PyObject *meta)
+{
+	if (!PyTuple_CheckExact(meta))
+		return 0;
+	Py_ssize_t pos = 0, i = 0, n = PyTuple_GET_SIZE(meta);
+	PyObject *k, *v;
+	int r = 1;
+	while (r == 1 && PyDict_Next(ps, &pos, &k, &v)) {
 		if (v == Py_None)
 			continue;
+		PyObject *m = i < n ? PyTuple_GET_ITEM(meta, i++) : NULL;
+		if (!m || !PyTuple_CheckExact(m) || PyTuple_GET_SIZE(m) != 4)
+			return 0;
 		/* (held: the getters run torch's code, with the dict's items borrowed) */
 		Py_INCREF(k);
 		Py_INCREF(v);
-		PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
-		PyObject *shape = rg ? PyObject_GetAttr(v, s_shape) : NULL;
-		PyObject *dtype = shape ? PyObject_GetAttr(v, s_dtype) : NULL;
-		PyObject *item = dtype ? PyTuple_Pack(4, k, rg, shape, dtype) : NULL;
+		r = same_fact(k, PyTuple_GET_ITEM(m, 0));
+		PyObject *names[3] = {s_requires_grad, s_shape, s_dtype};
+		for (int f = 0; r == 1 && f < 3; f++) {
+			PyObject *x = PyObject_GetAttr(v, names[f]);
+			r = x ? same_fact(x, PyTuple_GET_ITEM(m, f + 1)) : -1;
+			Py_XDECREF(x);
+		}
 		Py_DECREF(k);
 		Py_DECREF(v);
-		Py_XDECREF(rg);
-		Py_XDECREF(shape);
-		Py_XDECREF(dtype);
-		if (!item || PyList_Append(out, item) < 0) {
-			Py_XDECREF(item);
-			Py_DECREF(out);
-			return NULL;
-		}
-		Py_DECREF(item);
 	}
-	Py_SETREF(out, PyList_AsTuple(out));
-	return out;
+	return r == 1 ? i == n : r;
 }
 
 /* The module's fw_pre texts with its parameters as they are (_tracker's
@@ -472,7 +499,7 @@ static int params_fresh(FullCall *c, PyObject *mod, PyObject *e, PyObject *f)
 	PyObject *region = PyObject_GetAttr(c->rec, s_region);
 	if (!region)
 		return -1;
-	PyObject *ps = PyObject_GetAttr(mod, s_parameters), *key = NULL, *meta = NULL;
+	PyObject *ps = PyObject_GetAttr(mod, s_parameters), *key = NULL;
 	int r = -1, same;
 	if (!ps)
 		goto out;
@@ -480,21 +507,8 @@ static int params_fresh(FullCall *c, PyObject *mod, PyObject *e, PyObject *f)
 		PyErr_SetString(PyExc_TypeError, "commdebug: a module's _parameters is not a dict");
 		goto out;
 	}
-	/* key = tuple(map(id, ps.values())) */
-	key = PyTuple_New(PyDict_GET_SIZE(ps));
-	if (!key)
-		goto out;
-	Py_ssize_t pos = 0, i = 0;
-	PyObject *k, *v;
-	while (PyDict_Next(ps, &pos, &k, &v)) {
-		PyObject *id = PyLong_FromVoidPtr(v);
-		if (!id)
-			goto out;
-		PyTuple_SET_ITEM(key, i++, id);
-	}
 	/* the same objects as when the texts were made, this region: kept */
-	if ((same = PyObject_RichCompareBool(key, PyList_GET_ITEM(f, F_KEY), Py_EQ)) < 0)
-		goto out;
+	same = same_objects(ps, PyList_GET_ITEM(f, F_KEY));
 	if (same) {
 		int now = PyObject_RichCompareBool(region, PyList_GET_ITEM(f, F_REGION), Py_EQ);
 		if (now < 0)
@@ -502,9 +516,7 @@ static int params_fresh(FullCall *c, PyObject *mod, PyObject *e, PyObject *f)
 		if (!now) {
 			/* another region: read whole again, and the texts made again
 			 * only where a name, requires_grad, shape or dtype changed */
-			if (!(meta = params_meta(ps)))
-				goto out;
-			same = PyObject_RichCompareBool(meta, PyList_GET_ITEM(f, F_META), Py_EQ);
+			same = same_meta(ps, PyList_GET_ITEM(f, F_META));
 			if (same < 0)
 				goto out;
 			if (same && PyList_SetItem(f, F_REGION, Py_NewRef(region)) < 0)
@@ -512,6 +524,18 @@ static int params_fresh(FullCall *c, PyObject *mod, PyObject *e, PyObject *f)
 		}
 	}
 	if (!same) {
+		/* key = tuple(map(id, ps.values())) */
+		key = PyTuple_New(PyDict_GET_SIZE(ps));
+		if (!key)
+			goto out;
+		Py_ssize_t pos = 0, i = 0;
+		PyObject *k, *v;
+		while (PyDict_Next(ps, &pos, &k, &v)) {
+			PyObject *id = PyLong_FromVoidPtr(v);
+			if (!id)
+				goto out;
+			PyTuple_SET_ITEM(key, i++, id);
+		}
 		PyObject *res = PyObject_CallMethodObjArgs(c->rec, s_fparams, mod, e, f, key, NULL);
 		if (!res)
 			goto out;
@@ -519,7 +543,6 @@ static int params_fresh(FullCall *c, PyObject *mod, PyObject *e, PyObject *f)
 	}
 	r = 0;
 out:
-	Py_XDECREF(meta);
 	Py_XDECREF(key);
 	Py_XDECREF(ps);
 	Py_DECREF(region);
@@ -752,6 +775,27 @@ done:
 	return r;
 }
 
+/* _modcall.only_ours(mod): no hooks of the module's own, no light
+ * recorder's hooks on, the recorder's three global hooks the only ones: 1,
+ * 0, -1 on error. */
+static int only_ours(FullCall *c, PyObject *mod)
+{
+	if (PyList_GET_SIZE(c->pairs) || PyDict_GET_SIZE(c->gb) || PyDict_GET_SIZE(c->gfp) != 1 ||
+	    PyDict_GET_SIZE(c->gf) != 1 || PyDict_GET_SIZE(c->gbp) != 1 ||
+	    PyList_GET_SIZE(c->full) != 1)
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		PyObject *h = PyObject_GetAttr(mod, s_own_hooks[i]);
+		if (!h)
+			return -1;
+		int on = PyObject_IsTrue(h);
+		Py_DECREF(h);
+		if (on)
+			return on < 0 ? -1 : 0;
+	}
+	return 1;
+}
+
 /* call(mod, args, kwargs) */
 static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf,
 				     PyObject *kwnames)
@@ -761,6 +805,9 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 	    !PyDict_Check(argv[2]))
 		return PyObject_Vectorcall(c->py_call, argv, nargsf, kwnames);
 	PyObject *mod = argv[0], *args = argv[1], *kwargs = argv[2], *in = NULL;
+	int ours = only_ours(c, mod);
+	if (ours <= 0)
+		return ours < 0 ? NULL : PyObject_Vectorcall(c->other, argv, nargsf, NULL);
 	int tracing = call_true(c->tracing);
 	if (tracing)
 		return tracing < 0 ? NULL : PyObject_Vectorcall(c->py_call, argv, nargsf, NULL);
@@ -785,7 +832,8 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 
 #define FULL_FIELDS(X) X(rec) X(lc) X(buf) X(pending) X(cur_task) X(grad_enabled) X(tensor) \
 	X(odict) X(handle) X(alias) X(op_type) X(no_dispatch) X(view) X(next_seq) X(tracing) \
-	X(py_call) X(py_post) X(tf_mode) X(single)
+	X(py_call) X(py_post) X(tf_mode) X(single) X(gfp) X(gf) X(gbp) X(gb) X(pairs) X(full) \
+	X(other)
 
 CD_GC_FUNCS(FullCall, FULL_FIELDS)
 
@@ -794,15 +842,19 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 	static char *names[] = {"rec", "lc", "buf", "pending", "cur_task", "grad_enabled",
 				"tensor", "odict", "handle", "alias", "op_type", "no_dispatch",
 				"view", "next_seq", "tracing", "py_call", "py_post", "tf_mode",
-				"slots", "guard_raii", "single", NULL};
-	PyObject *o[18], *slots, *single = NULL;
+				"slots", "gfp", "gf", "gbp", "gb", "pairs", "full", "other",
+				"guard_raii", "single", NULL};
+	PyObject *o[18], *slots, *single = NULL, *st[7];
 	int raii = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OO!OOO!OOOOOO!OOOOOO!|pO!", names,
-					 &o[0], &PyDict_Type, &o[1], &o[2],
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OO!OOO!OOOOOO!OOOOOO!O!O!O!O!O!O!O|pO!",
+					 names, &o[0], &PyDict_Type, &o[1], &o[2],
 					 &PyDict_Type, &o[3], &o[4], &o[5], &PyType_Type, &o[6],
 					 &o[7], &o[8], &o[9], &o[10], &o[11],
 					 &PyTuple_Type, &o[12], &o[13], &o[14], &o[15], &o[16],
-					 &o[17], &PyTuple_Type, &slots, &raii, &PyTuple_Type, &single) ||
+					 &o[17], &PyTuple_Type, &slots, &PyDict_Type, &st[0],
+					 &PyDict_Type, &st[1], &PyDict_Type, &st[2], &PyDict_Type, &st[3],
+					 &PyList_Type, &st[4], &PyList_Type, &st[5], &st[6], &raii,
+					 &PyTuple_Type, &single) ||
 	    !cd_check_buf(o[2], "FullCall"))
 		return -1;
 	Py_ssize_t *dst_slot[] = {&c->nj_slot, &c->post_slot, &c->bwpre_slot, &c->ddp_slot,
@@ -831,6 +883,9 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 			    &c->py_call, &c->py_post, &c->tf_mode};
 	for (int i = 0; i < 18; i++)
 		*dst[i] = Py_NewRef(o[i]);
+	PyObject **sdst[] = {&c->gfp, &c->gf, &c->gbp, &c->gb, &c->pairs, &c->full, &c->other};
+	for (int i = 0; i < 7; i++)
+		*sdst[i] = Py_NewRef(st[i]);
 	c->guard_raii = raii;
 	c->single = single ? Py_NewRef(single) : PyTuple_New(0);
 	if (!c->single)
@@ -870,6 +925,11 @@ int cd_full_ready(void)
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))
+			return -1;
+	const char *own[4] = {"_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks",
+			      "_backward_hooks"};
+	for (int i = 0; i < 4; i++)
+		if (!s_own_hooks[i] && !(s_own_hooks[i] = PyUnicode_InternFromString(own[i])))
 			return -1;
 	if (PyType_Ready(&cd_MarkerType) < 0)
 		return -1;

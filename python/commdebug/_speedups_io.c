@@ -21,6 +21,11 @@
  * it).  submit(..., True) then queues lines to be written as one compressed
  * frame, compressed by the thread: the caller cannot know that frame's
  * length, and wait() says how many bytes and frames such jobs wrote.
+ *
+ * submit_lines(fd, linebuf, at) is submit(fd, linebuf.take()[0], at, items,
+ * True) without the bytes object: the LineBuf's buffer itself goes to the
+ * job, and the LineBuf gets the buffer of a job written before (one is kept
+ * spare), so that a region's end copies nothing and allocates nothing.
  */
 #include "_speedups.h"
 
@@ -43,7 +48,9 @@
 
 typedef struct Job {
 	struct Job *next;
-	PyObject *data;         /* the bytes (released with the interpreter's lock) */
+	PyObject *data;         /* the bytes (released with the interpreter's lock), or NULL: */
+	char *raw;              /* a buffer of its own (submit_lines; PyMem_RawMalloc'd) */
+	size_t rawn, rawcap;
 	int fd;
 	long long at;
 	Py_ssize_t items;       /* the lines it holds, for what a failure drops */
@@ -73,6 +80,8 @@ typedef struct {
 	zcompress2_fn zcompress2;
 	zbound_fn zbound;
 	ziserror_fn ziserror;
+	char *spare;            /* a written job's raw buffer, for the next submit_lines */
+	size_t spare_cap;
 	char *zbuf;             /* the thread's output buffer */
 	size_t zcap;
 	long long zbytes;       /* bytes of compressed frames written, since wait() said */
@@ -102,8 +111,8 @@ static int write_at(int fd, const char *p, size_t n, long long at)
  * made of it in w->zbuf.  0, or an errno. */
 static int job_bytes(AsyncWrite *w, Job *j, const char **p, size_t *n)
 {
-	*p = PyBytes_AS_STRING(j->data);
-	*n = (size_t)PyBytes_GET_SIZE(j->data);
+	*p = j->data ? PyBytes_AS_STRING(j->data) : j->raw;
+	*n = j->data ? (size_t)PyBytes_GET_SIZE(j->data) : j->rawn;
 	if (!j->compress)
 		return 0;
 	size_t cap = w->zbound(*n);
@@ -159,8 +168,8 @@ static void *run(void *arg)
 		w->busy = 1;
 		int failed = w->err;
 		pthread_mutex_unlock(&w->mu);
-		/* (the bytes object is immutable and held: its buffer is read
-		 * without the interpreter's lock) */
+		/* (the bytes object is immutable and held, a raw buffer the
+		 * job's own: either is read without the interpreter's lock) */
 		const char *p = NULL;
 		size_t n = 0;
 		int e = failed ? 0 : job_bytes(w, j, &p, &n);
@@ -196,7 +205,13 @@ static void reap(AsyncWrite *w)
 	pthread_mutex_unlock(&w->mu);
 	while (j) {
 		Job *next = j->next;
-		Py_DECREF(j->data);
+		Py_XDECREF(j->data);
+		if (j->raw && !w->spare) {
+			w->spare = j->raw;
+			w->spare_cap = j->rawcap;
+		} else {
+			PyMem_RawFree(j->raw);
+		}
 		PyMem_RawFree(j);
 		j = next;
 	}
@@ -234,6 +249,37 @@ static int forked(AsyncWrite *w)
 	return 1;
 }
 
+/* Whether a job can be queued (no write failed, not stopped, the thread
+ * started): 1, 0.  Written jobs reaped first. */
+static int can_queue(AsyncWrite *w)
+{
+	forked(w);
+	reap(w);
+	if (w->stop || w->err)
+		return 0;
+	if (!w->started) {
+		if (pthread_create(&w->thread, NULL, run, w) != 0)
+			return 0;
+		w->started = 1;
+	}
+	return 1;
+}
+
+/* j at the queue's end, the thread woken where it sleeps. */
+static void enqueue(AsyncWrite *w, Job *j)
+{
+	j->next = NULL;
+	pthread_mutex_lock(&w->mu);
+	if (w->tail)
+		w->tail->next = j;
+	else
+		w->head = j;
+	w->tail = j;
+	if (w->sleeping)
+		pthread_cond_signal(&w->work);
+	pthread_mutex_unlock(&w->mu);
+}
+
 static PyObject *AsyncWrite_submit(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
 {
 	if (nargs < 4 || nargs > 5 || !PyLong_Check(args[0]) || !PyBytes_CheckExact(args[1])) {
@@ -258,34 +304,63 @@ static PyObject *AsyncWrite_submit(AsyncWrite *w, PyObject *const *args, Py_ssiz
 		PyErr_SetString(PyExc_ValueError, "submit: a negative fd, offset or count");
 		return NULL;
 	}
-	forked(w);
-	reap(w);
-	if (w->stop || w->err)
+	if (!can_queue(w))
 		Py_RETURN_FALSE;
-	if (!w->started) {
-		if (pthread_create(&w->thread, NULL, run, w) != 0)
-			Py_RETURN_FALSE;
-		w->started = 1;
-	}
-	Job *j = PyMem_RawMalloc(sizeof *j);
+	Job *j = PyMem_RawCalloc(1, sizeof *j);
 	if (!j)
 		return PyErr_NoMemory();
-	j->next = NULL;
 	j->data = Py_NewRef(args[1]);
 	j->fd = fd;
 	j->at = at;
 	j->items = items;
 	j->compress = compress;
-	pthread_mutex_lock(&w->mu);
-	if (w->tail)
-		w->tail->next = j;
-	else
-		w->head = j;
-	w->tail = j;
-	if (w->sleeping)
-		pthread_cond_signal(&w->work);
-	pthread_mutex_unlock(&w->mu);
+	enqueue(w, j);
 	Py_RETURN_TRUE;
+}
+
+/* submit_lines(fd, linebuf, at) -> (marks, items, bytes), or None: as
+ * submit(fd, data, at, items, True) of what linebuf.take() would give, the
+ * LineBuf's own buffer queued (see the head comment); None where submit
+ * would say False (nothing taken from the LineBuf). */
+static PyObject *AsyncWrite_submit_lines(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
+{
+	if (nargs != 3 || !PyLong_Check(args[0]) || !PyObject_TypeCheck(args[1], &cd_LineBufType) ||
+	    !PyLong_Check(args[2])) {
+		PyErr_SetString(PyExc_TypeError, "submit_lines(fd: int, linebuf: LineBuf, at: int)");
+		return NULL;
+	}
+	if (!w->cctx) {
+		PyErr_SetString(PyExc_ValueError, "submit_lines: without compress_with()");
+		return NULL;
+	}
+	long fdl = PyLong_AsLong(args[0]);
+	long long at = PyLong_AsLongLong(args[2]);
+	if (PyErr_Occurred())
+		return NULL;
+	if (fdl < 0 || fdl > INT32_MAX || at < 0) {
+		PyErr_SetString(PyExc_ValueError, "submit_lines: a negative fd or offset");
+		return NULL;
+	}
+	if (!can_queue(w))
+		Py_RETURN_NONE;
+	Job *j = PyMem_RawCalloc(1, sizeof *j);
+	if (!j)
+		return PyErr_NoMemory();
+	PyObject *marks;
+	if (cd_lines_steal(args[1], &j->raw, &j->rawn, &j->rawcap, &marks, &j->items, w->spare,
+			   w->spare_cap) < 0) {
+		PyMem_RawFree(j);
+		return NULL;
+	}
+	w->spare = NULL;
+	w->spare_cap = 0;
+	j->fd = (int)fdl;
+	j->at = at;
+	j->compress = 1;
+	Py_ssize_t items = j->items;
+	size_t n = j->rawn;
+	enqueue(w, j);
+	return Py_BuildValue("(Nnn)", marks, items, (Py_ssize_t)n);
 }
 
 /* wait([timeout]) -> (errno, items dropped, bytes and frames of compressed
@@ -427,6 +502,7 @@ static void AsyncWrite_dealloc(AsyncWrite *w)
 		pthread_cond_destroy(&w->idle);
 	}
 	free(w->zbuf);
+	PyMem_RawFree(w->spare);
 	Py_CLEAR(w->zowner);
 	Py_TYPE(w)->tp_free((PyObject *)w);
 }
@@ -436,6 +512,10 @@ static PyMethodDef AsyncWrite_methods[] = {
 	 "submit(fd, data, at, items[, compress]) -> bool: data queued for offset at, as it is "
 	 "or (compress) as a compressed frame of it (False: an earlier write failed, or none "
 	 "can be made; nothing queued)"},
+	{"submit_lines", (PyCFunction)(void (*)(void))AsyncWrite_submit_lines, METH_FASTCALL,
+	 "submit_lines(fd, linebuf, at) -> (marks, items, bytes), or None: the LineBuf's lines "
+	 "queued to be written at offset at as one compressed frame, its buffer itself (None: "
+	 "as submit's False, nothing taken)"},
 	{"wait", (PyCFunction)(void (*)(void))AsyncWrite_wait, METH_FASTCALL,
 	 "wait([timeout]) -> (errno, items dropped, compressed bytes, compressed frames), or "
 	 "None: timeout seconds passed first"},

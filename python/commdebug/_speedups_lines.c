@@ -32,7 +32,7 @@ static int bytes_put(Bytes *b, const char *s, size_t n)
 		size_t cap = b->cap ? b->cap : 4096;
 		while (cap < b->n + n)
 			cap *= 2;
-		char *p = PyMem_Realloc(b->p, cap);
+		char *p = PyMem_RawRealloc(b->p, cap);
 		if (!p) {
 			PyErr_NoMemory();
 			return -1;
@@ -177,7 +177,7 @@ static PyObject *format_items(PyObject *chunk, Py_ssize_t n, long long m0, PyObj
 		}
 	}
 	PyObject *out = r ? NULL : PyBytes_FromStringAndSize(b.p ? b.p : "", (Py_ssize_t)b.n);
-	PyMem_Free(b.p);
+	PyMem_RawFree(b.p);
 	if (!out)
 		Py_CLEAR(*marks);
 	return out;
@@ -334,7 +334,7 @@ static void lb_reset(LineBuf *lb)
 	Py_CLEAR(lb->marks);
 	/* (a buffer grown far past a usual frame is given back) */
 	if (lb->b.cap > ((size_t)1 << 22)) {
-		PyMem_Free(lb->b.p);
+		PyMem_RawFree(lb->b.p);
 		lb->b.p = NULL;
 		lb->b.cap = 0;
 	}
@@ -360,6 +360,27 @@ static PyObject *LineBuf_extend(LineBuf *lb, PyObject *xs)
 	}
 	Py_DECREF(it);
 	return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+}
+
+/* The buffer's bytes moved out (*p, *n, *cap: the caller owns them, a
+ * PyMem_RawMalloc block; NULL when none), with its marks (a new list) and
+ * items; the LineBuf empty again, with spare (PyMem_RawMalloc'd, spare_cap
+ * bytes, or NULL) as its buffer.  0, -1 on error (nothing moved). */
+int cd_lines_steal(PyObject *buf, char **p, size_t *n, size_t *cap, PyObject **marks,
+		   Py_ssize_t *items, char *spare, size_t spare_cap)
+{
+	LineBuf *lb = (LineBuf *)buf;
+	*marks = lb->marks ? Py_NewRef(lb->marks) : PyList_New(0);
+	if (!*marks)
+		return -1;
+	*p = lb->b.p;
+	*n = lb->b.n;
+	*cap = lb->b.cap;
+	*items = lb->items;
+	lb->b.p = spare;
+	lb->b.cap = spare ? spare_cap : 0;
+	lb_reset(lb);
+	return 0;
 }
 
 /* take() -> (bytes, marks, items): what was appended, and empty again. */
@@ -421,7 +442,7 @@ static void LineBuf_dealloc(LineBuf *lb)
 {
 	PyObject_GC_UnTrack(lb);
 	Py_CLEAR(lb->marks);
-	PyMem_Free(lb->b.p);
+	PyMem_RawFree(lb->b.p);
 	Py_TYPE(lb)->tp_free((PyObject *)lb);
 }
 

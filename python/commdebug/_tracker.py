@@ -53,7 +53,7 @@ def _flat_tensors_requiring_grad(x):
 def _params_meta(mod):
     """What fw_pre's parameter texts say of a module's parameters besides
     which objects they are: ((name, requires_grad, shape, dtype), ...).
-    (The C module's FullCall builds the same tuple to compare.)"""
+    (The C module's FullCall compares the parameters with it item by item.)"""
     return tuple([(k, p.requires_grad, p.shape, p.dtype)
                   for k, p in mod._parameters.items() if p is not None])
 

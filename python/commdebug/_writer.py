@@ -280,7 +280,7 @@ class TraceWriter(Handoff, RawTail, Relocation):
             return
         if later and raw and self._aw is not None and type(out) is bytes and \
                 self._aw.submit(self._fd, out, self._end, n):
-            self._handed = True
+            pass
         elif not self._write(out, n):
             return
         if self.index is not None:
@@ -295,10 +295,15 @@ class TraceWriter(Handoff, RawTail, Relocation):
         self.frames += 1
 
     def _write(self, out, n, at=None):
-        """Write out at the end (or at offset at); False after an error."""
+        """Write out at the end (or at offset at); False after an error.  A
+        regular file is written at its offset (pwrite), as the C module's
+        thread writes its frames, so that its position never needs setting;
+        a pipe in order."""
         if not self._settle() or self._dead:
             self.dropped += n           # (an earlier frame's write failed)
             return False
+        if at is None and self.regular:
+            at = self._end
         view = memoryview(out)
         self._writing = time.monotonic_ns()
         try:

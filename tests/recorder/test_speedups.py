@@ -250,6 +250,69 @@ def test_async_write_compresses(ctx):
            % flag)
 
 
+def test_async_write_submit_lines(ctx):
+    """AsyncWrite.submit_lines(fd, linebuf, at): the LineBuf's lines (what
+    take() would give: its marks and items, their byte count) written as one
+    compressed frame at the offset given, the LineBuf left empty and usable,
+    its buffer handed back to it from a written job (round after round, big
+    and small); refused without compress_with or with a list for a LineBuf;
+    after a failed write, None with nothing taken from the LineBuf."""
+    native = _native()
+    from commdebug import _zstd
+    z = _zstd.load()
+    if z is None:
+        raise Skip("no libzstd")
+    path = os.path.join(ctx.tmp, "lines.zst")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    aw = native.AsyncWrite()
+    lb = native.LineBuf()
+    lb.mono0 = 10
+    lb.append("x\n")
+    try:
+        aw.submit_lines(fd, lb, 0)
+        raise AssertionError("submit_lines without compress_with accepted")
+    except ValueError:
+        pass
+    eq(len(lb), 1, "nothing taken when refused")
+    lb.clear()
+    zc = z.compressor(1)
+    aw.compress_with(zc, *zc.entry_points())
+    try:
+        aw.submit_lines(fd, ["x\n"], 0)
+        raise AssertionError("submit_lines took a list")
+    except TypeError:
+        pass
+    at, want = 0, b""
+    for k, n in enumerate((300, 20000, 5, 20000, 1)):
+        lb.append(7 + k)                    # (a mark before the first line)
+        for i in range(n):
+            lb.append(('{"ev":"op","k":%d,"i":%d,"t":' % (k, i), 10 + i))
+        text = b"".join(b'{"ev":"op","k":%d,"i":%d,"t":%d}\n' % (k, i, i) for i in range(n))
+        got = aw.submit_lines(fd, lb, at)
+        eq((got[1], got[2]), (n + 1, len(text)), "round %d: items and bytes" % k)
+        eq([tuple(m) for m in got[0]], [(7 + k, 0)], "round %d: the mark" % k)
+        eq(len(lb), 0, "round %d: the LineBuf empty" % k)
+        r = aw.wait()
+        eq((r[0], r[1], r[3]), (0, 0, 1), "round %d: one frame, no error" % k)
+        at += r[2]
+        want += text
+    eq(os.fstat(fd).st_size, at, "the file's end where the frames say")
+    out = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE, check=True).stdout
+    eq(out, want, "zstd -dc of the file: every round's lines, in order")
+    # a failed write: the next submit_lines says None and takes nothing
+    bad = os.open(os.devnull, os.O_RDONLY)
+    lb.append("y\n")
+    eq(aw.submit_lines(bad, lb, 0)[1], 1, "submit_lines to a read-only fd")
+    r = aw.wait()
+    check(r[0] != 0 and r[1] == 1, "the failure and its one item: %r", r)
+    lb.append("z\n")
+    eq(aw.submit_lines(fd, lb, at), None, "submit_lines after a failed write")
+    eq(lb.take()[0], b"z\n", "the lines left in the LineBuf")
+    aw.close()
+    os.close(bad)
+    os.close(fd)
+
+
 # Six regions of a small model under a full recorder with the writer thread
 # held off (its rounds would write the lines it finds as raw frames, and
 # compact them): what the file holds then.
