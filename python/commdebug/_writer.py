@@ -7,7 +7,9 @@ frame its bytes whole), or, without it, a list whose items a frame formats
 and written
 
 * by the writer thread, every 20 ms while lines are waiting (every 0.1 s in
-  light mode, ``LIGHT_TICK_S``): an event is on its way to the file at most
+  light mode, ``LIGHT_TICK_S``), handed to the C module's thread as a
+  region exit's are where that thread can take them (below; not for a
+  bounded trace): an event is on its way to the file at most
   50 ms (light: 150 ms) after it was recorded, so a process that dies by
   SIGKILL, SIGABRT or SIGSEGV (whose written bytes the kernel keeps) loses
   at most the last 50 ms (150 ms) of events;
@@ -356,7 +358,15 @@ class TraceWriter(Handoff, RawTail, Relocation):
         waiting written, the raw tail compressed, a bounded trace trimmed."""
         if self.buf:
             with self._io:
-                self._drain_locked(raw=True)
+                # (the C module's thread compresses them where it can, as
+                # at a region's end: no raw frame for this thread to read
+                # back and compress; its frame before written first.  A
+                # bounded trace's frames stay this thread's: it reads the
+                # file back)
+                later = self.index is None
+                if later:
+                    self._settle()
+                self._drain_locked(raw=True, later=later)
         if self._tail_at is not None:
             self._compact()
         if self.bounded is not None and self._tail_at is None:
