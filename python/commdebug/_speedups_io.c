@@ -265,6 +265,23 @@ static int can_queue(AsyncWrite *w)
 	return 1;
 }
 
+/* A job's fd and offset from their arguments: 0, or -1 with an error set
+ * (who: the method, for the message). */
+static int fd_and_offset(PyObject *fdo, PyObject *ato, int *fd, long long *at, const char *who)
+{
+	long fdl = PyLong_AsLong(fdo);
+	*at = PyLong_AsLongLong(ato);
+	if (PyErr_Occurred())
+		return -1;
+	if (fdl < 0 || fdl > INT32_MAX || *at < 0) {
+		PyErr_Format(PyExc_ValueError, "%s: a negative fd or offset, or an fd past 32 bits",
+			     who);
+		return -1;
+	}
+	*fd = (int)fdl;
+	return 0;
+}
+
 /* j at the queue's end, the thread woken where it sleeps. */
 static void enqueue(AsyncWrite *w, Job *j)
 {
@@ -294,14 +311,14 @@ static PyObject *AsyncWrite_submit(AsyncWrite *w, PyObject *const *args, Py_ssiz
 		PyErr_SetString(PyExc_ValueError, "submit: compress without compress_with()");
 		return NULL;
 	}
-	long fdl = PyLong_AsLong(args[0]);
-	int fd = (int)fdl;
-	long long at = PyLong_AsLongLong(args[2]);
-	Py_ssize_t items = PyLong_AsSsize_t(args[3]);
-	if (PyErr_Occurred())
+	int fd;
+	long long at;
+	if (fd_and_offset(args[0], args[2], &fd, &at, "submit") < 0)
 		return NULL;
-	if (fdl < 0 || fdl > INT32_MAX || at < 0 || items < 0) {
-		PyErr_SetString(PyExc_ValueError, "submit: a negative fd, offset or count");
+	Py_ssize_t items = PyLong_AsSsize_t(args[3]);
+	if (items < 0) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_ValueError, "submit: a negative count");
 		return NULL;
 	}
 	if (!can_queue(w))
@@ -333,14 +350,10 @@ static PyObject *AsyncWrite_submit_lines(AsyncWrite *w, PyObject *const *args, P
 		PyErr_SetString(PyExc_ValueError, "submit_lines: without compress_with()");
 		return NULL;
 	}
-	long fdl = PyLong_AsLong(args[0]);
-	long long at = PyLong_AsLongLong(args[2]);
-	if (PyErr_Occurred())
+	int fd;
+	long long at;
+	if (fd_and_offset(args[0], args[2], &fd, &at, "submit_lines") < 0)
 		return NULL;
-	if (fdl < 0 || fdl > INT32_MAX || at < 0) {
-		PyErr_SetString(PyExc_ValueError, "submit_lines: a negative fd or offset");
-		return NULL;
-	}
 	if (!can_queue(w))
 		Py_RETURN_NONE;
 	Job *j = PyMem_RawCalloc(1, sizeof *j);
@@ -354,7 +367,7 @@ static PyObject *AsyncWrite_submit_lines(AsyncWrite *w, PyObject *const *args, P
 	}
 	w->spare = NULL;
 	w->spare_cap = 0;
-	j->fd = (int)fdl;
+	j->fd = fd;
 	j->at = at;
 	j->compress = 1;
 	Py_ssize_t items = j->items;

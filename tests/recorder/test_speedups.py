@@ -187,6 +187,19 @@ def test_async_write(ctx):
     os.close(fd)
 
 
+def _aw_and_file(ctx, name):
+    """(the C module, libzstd, a new file's path and fd, an AsyncWrite) for
+    the tests of compressed jobs (Skip without libzstd)."""
+    native = _native()
+    from commdebug import _zstd
+    z = _zstd.load()
+    if z is None:
+        raise Skip("no libzstd")
+    path = os.path.join(ctx.tmp, name)
+    return native, z, path, os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC), \
+        native.AsyncWrite()
+
+
 def test_async_write_compresses(ctx):
     """AsyncWrite given libzstd (compress_with): lines submitted with
     compress=True are written as one zstd frame each, with its content
@@ -195,14 +208,7 @@ def test_async_write_compresses(ctx):
     without compress_with is refused; and a full recorder's region exits
     reach the file as compressed frames, with no raw frame waiting at its end
     for the writer thread (COMMDEBUG_AW_COMPRESS=0: raw frames as before)."""
-    native = _native()
-    from commdebug import _zstd
-    z = _zstd.load()
-    if z is None:
-        raise Skip("no libzstd")
-    path = os.path.join(ctx.tmp, "awz.zst")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
-    aw = native.AsyncWrite()
+    _, z, path, fd, aw = _aw_and_file(ctx, "awz.zst")
     try:
         aw.submit(fd, b"x", 0, 1, True)
         raise AssertionError("compress without compress_with accepted")
@@ -257,14 +263,7 @@ def test_async_write_submit_lines(ctx):
     its buffer handed back to it from a written job (round after round, big
     and small); refused without compress_with or with a list for a LineBuf;
     after a failed write, None with nothing taken from the LineBuf."""
-    native = _native()
-    from commdebug import _zstd
-    z = _zstd.load()
-    if z is None:
-        raise Skip("no libzstd")
-    path = os.path.join(ctx.tmp, "lines.zst")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
-    aw = native.AsyncWrite()
+    native, z, path, fd, aw = _aw_and_file(ctx, "lines.zst")
     lb = native.LineBuf()
     lb.mono0 = 10
     lb.append("x\n")
