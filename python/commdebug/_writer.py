@@ -280,10 +280,9 @@ class TraceWriter(Handoff, RawTail, Relocation):
         if self._dead or self._fd < 0:
             self.dropped += n
             return
-        if later and raw and self._aw is not None and type(out) is bytes and \
-                self._aw.submit(self._fd, out, self._end, n):
-            pass
-        elif not self._write(out, n):
+        handed = later and raw and self._aw is not None and type(out) is bytes and \
+            self._aw.submit(self._fd, out, self._end, n)
+        if not handed and not self._write(out, n):
             return
         if self.index is not None:
             self.index.append([self._end, len(out), lines, self._marks])
