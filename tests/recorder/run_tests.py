@@ -58,6 +58,9 @@ def discover(pattern):
     return [(n, f) for n, f, _ in tests]
 
 
+_TAIL_LINES = 12      # of each failure's traceback, repeated at the end
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--commdebug", metavar="PATH",
@@ -83,6 +86,7 @@ def main():
 
     root = tempfile.mkdtemp(prefix="commdebug-tests-")
     passed = failed = skipped = 0
+    failures = []       # (name, traceback): repeated at the end, where a log's tail shows them
     for name, fn in discover(args.k):
         tmp = os.path.join(root, name)
         os.makedirs(tmp)
@@ -96,8 +100,10 @@ def main():
             continue
         except Exception:
             failed += 1
+            tb = traceback.format_exc().rstrip()
+            failures.append((name, tb))
             print("FAIL %s (%.1fs)" % (name, time.time() - t0))
-            print("    " + traceback.format_exc().rstrip().replace("\n", "\n    "))
+            print("    " + tb.replace("\n", "\n    "))
             continue
         passed += 1
         print("PASS %s (%.1fs)" % (name, time.time() - t0))
@@ -110,6 +116,9 @@ def main():
         shutil.rmtree(root, ignore_errors=True)
     if skipped:
         print("%d skipped" % skipped)
+    for name, tb in failures:
+        # (meson's log of a failed test keeps only its last 100 lines)
+        print("FAILED %s:\n    %s" % (name, "\n    ".join(tb.splitlines()[-_TAIL_LINES:])))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
