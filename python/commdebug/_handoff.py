@@ -67,7 +67,12 @@ class Handoff:
         r = self._aw.wait(timeout)
         if r is None:
             return False
-        err, dropped, zbytes, zframes = r
+        self._settled(*r)
+        return True
+
+    def _settled(self, err, dropped, zbytes, zframes):
+        """What the C module's thread says of the frames it wrote since it
+        last said (AsyncWrite.wait), counted."""
         if zbytes:
             # the compressed frames' lengths, known now
             self._end += zbytes
@@ -77,4 +82,28 @@ class Handoff:
             self._fail(OSError(err, os.strerror(err)), dropped)
         elif dropped:
             self.dropped += dropped
+
+    def _sync_lines(self):
+        """A region end's sync (the caller holds _io): _settle(0), then
+        _hand_lines(), in one call of the C module where the lines go to its
+        thread.  True when the lines were handed (or there were none), False
+        while the thread still writes the frame before (nothing done), None
+        where this does not apply (the caller takes the long way)."""
+        if not (self._awz and self._formatted and self._tail_at is None and
+                self.index is None) or self._dead or self._fd < 0 or self._closed:
+            return None
+        with self._take:
+            r = self._aw.sync_lines(self._fd, self.buf, self._end)
+        if r is None:
+            return False
+        err, dropped, zbytes, zframes, (marks, n, nbytes) = r
+        self._settled(err, dropped, zbytes, zframes)
+        if marks is None:
+            # (no lines, or an earlier write failed: the lines go the way of
+            # a raw frame, which reports the failure)
+            if self.buf:
+                self._drain_locked(raw=True, later=True)
+            return True
+        self._marks = marks
+        self.bytes_in += nbytes
         return True

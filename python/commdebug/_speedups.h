@@ -82,6 +82,8 @@ long long cd_lines_due(PyObject *buf);
  * (AsyncWrite.submit_lines; _speedups_lines.c says more). */
 int cd_lines_steal(PyObject *buf, char **p, size_t *n, size_t *cap, PyObject **marks,
 		   Py_ssize_t *items, char *spare, size_t spare_cap);
+/* The items a LineBuf holds (its len()). */
+Py_ssize_t cd_lines_count(PyObject *buf);
 
 /* The writer's frames written without the interpreter (_speedups_io.c). */
 extern PyTypeObject cd_AsyncWriteType;

@@ -26,6 +26,8 @@
  * True) without the bytes object: the LineBuf's buffer itself goes to the
  * job, and the LineBuf gets the buffer of a job written before (one is kept
  * spare), so that a region's end copies nothing and allocates nothing.
+ * sync_lines(fd, linebuf, end) is a region end's wait(0) and submit_lines in
+ * one call.
  */
 #include "_speedups.h"
 
@@ -335,32 +337,18 @@ static PyObject *AsyncWrite_submit(AsyncWrite *w, PyObject *const *args, Py_ssiz
 	Py_RETURN_TRUE;
 }
 
-/* submit_lines(fd, linebuf, at) -> (marks, items, bytes), or None: as
- * submit(fd, data, at, items, True) of what linebuf.take() would give, the
- * LineBuf's own buffer queued (see the head comment); None where submit
- * would say False (nothing taken from the LineBuf). */
-static PyObject *AsyncWrite_submit_lines(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
+/* The LineBuf's lines queued as one compressed frame at offset at of fd, its
+ * buffer itself (submit_lines, sync_lines): (marks, items, bytes), or None
+ * where no job can be queued (nothing taken), NULL on error. */
+static PyObject *queue_lines(AsyncWrite *w, int fd, long long at, PyObject *linebuf)
 {
-	if (nargs != 3 || !PyLong_Check(args[0]) || !PyObject_TypeCheck(args[1], &cd_LineBufType) ||
-	    !PyLong_Check(args[2])) {
-		PyErr_SetString(PyExc_TypeError, "submit_lines(fd: int, linebuf: LineBuf, at: int)");
-		return NULL;
-	}
-	if (!w->cctx) {
-		PyErr_SetString(PyExc_ValueError, "submit_lines: without compress_with()");
-		return NULL;
-	}
-	int fd;
-	long long at;
-	if (fd_and_offset(args[0], args[2], &fd, &at, "submit_lines") < 0)
-		return NULL;
 	if (!can_queue(w))
 		Py_RETURN_NONE;
 	Job *j = PyMem_RawCalloc(1, sizeof *j);
 	if (!j)
 		return PyErr_NoMemory();
 	PyObject *marks;
-	if (cd_lines_steal(args[1], &j->raw, &j->rawn, &j->rawcap, &marks, &j->items, w->spare,
+	if (cd_lines_steal(linebuf, &j->raw, &j->rawn, &j->rawcap, &marks, &j->items, w->spare,
 			   w->spare_cap) < 0) {
 		PyMem_RawFree(j);
 		return NULL;
@@ -374,6 +362,65 @@ static PyObject *AsyncWrite_submit_lines(AsyncWrite *w, PyObject *const *args, P
 	size_t n = j->rawn;
 	enqueue(w, j);
 	return Py_BuildValue("(Nnn)", marks, items, (Py_ssize_t)n);
+}
+
+/* The arguments of submit_lines and sync_lines (fd, linebuf, at): 0, or -1
+ * with an error set (who: the method's signature, for the message). */
+static int lines_args(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs, int *fd,
+		      long long *at, const char *who)
+{
+	if (nargs != 3 || !PyLong_Check(args[0]) || !PyObject_TypeCheck(args[1], &cd_LineBufType) ||
+	    !PyLong_Check(args[2])) {
+		PyErr_Format(PyExc_TypeError, "%s(fd: int, linebuf: LineBuf, at: int)", who);
+		return -1;
+	}
+	if (!w->cctx) {
+		PyErr_Format(PyExc_ValueError, "%s: without compress_with()", who);
+		return -1;
+	}
+	return fd_and_offset(args[0], args[2], fd, at, who);
+}
+
+/* submit_lines(fd, linebuf, at) -> (marks, items, bytes), or None: as
+ * submit(fd, data, at, items, True) of what linebuf.take() would give, the
+ * LineBuf's own buffer queued (see the head comment); None where submit
+ * would say False (nothing taken from the LineBuf). */
+static PyObject *AsyncWrite_submit_lines(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
+{
+	int fd;
+	long long at;
+	if (lines_args(w, args, nargs, &fd, &at, "submit_lines") < 0)
+		return NULL;
+	return queue_lines(w, fd, at, args[1]);
+}
+
+/* What wait() answers of the jobs written since its last answer. */
+typedef struct {
+	int err;
+	Py_ssize_t dropped, zframes;
+	long long zbytes;
+} Settled;
+
+/* Those facts, taken (counted from zero again; the first error kept). */
+static Settled settled(AsyncWrite *w)
+{
+	pthread_mutex_lock(&w->mu);
+	Settled st = {w->err, w->dropped, w->zframes, w->zbytes};
+	w->dropped = 0;
+	w->zbytes = 0;
+	w->zframes = 0;
+	pthread_mutex_unlock(&w->mu);
+	return st;
+}
+
+/* Facts taken by settled() given back, for an answer that could not be made. */
+static void unsettle(AsyncWrite *w, const Settled *st)
+{
+	pthread_mutex_lock(&w->mu);
+	w->dropped += st->dropped;
+	w->zbytes += st->zbytes;
+	w->zframes += st->zframes;
+	pthread_mutex_unlock(&w->mu);
 }
 
 /* wait([timeout]) -> (errno, items dropped, bytes and frames of compressed
@@ -418,15 +465,48 @@ static PyObject *AsyncWrite_wait(AsyncWrite *w, PyObject *const *args, Py_ssize_
 	reap(w);
 	if (!done)
 		Py_RETURN_NONE;
+	Settled st = settled(w);
+	return Py_BuildValue("(inLn)", st.err, st.dropped, st.zbytes, st.zframes);
+}
+
+/* sync_lines(fd, linebuf, end) -> (errno, items dropped, compressed bytes,
+ * compressed frames, marks, items, bytes), or None: a region end's wait(0)
+ * and submit_lines in one call.  None while the queue is still being
+ * written (nothing taken).  Else wait(0)'s answer, followed by what
+ * submit_lines(fd, linebuf, end + compressed bytes) answers where no write
+ * failed and the LineBuf holds lines, else by (None, 0, 0). */
+static PyObject *AsyncWrite_sync_lines(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
+{
+	int fd;
+	long long end;
+	if (lines_args(w, args, nargs, &fd, &end, "sync_lines") < 0)
+		return NULL;
+	forked(w);
 	pthread_mutex_lock(&w->mu);
-	int err = w->err;
-	Py_ssize_t dropped = w->dropped, zframes = w->zframes;
-	long long zbytes = w->zbytes;
-	w->dropped = 0;
-	w->zbytes = 0;
-	w->zframes = 0;
+	int pending = w->head || w->busy;
 	pthread_mutex_unlock(&w->mu);
-	return Py_BuildValue("(inLn)", err, dropped, zbytes, zframes);
+	if (pending)
+		Py_RETURN_NONE;
+	reap(w);
+	Settled st = settled(w);
+	PyObject *q = NULL;
+	if (!st.err && cd_lines_count(args[1]) > 0) {
+		if (!(q = queue_lines(w, fd, end + st.zbytes, args[1]))) {
+			/* (wait's answer is kept for the next call: nothing is lost) */
+			unsettle(w, &st);
+			return NULL;
+		}
+	}
+	PyObject *r;
+	if (q && q != Py_None)
+		r = Py_BuildValue("(inLnO)", st.err, st.dropped, st.zbytes, st.zframes, q);
+	else
+		r = Py_BuildValue("(inLn(Onn))", st.err, st.dropped, st.zbytes, st.zframes, Py_None,
+				  (Py_ssize_t)0, (Py_ssize_t)0);
+	Py_XDECREF(q);
+	if (!r)
+		unsettle(w, &st);
+	return r;
 }
 
 /* close(): the queue written, the thread ended. */
@@ -529,6 +609,11 @@ static PyMethodDef AsyncWrite_methods[] = {
 	 "submit_lines(fd, linebuf, at) -> (marks, items, bytes), or None: the LineBuf's lines "
 	 "queued to be written at offset at as one compressed frame, its buffer itself (None: "
 	 "as submit's False, nothing taken)"},
+	{"sync_lines", (PyCFunction)(void (*)(void))AsyncWrite_sync_lines, METH_FASTCALL,
+	 "sync_lines(fd, linebuf, end) -> (errno, items dropped, compressed bytes, compressed "
+	 "frames, (marks, items, bytes)), or None: wait(0), then submit_lines(fd, linebuf, end + "
+	 "compressed bytes) where no write failed and lines wait ((None, 0, 0) where none was "
+	 "queued)"},
 	{"wait", (PyCFunction)(void (*)(void))AsyncWrite_wait, METH_FASTCALL,
 	 "wait([timeout]) -> (errno, items dropped, compressed bytes, compressed frames), or "
 	 "None: timeout seconds passed first"},

@@ -383,6 +383,12 @@ int cd_lines_steal(PyObject *buf, char **p, size_t *n, size_t *cap, PyObject **m
 	return 0;
 }
 
+/* The items a LineBuf holds (its len()). */
+Py_ssize_t cd_lines_count(PyObject *buf)
+{
+	return ((LineBuf *)buf)->items;
+}
+
 /* take() -> (bytes, marks, items): what was appended, and empty again. */
 static PyObject *LineBuf_take(LineBuf *lb, PyObject *unused)
 {

@@ -27,7 +27,9 @@ and written
   thread made: _handoff.py says when) without the interpreter's lock
   (``AsyncWrite``: the write starts at once, and the training thread does
   not wait for it), one frame at a time: while the one before is not
-  written yet, the lines go to the writer thread.  Everything else that
+  written yet, the lines go to the writer thread.  (Asking whether it is
+  and handing the lines over is one call of the C module where the thread
+  compresses them: ``AsyncWrite.sync_lines``.)  Everything else that
   writes or reads the file waits for that frame first (``_settle``);
 * at exit, by the writer thread, which the exit handler waits for at most
   ``EXIT_TIMEOUT_S`` seconds (COMMDEBUG_EXIT_TIMEOUT).
@@ -395,7 +397,11 @@ class TraceWriter(Handoff, RawTail, Relocation):
         try:
             # (the frame handed over before still being written: a stalled
             # file system never holds the caller, nor more than one frame)
-            if not self._settle(0 if later else 0.05):
+            done = self._sync_lines() if later else None
+            if done is not None:
+                if not done:
+                    self._wake.set()
+            elif not self._settle(0 if later else 0.05):
                 self._wake.set()
             elif not self._closed:
                 self._drain_locked(raw=True, later=later)

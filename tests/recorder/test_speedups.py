@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import textwrap
+import time
 
 from _util import PYTHON, Skip, check, env, eq, events, zstd_cli_text
 
@@ -311,6 +312,67 @@ def test_async_write_submit_lines(ctx):
     os.close(bad)
     os.close(fd)
 
+
+
+def test_async_write_sync_lines(ctx):
+    """AsyncWrite.sync_lines(fd, linebuf, end): wait(0)'s answer and, where
+    no write failed and lines wait, submit_lines at end plus the compressed
+    bytes that answer counts; None while a job is still being written (nothing
+    taken); (None, 0, 0) for an empty LineBuf; after a failed write, the
+    error with (None, 0, 0) and the lines left where they are."""
+    native, z, path, fd, aw = _aw_and_file(ctx, "sync.zst")
+    lb = native.LineBuf()
+    lb.append("x\n")
+    try:
+        aw.sync_lines(fd, lb, 0)
+        raise AssertionError("sync_lines without compress_with accepted")
+    except ValueError:
+        pass
+    eq(len(lb), 1, "nothing taken when refused")
+    lb.clear()
+    zc = z.compressor(1)
+    aw.compress_with(zc, *zc.entry_points())
+    end, want, busy = 0, b"", 0
+    for k, n in enumerate((40000, 3, 40000, 1, 0)):
+        for i in range(n):
+            lb.append('{"k":%d,"i":%d}\n' % (k, i))
+        text = b"".join(b'{"k":%d,"i":%d}\n' % (k, i) for i in range(n))
+        while True:
+            r = aw.sync_lines(fd, lb, end)
+            if r is not None:
+                break
+            busy += 1
+            eq(len(lb), n, "round %d: nothing taken while a job is written" % k)
+            time.sleep(0.001)
+        err, dropped, zbytes, zframes, (marks, items, nbytes) = r
+        eq((err, dropped), (0, 0), "round %d: no error" % k)
+        check(zframes == (1 if k else 0) and (zbytes > 0) == (k > 0),
+              "round %d: the frame before counted once: %r", k, r)
+        end += zbytes
+        if n:
+            eq((items, nbytes, marks), (n, len(text), []), "round %d: what was queued" % k)
+        else:
+            eq((marks, items, nbytes), (None, 0, 0), "round %d: an empty LineBuf" % k)
+        eq(len(lb), 0, "round %d: the LineBuf empty" % k)
+        want += text
+    r = aw.wait()
+    end += r[2]
+    eq(os.fstat(fd).st_size, end, "the file's end where the answers say")
+    out = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE, check=True).stdout
+    eq(out, want, "zstd -dc of the file: every round's lines, in order")
+    ctx.note("sync_lines found a job still being written %d times" % busy)
+    # a failed write: its error, nothing queued, the lines kept
+    bad = os.open(os.devnull, os.O_RDONLY)
+    lb.append("y\n")
+    aw.submit_lines(bad, lb, 0)
+    aw.wait()       # (the failure, taken by wait: sync_lines still refuses)
+    lb.append("z\n")
+    r = aw.sync_lines(fd, lb, end)
+    check(r is not None and r[0] != 0 and r[4] == (None, 0, 0), "after a failed write: %r", r)
+    eq(lb.take()[0], b"z\n", "the lines left in the LineBuf")
+    aw.close()
+    os.close(bad)
+    os.close(fd)
 
 # Six regions of a small model under a full recorder with the writer thread
 # held off (its rounds would write the lines it finds as raw frames, and
