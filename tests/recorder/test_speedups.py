@@ -257,6 +257,22 @@ def test_async_write_compresses(ctx):
            % flag)
 
 
+def _lines_refused_then_compressing(native, z, fd, aw, method):
+    """aw.<method>(fd, linebuf, 0) refused before compress_with, with nothing
+    taken; then aw given a compressor.  Returns the (empty) LineBuf."""
+    lb = native.LineBuf()
+    lb.append("x\n")
+    try:
+        getattr(aw, method)(fd, lb, 0)
+        raise AssertionError("%s without compress_with accepted" % method)
+    except ValueError:
+        pass
+    eq(len(lb), 1, "nothing taken when refused")
+    lb.clear()
+    zc = z.compressor(1)
+    aw.compress_with(zc, *zc.entry_points())
+    return lb
+
 def test_async_write_submit_lines(ctx):
     """AsyncWrite.submit_lines(fd, linebuf, at): the LineBuf's lines (what
     take() would give: its marks and items, their byte count) written as one
@@ -265,18 +281,8 @@ def test_async_write_submit_lines(ctx):
     and small); refused without compress_with or with a list for a LineBuf;
     after a failed write, None with nothing taken from the LineBuf."""
     native, z, path, fd, aw = _aw_and_file(ctx, "lines.zst")
-    lb = native.LineBuf()
+    lb = _lines_refused_then_compressing(native, z, fd, aw, "submit_lines")
     lb.mono0 = 10
-    lb.append("x\n")
-    try:
-        aw.submit_lines(fd, lb, 0)
-        raise AssertionError("submit_lines without compress_with accepted")
-    except ValueError:
-        pass
-    eq(len(lb), 1, "nothing taken when refused")
-    lb.clear()
-    zc = z.compressor(1)
-    aw.compress_with(zc, *zc.entry_points())
     try:
         aw.submit_lines(fd, ["x\n"], 0)
         raise AssertionError("submit_lines took a list")
@@ -321,17 +327,7 @@ def test_async_write_sync_lines(ctx):
     taken); (None, 0, 0) for an empty LineBuf; after a failed write, the
     error with (None, 0, 0) and the lines left where they are."""
     native, z, path, fd, aw = _aw_and_file(ctx, "sync.zst")
-    lb = native.LineBuf()
-    lb.append("x\n")
-    try:
-        aw.sync_lines(fd, lb, 0)
-        raise AssertionError("sync_lines without compress_with accepted")
-    except ValueError:
-        pass
-    eq(len(lb), 1, "nothing taken when refused")
-    lb.clear()
-    zc = z.compressor(1)
-    aw.compress_with(zc, *zc.entry_points())
+    lb = _lines_refused_then_compressing(native, z, fd, aw, "sync_lines")
     end, want, busy = 0, b"", 0
     for k, n in enumerate((40000, 3, 40000, 1, 0)):
         for i in range(n):
