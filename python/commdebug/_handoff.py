@@ -86,9 +86,10 @@ class Handoff:
     def _sync_lines(self):
         """A region end's sync (the caller holds _io): _settle(0), then
         _hand_lines(), in one call of the C module where the lines go to its
-        thread.  True when the lines were handed (or there were none), False
-        while the thread still writes the frame before (nothing done), None
-        where this does not apply (the caller takes the long way)."""
+        thread (queued after the frames it still writes, if any).  True when
+        the lines were handed (or there were none), False while it has
+        MAX_QUEUED frames to write (nothing done), None where this does not
+        apply (the caller takes the long way)."""
         if not (self._awz and self._formatted and self._tail_at is None and
                 self.index is None) or self._dead or self._fd < 0 or self._closed:
             return None

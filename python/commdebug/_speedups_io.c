@@ -27,7 +27,9 @@
  * job, and the LineBuf gets the buffer of a job written before (one is kept
  * spare), so that a region's end copies nothing and allocates nothing.
  * sync_lines(fd, linebuf, end) is a region end's wait(0) and submit_lines in
- * one call.
+ * one call.  While the frame before is still being written, it queues the
+ * lines after it (up to MAX_QUEUED jobs): such a job is written where the
+ * one before it ended, which only the thread knows.
  */
 #include "_speedups.h"
 
@@ -47,6 +49,8 @@
  */
 #define POLL_NS 1000000
 #define POLLS 100
+/* Jobs queued or being written, at most, for sync_lines to queue one more. */
+#define MAX_QUEUED 4
 
 typedef struct Job {
 	struct Job *next;
@@ -54,7 +58,7 @@ typedef struct Job {
 	char *raw;              /* a buffer of its own (submit_lines; PyMem_RawMalloc'd) */
 	size_t rawn, rawcap;
 	int fd;
-	long long at;
+	long long at;           /* its offset, or -1: where the job before it ended */
 	Py_ssize_t items;       /* the lines it holds, for what a failure drops */
 	int compress;           /* data: lines, to be written as a compressed frame */
 } Job;
@@ -69,6 +73,8 @@ typedef struct {
 	pthread_cond_t work;    /* a job queued, or stop */
 	pthread_cond_t idle;    /* the queue written */
 	Job *head, *tail;       /* queued, in order */
+	int queued;             /* jobs queued or being written */
+	long long next_at;      /* where the last job written ended (the thread's) */
 	Job *done;              /* written or dropped: their data to release */
 	int busy;               /* the thread is writing a job */
 	int err;                /* errno of the first failed write, 0 */
@@ -175,10 +181,13 @@ static void *run(void *arg)
 		const char *p = NULL;
 		size_t n = 0;
 		int e = failed ? 0 : job_bytes(w, j, &p, &n);
+		long long at = j->at < 0 ? w->next_at : j->at;
 		if (!failed && !e)
-			e = write_at(j->fd, p, n, j->at);
+			e = write_at(j->fd, p, n, at);
+		w->next_at = at + (long long)n;
 		pthread_mutex_lock(&w->mu);
 		w->busy = 0;
+		w->queued--;
 		if (!failed && !e && j->compress) {
 			w->zbytes += (long long)n;
 			w->zframes++;
@@ -236,6 +245,7 @@ static int forked(AsyncWrite *w)
 	Job *j = w->head;
 	w->head = w->tail = NULL;
 	w->busy = 0;
+	w->queued = 0;
 	w->started = 0;
 	while (j) {
 		Job *next = j->next;
@@ -294,6 +304,7 @@ static void enqueue(AsyncWrite *w, Job *j)
 	else
 		w->head = j;
 	w->tail = j;
+	w->queued++;
 	if (w->sleeping)
 		pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->mu);
@@ -337,9 +348,10 @@ static PyObject *AsyncWrite_submit(AsyncWrite *w, PyObject *const *args, Py_ssiz
 	Py_RETURN_TRUE;
 }
 
-/* The LineBuf's lines queued as one compressed frame at offset at of fd, its
- * buffer itself (submit_lines, sync_lines): (marks, items, bytes), or None
- * where no job can be queued (nothing taken), NULL on error. */
+/* The LineBuf's lines queued as one compressed frame at offset at of fd (-1:
+ * where the job before it ends), its buffer itself (submit_lines,
+ * sync_lines): (marks, items, bytes), or None where no job can be queued
+ * (nothing taken), NULL on error. */
 static PyObject *queue_lines(AsyncWrite *w, int fd, long long at, PyObject *linebuf)
 {
 	if (!can_queue(w))
@@ -470,11 +482,14 @@ static PyObject *AsyncWrite_wait(AsyncWrite *w, PyObject *const *args, Py_ssize_
 }
 
 /* sync_lines(fd, linebuf, end) -> (errno, items dropped, compressed bytes,
- * compressed frames, marks, items, bytes), or None: a region end's wait(0)
- * and submit_lines in one call.  None while the queue is still being
- * written (nothing taken).  Else wait(0)'s answer, followed by what
- * submit_lines(fd, linebuf, end + compressed bytes) answers where no write
- * failed and the LineBuf holds lines, else by (None, 0, 0). */
+ * compressed frames, (marks, items, bytes)), or None: a region end's
+ * wait(0) and submit_lines in one call.  wait(0)'s answer (of the jobs
+ * written since the last answer), followed by what submit_lines(fd,
+ * linebuf, end + compressed bytes) answers where no write failed and the
+ * LineBuf holds lines, else by (None, 0, 0).  While jobs are still being
+ * written, the lines are queued to be written where the last of them ends
+ * (end is then not used), or, with MAX_QUEUED jobs waiting, nothing is done
+ * and the answer is None. */
 static PyObject *AsyncWrite_sync_lines(AsyncWrite *w, PyObject *const *args, Py_ssize_t nargs)
 {
 	int fd;
@@ -483,15 +498,17 @@ static PyObject *AsyncWrite_sync_lines(AsyncWrite *w, PyObject *const *args, Py_
 		return NULL;
 	forked(w);
 	pthread_mutex_lock(&w->mu);
-	int pending = w->head || w->busy;
+	int pending = w->head || w->busy, full = w->queued >= MAX_QUEUED;
 	pthread_mutex_unlock(&w->mu);
-	if (pending)
+	if (full)
 		Py_RETURN_NONE;
 	reap(w);
 	Settled st = settled(w);
 	PyObject *q = NULL;
 	if (!st.err && cd_lines_count(args[1]) > 0) {
-		if (!(q = queue_lines(w, fd, end + st.zbytes, args[1]))) {
+		/* (nothing pending: every job's bytes are in st, and end + them
+		 * is the file's end; else only the thread knows it) */
+		if (!(q = queue_lines(w, fd, pending ? -1 : end + st.zbytes, args[1]))) {
 			/* (wait's answer is kept for the next call: nothing is lost) */
 			unsettle(w, &st);
 			return NULL;
@@ -611,9 +628,9 @@ static PyMethodDef AsyncWrite_methods[] = {
 	 "as submit's False, nothing taken)"},
 	{"sync_lines", (PyCFunction)(void (*)(void))AsyncWrite_sync_lines, METH_FASTCALL,
 	 "sync_lines(fd, linebuf, end) -> (errno, items dropped, compressed bytes, compressed "
-	 "frames, (marks, items, bytes)), or None: wait(0), then submit_lines(fd, linebuf, end + "
-	 "compressed bytes) where no write failed and lines wait ((None, 0, 0) where none was "
-	 "queued)"},
+	 "frames, (marks, items, bytes)), or None: wait(0)'s answer, then submit_lines(fd, "
+	 "linebuf, end + compressed bytes) where no write failed and lines wait ((None, 0, 0) "
+	 "where none was queued); while jobs are written, queued after them (None: too many)"},
 	{"wait", (PyCFunction)(void (*)(void))AsyncWrite_wait, METH_FASTCALL,
 	 "wait([timeout]) -> (errno, items dropped, compressed bytes, compressed frames), or "
 	 "None: timeout seconds passed first"},

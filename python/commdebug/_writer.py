@@ -26,10 +26,11 @@ and written
   which compresses them into a frame (or writes the raw frame the recording
   thread made: _handoff.py says when) without the interpreter's lock
   (``AsyncWrite``: the write starts at once, and the training thread does
-  not wait for it), one frame at a time: while the one before is not
-  written yet, the lines go to the writer thread.  (Asking whether it is
-  and handing the lines over is one call of the C module where the thread
-  compresses them: ``AsyncWrite.sync_lines``.)  Everything else that
+  not wait for it).  Where the thread compresses the lines, a region's
+  end asks for the frames written and hands its lines over in one call
+  (``AsyncWrite.sync_lines``), which queues them after frames still being
+  written, up to four; else one frame at a time.  Beyond that, the lines
+  go to the writer thread.  Everything else that
   writes or reads the file waits for that frame first (``_settle``);
 * at exit, by the writer thread, which the exit handler waits for at most
   ``EXIT_TIMEOUT_S`` seconds (COMMDEBUG_EXIT_TIMEOUT).

@@ -323,13 +323,18 @@ def test_async_write_submit_lines(ctx):
 def test_async_write_sync_lines(ctx):
     """AsyncWrite.sync_lines(fd, linebuf, end): wait(0)'s answer and, where
     no write failed and lines wait, submit_lines at end plus the compressed
-    bytes that answer counts; None while a job is still being written (nothing
-    taken); (None, 0, 0) for an empty LineBuf; after a failed write, the
-    error with (None, 0, 0) and the lines left where they are."""
+    bytes that answer counts.  While jobs are still being written, the lines
+    are queued after them, each frame written where the one before ended
+    (a big job first, then small ones at once: the file holds every round's
+    lines in order, and the answers count every frame once); None (nothing
+    taken) only with MAX_QUEUED (4) jobs not yet counted; (None, 0, 0) for an
+    empty LineBuf; after a failed write, the error with (None, 0, 0) and the
+    lines left where they are."""
     native, z, path, fd, aw = _aw_and_file(ctx, "sync.zst")
     lb = _lines_refused_then_compressing(native, z, fd, aw, "sync_lines")
-    end, want, busy = 0, b"", 0
-    for k, n in enumerate((40000, 3, 40000, 1, 0)):
+    end, want, nones, queued, frames, most = 0, [], 0, 0, 0, 0
+    rounds = (600000, 3, 5, 2, 6, 1, 7, 2, 9, 0, 4, 40000, 1, 8)
+    for k, n in enumerate(rounds):
         for i in range(n):
             lb.append('{"k":%d,"i":%d}\n' % (k, i))
         text = b"".join(b'{"k":%d,"i":%d}\n' % (k, i) for i in range(n))
@@ -337,26 +342,31 @@ def test_async_write_sync_lines(ctx):
             r = aw.sync_lines(fd, lb, end)
             if r is not None:
                 break
-            busy += 1
-            eq(len(lb), n, "round %d: nothing taken while a job is written" % k)
+            nones += 1
+            check(queued - frames >= 4, "round %d: None with %d jobs not counted", k,
+                  queued - frames)
+            eq(len(lb), n, "round %d: nothing taken" % k)
             time.sleep(0.001)
         err, dropped, zbytes, zframes, (marks, items, nbytes) = r
         eq((err, dropped), (0, 0), "round %d: no error" % k)
-        check(zframes == (1 if k else 0) and (zbytes > 0) == (k > 0),
-              "round %d: the frame before counted once: %r", k, r)
+        check((zbytes > 0) == (zframes > 0), "round %d: bytes and frames: %r", k, r)
         end += zbytes
+        frames += zframes
         if n:
             eq((items, nbytes, marks), (n, len(text), []), "round %d: what was queued" % k)
+            queued += 1
         else:
             eq((marks, items, nbytes), (None, 0, 0), "round %d: an empty LineBuf" % k)
+        most = max(most, queued - frames)
         eq(len(lb), 0, "round %d: the LineBuf empty" % k)
-        want += text
+        want.append(text)     # (joined at the end: the rounds follow at once)
     r = aw.wait()
     end += r[2]
+    eq(frames + r[3], sum(1 for n in rounds if n), "frames counted, once each")
     eq(os.fstat(fd).st_size, end, "the file's end where the answers say")
     out = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE, check=True).stdout
-    eq(out, want, "zstd -dc of the file: every round's lines, in order")
-    ctx.note("sync_lines found a job still being written %d times" % busy)
+    eq(out, b"".join(want), "zstd -dc of the file: every round's lines, in order")
+    ctx.note("at most %d jobs queued and not counted; None %d times" % (most, nones))
     # a failed write: its error, nothing queued, the lines kept
     bad = os.open(os.devnull, os.O_RDONLY)
     lb.append("y\n")
@@ -369,6 +379,7 @@ def test_async_write_sync_lines(ctx):
     aw.close()
     os.close(bad)
     os.close(fd)
+
 
 # Six regions of a small model under a full recorder with the writer thread
 # held off (its rounds would write the lines it finds as raw frames, and
