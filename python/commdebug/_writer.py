@@ -26,12 +26,10 @@ and written
   which compresses them into a frame (or writes the raw frame the recording
   thread made: _handoff.py says when) without the interpreter's lock
   (``AsyncWrite``: the write starts at once, and the training thread does
-  not wait for it).  Where the thread compresses the lines, a region's
-  end asks for the frames written and hands its lines over in one call
-  (``AsyncWrite.sync_lines``), which queues them after frames still being
-  written, up to four; else one frame at a time.  Beyond that, the lines
-  go to the writer thread.  Everything else that
-  writes or reads the file waits for that frame first (``_settle``);
+  not wait for it), up to four frames queued (``AsyncWrite.sync_lines``
+  where it compresses them, else one): beyond that, the lines go to the
+  writer thread.  Everything else that writes or reads the file waits for
+  those frames first (``_settle``);
 * at exit, by the writer thread, which the exit handler waits for at most
   ``EXIT_TIMEOUT_S`` seconds (COMMDEBUG_EXIT_TIMEOUT).
 
@@ -396,16 +394,15 @@ class TraceWriter(Handoff, RawTail, Relocation):
             self._wake.set()
             return
         try:
-            # (the frame handed over before still being written: a stalled
-            # file system never holds the caller, nor more than one frame)
+            # (frames handed over before still being written: a stalled file
+            # system never holds the caller, nor more than four frames)
             done = self._sync_lines() if later else None
-            if done is not None:
-                if not done:
-                    self._wake.set()
-            elif not self._settle(0 if later else 0.05):
+            if done is None and self._settle(0 if later else 0.05):
+                done = True
+                if not self._closed:
+                    self._drain_locked(raw=True, later=later)
+            if not done:
                 self._wake.set()
-            elif not self._closed:
-                self._drain_locked(raw=True, later=later)
         finally:
             self._io.release()
 
