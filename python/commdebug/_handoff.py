@@ -38,12 +38,17 @@ class Handoff:
             except Exception:
                 pass             # (raw frames, compacted by the writer thread)
 
+    def _lines_to_thread(self):
+        """Whether the lines can go to the C module's thread, which
+        compresses them (see the module's doc)."""
+        return self._awz and self._formatted and self._tail_at is None and \
+            self.index is None and not self._dead and self._fd >= 0
+
     def _hand_lines(self):
         """A region exit's lines handed to the C module's thread to compress
         and write (the caller holds _io, and the thread's last frame is
         written): True when handed, or when there was nothing to hand."""
-        if not (self._awz and self._formatted and self._tail_at is None and
-                self.index is None) or self._dead or self._fd < 0:
+        if not self._lines_to_thread():
             return False
         with self._take:
             if len(self.buf) == 0:
@@ -90,8 +95,7 @@ class Handoff:
         the lines were handed (or there were none), False while it has
         MAX_QUEUED frames to write (nothing done), None where this does not
         apply (the caller takes the long way)."""
-        if not (self._awz and self._formatted and self._tail_at is None and
-                self.index is None) or self._dead or self._fd < 0 or self._closed:
+        if self._closed or not self._lines_to_thread():
             return None
         with self._take:
             r = self._aw.sync_lines(self._fd, self.buf, self._end)

@@ -199,13 +199,14 @@ def test_c10d_ops(ctx):
         eq(docs[0]["total"], sum(want.values()), "analyzer total")
 
 
-def open_region_flushed(trace):
+def open_region_flushed(trace, errors):
     """Whether the readable part of a trace being written holds an op of a
-    region that has not ended."""
+    region that has not ended (a read that fails is kept in errors)."""
     try:
         evs = events(trace, allow_cut=True)
-    except Exception:
-        return False        # (read while the writer rewrote its end: read again)
+    except Exception as e:
+        errors[:] = [e]     # (read while the writer rewrote its end: read again)
+        return False
     exits = {e["region"] for e in evs if e["ev"] == "region_exit"}
     return any(e["ev"] == "op" for r, got in regions(evs).items() if r not in exits
                for e in got)
@@ -230,8 +231,10 @@ def test_sigkill_leaves_readable_prefix(ctx):
         # has flushed a frame of it.  (The file's size alone says nothing:
         # the writer thread also shrinks it, when it compresses the raw
         # frame of step 2's end in place.)
-        while not open_region_flushed(trace):
-            check(time.time() < deadline, "no frame was written during step 3")
+        errors = []
+        while not open_region_flushed(trace, errors):
+            check(time.time() < deadline, "no frame was written during step 3 (last read: %r)",
+                  errors)
             time.sleep(0.02)
         os.kill(p.pid, signal.SIGKILL)
     finally:
