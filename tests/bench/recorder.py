@@ -5,7 +5,7 @@ do-nothing dispatch mode vs CommDebugMode, on two workloads, ratios from one
 run.
 
     tests/torch2/env.sh run python3 tests/bench/recorder.py [--rounds R] [--steps K]
-                                                            [--only gpt2|light|blocks|pieces|colls|instr]
+                                                            [--only gpt2|light|blocks|pieces|split|colls|instr]
                                                             [--variants plain,light,...]
 
 (tests/bench/recorder.sh runs it in the torch 2.14 root.)
@@ -27,6 +27,11 @@ run.
   work taken out piece by piece (markers, identity nodes, bw_exit, the
   views' events and checks, the module hooks): what each costs, and the
   floor with all of it returning at once.
+* split: the blocks workload in regions of two steps, plain, the
+  do-nothing mode and the full recorder, each part timed on its own (the
+  region's enter and exit, each step's forward and backward): the added
+  time of a one-step region split into the region's share (enter, exit and
+  the first step's extra), the forward's and the backward's.
 * colls: one process, a gloo all_reduce of 4 floats: what each source of
   collectives costs per collective (a BackendSelect kernel that only hands the
   call on, the light recorder, a ProcessGroup pre-hook, a Python wrapper of
@@ -479,6 +484,7 @@ def blocks_step():
 
     def step():
         model(x).sum().backward()
+    step.model, step.x = model, x
     return step
 
 
@@ -681,6 +687,85 @@ def pieces(args):
     added = med["c"] - base
     print("  %-52s %+8.3f ms  %.2fx the do-nothing mode"
           % ("full recorder (its C module)", added * 1e3, added / nothing))
+    print()
+
+
+# -------------------------------------------------------------------- split
+def split(args):
+    """Where the full recorder's added time goes on the 8-block workload,
+    against the do-nothing mode's: regions of two steps, each part timed on
+    its own (wall, the training thread): the region's enter and exit, the
+    first step's forward and backward, the second step's.  What the first
+    step costs beyond the second is a region's too (the parameters read
+    whole, the frame before being written meanwhile); the second step's is
+    the module tracking and the per-op path."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from commdebug import Recorder
+    step_model = blocks_step()
+    model, x = step_model.model, step_model.x
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    rec = Recorder(os.path.join(tmp, "split.zst"))
+    ctxs = {"plain": contextlib.nullcontext, "nothing": NothingMode, "full": lambda: rec}
+    clock = time.perf_counter_ns
+    parts = ("enter", "fw1", "bw1", "fw2", "bw2", "exit")
+
+    def region(ctx, out):
+        t = [clock()]
+        c = ctx()
+        c.__enter__()
+        t.append(clock())
+        for _ in range(2):
+            loss = model(x).sum()
+            t.append(clock())
+            loss.backward()
+            t.append(clock())
+        c.__exit__(None, None, None)
+        t.append(clock())
+        if out is not None:
+            for i, p in enumerate(parts):
+                out[p].append((t[i + 1] - t[i]) / 1e3)
+    res = {v: {p: [] for p in parts} for v in ctxs}
+    for v in ctxs:
+        for _ in range(SETTLE):
+            region(ctxs[v], None)
+    for _ in range(args.rounds):
+        order = list(ctxs)
+        random.shuffle(order)
+        for v in order:
+            if v in TORCH_CALL:
+                _torch_call()   # (the recorder's call comes back at its next region)
+            for _ in range(SETTLE):
+                region(ctxs[v], None)
+            for _ in range(args.steps):
+                region(ctxs[v], res[v])
+    rec.close()
+    med = {v: {p: statistics.median(r[p]) for p in parts} for v, r in res.items()}
+    n = args.rounds * args.steps
+    print("split: the 8-block workload, regions of two steps, each part timed on its own "
+          "(wall, training thread, medians of %d regions), us" % n)
+    print("  %-26s" % "" + "".join("%9s" % p for p in parts))
+    for v in ctxs:
+        print("  %-26s" % LABELS[v] + "".join("%9.1f" % med[v][p] for p in parts))
+
+    def added(v):
+        m, b = med[v], med["plain"]
+        return {"region": (m["enter"] - b["enter"]) + (m["exit"] - b["exit"])
+                + (m["fw1"] + m["bw1"] - m["fw2"] - m["bw2"])
+                - (b["fw1"] + b["bw1"] - b["fw2"] - b["bw2"]),
+                "forward": m["fw2"] - b["fw2"], "backward": m["bw2"] - b["bw2"]}
+    a, z = added("full"), added("nothing")
+    total = {v: sum(added(v).values()) for v in ("full", "nothing")}
+    print("  added over plain, per step of a one-step region (region = enter + exit + the "
+          "first step's extra):")
+    for p in ("region", "forward", "backward"):
+        print("    %-9s full recorder %7.1f  do-nothing mode %7.1f  difference %+7.1f"
+              % (p, a[p], z[p], a[p] - z[p]))
+    print("    %-9s full recorder %7.1f  do-nothing mode %7.1f  ratio %.2f"
+          % ("in all", total["full"], total["nothing"], total["full"] / total["nothing"]))
     print()
 
 
@@ -900,7 +985,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--only", choices=["gpt2", "light", "blocks", "pieces", "colls", "instr"],
+    ap.add_argument("--only", choices=["gpt2", "light", "blocks", "pieces", "split", "colls", "instr"],
                     action="append")
     ap.add_argument("--variants", help="comma-separated: only these of %s (plain always)"
                     % ",".join(VARIANTS))
@@ -921,8 +1006,8 @@ def main():
     print("torch %s, Python %s, %d CPUs" % (torch.__version__, sys.version.split()[0],
                                           os.cpu_count()))
     print()
-    for what in args.only or ["gpt2", "light", "blocks", "pieces", "colls"]:
-        {"gpt2": gpt2, "light": light, "blocks": blocks, "pieces": pieces,
+    for what in args.only or ["gpt2", "light", "blocks", "pieces", "split", "colls"]:
+        {"gpt2": gpt2, "light": light, "blocks": blocks, "pieces": pieces, "split": split,
          "colls": colls, "instr": instr}[what](args)
 
 
