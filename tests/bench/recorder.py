@@ -94,6 +94,17 @@ def quartiles(v):
 SETTLE = 2
 
 
+def nothing_mode():
+    """The do-nothing dispatch mode every section measures against: a
+    TorchDispatchMode whose __torch_dispatch__ only runs the op."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class NothingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    return NothingMode
+
+
 def run_steps(step, ctx, k):
     """k steps, each in its own ctx() (a region) unless ctx is None."""
     for _ in range(k):
@@ -178,12 +189,9 @@ def make_variants(step, tmp, rank, hooks=False):
     hooks: also the do-nothing mode with CommDebugMode's module hooks, doing
     nothing, as tests/golden/programs/oplog.py installs them)."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
     from commdebug import Recorder
 
-    class NothingMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
+    NothingMode = nothing_mode()
 
     light = light_variant(tmp, "light-rank%d.zst" % rank)
     # light mode without commdebug._speedups, as where it is not built; with
@@ -546,7 +554,6 @@ def blocks(args):
 def ops_only(args):
     """The per-op path alone: 2000 in-place adds in one region, no module."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
     from commdebug import Recorder
     y = torch.zeros(4)
     n = 2000
@@ -555,9 +562,7 @@ def ops_only(args):
         for _ in range(n):
             y.add_(1)
 
-    class NothingMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
+    NothingMode = nothing_mode()
 
     rec = Recorder(os.path.join(tempfile.mkdtemp(prefix="commdebug-bench-"), "ops.zst"))
 
@@ -600,7 +605,6 @@ def pieces(args):
     the C module's figure is the last line."""
     import torch
     import torch.nn as nn
-    from torch.utils._python_dispatch import TorchDispatchMode
     from commdebug import Recorder, _leanbw
     if not _leanbw.available():
         print("pieces: this torch has no LeanBackwardHook; skipped\n")
@@ -614,9 +618,7 @@ def pieces(args):
     def step():
         model(x).sum().backward()
 
-    class NothingMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
+    NothingMode = nothing_mode()
 
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
     rec = full_variant(tmp, "pieces.zst", "COMMDEBUG_SPEEDUPS", "0")
@@ -699,14 +701,11 @@ def split(args):
     step costs beyond the second is a region's too (the parameters read
     whole, the frame before being written meanwhile); the second step's is
     the module tracking and the per-op path."""
-    from torch.utils._python_dispatch import TorchDispatchMode
     from commdebug import Recorder
     step_model = blocks_step()
     model, x = step_model.model, step_model.x
 
-    class NothingMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
+    NothingMode = nothing_mode()
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
     rec = Recorder(os.path.join(tmp, "split.zst"))
     ctxs = {"plain": contextlib.nullcontext, "nothing": NothingMode, "full": lambda: rec}
@@ -773,7 +772,6 @@ def split(args):
 def colls(args):
     import torch
     import torch.distributed as dist
-    from torch.utils._python_dispatch import TorchDispatchMode
     torch.set_num_threads(1)
     os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -786,9 +784,7 @@ def colls(args):
         for _ in range(n):
             dist.all_reduce(t)
 
-    class NothingMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
+    NothingMode = nothing_mode()
 
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
     orig = dist.all_reduce
@@ -873,7 +869,6 @@ def instr_child(args):
     a light recorder's hooks put on before either, as the timed variants
     have them."""
     import ctypes
-    from torch.utils._python_dispatch import TorchDispatchMode
     from commdebug import Recorder
     workload, variant = args.instr_child.split(":")
     cg = ctypes.CDLL(os.environ["BENCH_CGTOGGLE"])
@@ -885,9 +880,7 @@ def instr_child(args):
     else:
         step = blocks_step()
 
-    class NothingMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
+    NothingMode = nothing_mode()
     rec = ctx = None
     if variant == "light":
         rec = light_variant(tmp, "light.zst")
