@@ -225,13 +225,10 @@ static int in_forward_region(FullCall *c)
 	return call_true(c->grad_enabled);
 }
 
-/* t when it is a plain Tensor requiring grad with a grad_fn: 1 with *g (new
- * reference) its grad_fn, 0, -1 on error. */
-static int plain_grad_tensor(FullCall *c, PyObject *t, PyObject **g)
+/* t, a plain Tensor requiring grad (rg: what its requires_grad says), has a
+ * grad_fn: 1 with *g (new reference) that grad_fn, 0, -1 on error. */
+static int grad_fn_of(PyObject *t, int rg, PyObject **g)
 {
-	if ((PyObject *)Py_TYPE(t) != c->tensor)
-		return 0;
-	int rg = cd_attr_true(t, s_requires_grad);
 	if (rg <= 0)
 		return rg;
 	*g = PyObject_GetAttr(t, s_grad_fn);
@@ -244,13 +241,19 @@ static int plain_grad_tensor(FullCall *c, PyObject *t, PyObject **g)
 	return 1;
 }
 
-/* t is a plain Tensor that does not require grad and has no gradient hooks
- * (from when it did): 1, 0, -1 on error. */
-static int no_grad_tensor(FullCall *c, PyObject *t)
+/* t when it is a plain Tensor requiring grad with a grad_fn: 1 with *g (new
+ * reference) its grad_fn, 0, -1 on error. */
+static int plain_grad_tensor(FullCall *c, PyObject *t, PyObject **g)
 {
 	if ((PyObject *)Py_TYPE(t) != c->tensor)
 		return 0;
-	int rg = cd_attr_true(t, s_requires_grad);
+	return grad_fn_of(t, cd_attr_true(t, s_requires_grad), g);
+}
+
+/* t, a plain Tensor whose requires_grad says rg, does not require grad and
+ * has no gradient hooks (from when it did): 1, 0, -1 on error. */
+static int no_grad_tensor(PyObject *t, int rg)
+{
 	if (rg != 0)
 		return rg < 0 ? -1 : 0;
 	PyObject *d = PyObject_GetAttr(t, s_bw_hooks);
@@ -489,17 +492,29 @@ static int same_meta(PyObject *ps, PyObject *meta)
 	return r == 1 ? i == n : r;
 }
 
+/* mod's attribute name (a new reference), read in md, its instance dict,
+ * where it is there (nn.Module's __getattr__ makes every attribute lookup of
+ * a module a Python-level hook's, about 300 instructions each), else as the
+ * Python reads it. */
+static PyObject *mod_attr(PyObject *mod, PyObject *md, PyObject *name)
+{
+	PyObject *v = PyDict_GetItemWithError(md, name);
+	if (v)
+		return Py_NewRef(v);
+	return PyErr_Occurred() ? NULL : PyObject_GetAttr(mod, name);
+}
+
 /* The module's fw_pre texts with its parameters as they are (_tracker's
  * _fw_pre_lean): kept within a region while its parameters are the same
  * objects (f[F_KEY], f[F_REGION]); at its first call in another region,
  * kept where what they say of them is the same too (f[F_META]); else
  * made again by rec._fparams(mod, e, f, key).  0, -1 on error. */
-static int params_fresh(FullCall *c, PyObject *mod, PyObject *e, PyObject *f)
+static int params_fresh(FullCall *c, PyObject *mod, PyObject *md, PyObject *e, PyObject *f)
 {
 	PyObject *region = PyObject_GetAttr(c->rec, s_region);
 	if (!region)
 		return -1;
-	PyObject *ps = PyObject_GetAttr(mod, s_parameters), *key = NULL;
+	PyObject *ps = mod_attr(mod, md, s_parameters), *key = NULL;
 	int r = -1, same;
 	if (!ps)
 		goto out;
@@ -556,7 +571,7 @@ out:
  * right after that node, with nothing between (no other node can be ready
  * with a higher sequence number then), and change no op's order and no
  * event's: it is left out. */
-static int single_node(FullCall *c, PyObject *mod)
+static int single_node(FullCall *c, PyObject *mod, PyObject *d)
 {
 	Py_ssize_t n = PyTuple_GET_SIZE(c->single), i = 0;
 	while (i < n && (PyObject *)Py_TYPE(mod) != PyTuple_GET_ITEM(c->single, i))
@@ -565,11 +580,8 @@ static int single_node(FullCall *c, PyObject *mod)
 		return 0;
 	/* (read in the instance's dict: nn.Module's __getattr__ for an attribute
 	 * it lacks is Python) */
-	PyObject *d = PyObject_GenericGetDict(mod, NULL);
-	if (!d)
-		return -1;
-	int r = PyDict_Check(d) ? 1 : 0;
-	PyObject *ip = r ? PyDict_GetItemWithError(d, s_inplace) : NULL;
+	int r = 1;
+	PyObject *ip = PyDict_GetItemWithError(d, s_inplace);
 	if (ip) {
 		Py_INCREF(ip);          /* (its __bool__ is anybody's code) */
 		int t = PyObject_IsTrue(ip);
@@ -582,7 +594,6 @@ static int single_node(FullCall *c, PyObject *mod)
 		int own = PyDict_Contains(d, s_forward);
 		r = own < 0 ? -1 : !own;
 	}
-	Py_DECREF(d);
 	if (r > 0 && c->tf_mode != Py_None) {
 		int tf = call_true(c->tf_mode);
 		r = tf < 0 ? -1 : !tf;
@@ -592,7 +603,7 @@ static int single_node(FullCall *c, PyObject *mod)
 
 /* The input side's common case: 1 with *out the arguments to call the
  * forward with, 0 when not taken (nothing changed), -1 on error. */
-static int pre_fast(FullCall *c, PyObject *mod, PyObject *args, PyObject **out)
+static int pre_fast(FullCall *c, PyObject *mod, PyObject *md, PyObject *args, PyObject **out)
 {
 	PyObject *e, *f, *g = NULL, *d = NULL, *first, *t;
 	int r = in_forward_region(c);
@@ -607,9 +618,14 @@ static int pre_fast(FullCall *c, PyObject *mod, PyObject *args, PyObject **out)
 	 * Python the common case runs) */
 	Py_INCREF(e);
 	t = PyTuple_GET_ITEM(args, 0);
-	if ((r = params_fresh(c, mod, e, f)) < 0)
+	if ((r = params_fresh(c, mod, md, e, f)) < 0)
 		goto done;
-	if ((r = no_grad_tensor(c, t)) != 0) {
+	if ((PyObject *)Py_TYPE(t) != c->tensor) {
+		r = 0;
+		goto done;
+	}
+	int rg = cd_attr_true(t, s_requires_grad);      /* (read once, for both cases) */
+	if ((r = no_grad_tensor(t, rg)) != 0) {
 		/* fw_pre alone: no gradient comes back through it (no bw_exit,
 		 * no node; torch's setup_input_hook returns the arguments) */
 		if (r > 0 && (r = append_now(c, PyList_GET_ITEM(f, F_PRE_NOIN))) == 0) {
@@ -618,9 +634,9 @@ static int pre_fast(FullCall *c, PyObject *mod, PyObject *args, PyObject **out)
 		}
 		goto done;
 	}
-	if ((r = plain_grad_tensor(c, t, &g)) <= 0 || (r = quiet_hooks(t, &d, &first)) <= 0)
+	if ((r = grad_fn_of(t, rg, &g)) <= 0 || (r = quiet_hooks(t, &d, &first)) <= 0)
 		goto done;
-	int single = single_node(c, mod);
+	int single = single_node(c, mod, md);
 	if (single < 0) {
 		r = -1;
 		goto done;
@@ -676,11 +692,16 @@ static int in_compiled_region(void)
 {
 	/* (sys.modules read directly: PyImport_GetModule asks the module's
 	 * spec whether it is being imported, which runs Python on 3.14) */
+	static PyObject *without;       /* that module, seen without the function */
 	PyObject *dyn = PyDict_GetItemWithError(PyImport_GetModuleDict(), s_eval_frame);
 	if (!dyn)
 		return PyErr_Occurred() ? -1 : 0;
+	if (dyn == without)
+		return 0;
 	PyObject *f;
 	int r = cd_attr_opt(dyn, s_is_in_compiled, &f);
+	if (r == 0 && PyModule_CheckExact(dyn))
+		Py_XSETREF(without, Py_NewRef(dyn));    /* (torch 2.14 has none) */
 	if (r <= 0)
 		return r;
 	r = f == Py_None ? 0 : call_true(f);
@@ -778,22 +799,34 @@ done:
 /* _modcall.only_ours(mod): no hooks of the module's own, no light
  * recorder's hooks on, the recorder's three global hooks the only ones: 1,
  * 0, -1 on error. */
-static int only_ours(FullCall *c, PyObject *mod)
+static int only_ours(FullCall *c, PyObject *mod, PyObject *d)
 {
 	if (PyList_GET_SIZE(c->pairs) || PyDict_GET_SIZE(c->gb) || PyDict_GET_SIZE(c->gfp) != 1 ||
 	    PyDict_GET_SIZE(c->gf) != 1 || PyDict_GET_SIZE(c->gbp) != 1 ||
 	    PyList_GET_SIZE(c->full) != 1)
 		return 0;
-	for (int i = 0; i < 4; i++) {
-		PyObject *h = PyObject_GetAttr(mod, s_own_hooks[i]);
-		if (!h)
-			return -1;
-		int on = PyObject_IsTrue(h);
-		Py_DECREF(h);
-		if (on)
-			return on < 0 ? -1 : 0;
+	int r = 1;
+	for (int i = 0; r == 1 && i < 4; i++) {
+		PyObject *h = mod_attr(mod, d, s_own_hooks[i]);
+		int on = !h ? -1 : PyDict_Check(h) ? PyDict_GET_SIZE(h) != 0 : PyObject_IsTrue(h);
+		Py_XDECREF(h);
+		r = on < 0 ? -1 : !on;
 	}
-	return 1;
+	return r;
+}
+
+/* mod.forward (a new reference), its function bound here where the class
+ * has a plain function and the instance's dict (md) none (as the Python
+ * lookup finds it, without nn.Module's hook: only_ours's note). */
+static PyObject *forward_of(PyObject *mod, PyObject *md)
+{
+	PyObject *f = _PyType_Lookup(Py_TYPE(mod), s_forward);
+	if (!f || !PyFunction_Check(f))
+		return PyObject_GetAttr(mod, s_forward);
+	PyObject *own = PyDict_GetItemWithError(md, s_forward);
+	if (own)
+		return Py_NewRef(own);
+	return PyErr_Occurred() ? NULL : PyMethod_New(f, mod);
 }
 
 /* call(mod, args, kwargs) */
@@ -805,16 +838,27 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 	    !PyDict_Check(argv[2]))
 		return PyObject_Vectorcall(c->py_call, argv, nargsf, kwnames);
 	PyObject *mod = argv[0], *args = argv[1], *kwargs = argv[2], *in = NULL;
-	int ours = only_ours(c, mod);
-	if (ours <= 0)
-		return ours < 0 ? NULL : PyObject_Vectorcall(c->other, argv, nargsf, NULL);
-	int tracing = call_true(c->tracing);
-	if (tracing)
-		return tracing < 0 ? NULL : PyObject_Vectorcall(c->py_call, argv, nargsf, NULL);
-	int r = pre_fast(c, mod, args, &in);
+	/* (the module's instance dict, read once by what follows) */
+	PyObject *md = PyObject_GenericGetDict(mod, NULL);
+	if (!md)
+		return NULL;
+	if (!PyDict_Check(md)) {        /* (not a module as torch makes them) */
+		Py_DECREF(md);
+		return PyObject_Vectorcall(c->py_call, argv, nargsf, NULL);
+	}
+	int r = only_ours(c, mod, md);
+	if (r <= 0) {
+		Py_DECREF(md);
+		return r < 0 ? NULL : PyObject_Vectorcall(c->other, argv, nargsf, NULL);
+	}
+	/* r: 1 the common case, 0 the Python call (while torch.jit traces, or
+	 * where pre_fast does not take the call), -1 an error */
+	r = call_true(c->tracing);
+	r = r < 0 ? -1 : r > 0 ? 0 : pre_fast(c, mod, md, args, &in);
+	PyObject *fwd = r > 0 ? forward_of(mod, md) : NULL;
+	Py_DECREF(md);
 	if (r <= 0)
 		return r < 0 ? NULL : PyObject_Vectorcall(c->py_call, argv, nargsf, NULL);
-	PyObject *fwd = PyObject_GetAttr(mod, s_forward);
 	PyObject *result = fwd ? PyObject_Call(fwd, in, PyDict_GET_SIZE(kwargs) ? kwargs : NULL)
 			       : NULL;
 	Py_XDECREF(fwd);

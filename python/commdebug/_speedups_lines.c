@@ -72,11 +72,24 @@ static int put_digits(Bytes *b, long long d)
 	char s[32], *q = s + sizeof s;
 	*--q = '\n';
 	*--q = '}';
+	/* (two digits a division: a time is 9 to 13 of them) */
+	static const char pairs[] =
+		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
 	unsigned long long u = d < 0 ? 0ULL - (unsigned long long)d : (unsigned long long)d;
-	do {
-		*--q = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
+	while (u >= 100) {
+		unsigned k = (unsigned)(u % 100) * 2;
+		u /= 100;
+		*--q = pairs[k + 1];
+		*--q = pairs[k];
+	}
+	if (u >= 10) {
+		*--q = pairs[u * 2 + 1];
+		*--q = pairs[u * 2];
+	} else {
+		*--q = (char)('0' + u);
+	}
 	if (d < 0)
 		*--q = '-';
 	return bytes_put(b, q, (size_t)(s + sizeof s - q));

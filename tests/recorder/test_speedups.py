@@ -103,6 +103,12 @@ def test_linebuf_equals_python(ctx):
            "items, lines and bytes")
         eq([tuple(m) for m in marks][:len(want[1])], [tuple(m) for m in want[1]], "marks")
     eq(len(frame) > 2 * 128 * 1024, True, "a frame of several raw blocks")
+    # a time of every length, each side of every power of ten, and negative
+    ts = sorted({s * (10 ** k + d) for k in range(19) for d in (-1, 0, 1) for s in (1, -1)}
+                | {0, 42, -7, 2 ** 63 - 1 - 1000})
+    for t in ts:
+        lb.append(('{"t":', 1000 + t))
+    eq(lb.take()[0], b"".join(b'{"t":%d}\n' % t for t in ts), "times of every length")
     lb.append("x\n")
     lb.clear()
     eq(lb.take()[0], b"", "cleared")
