@@ -912,21 +912,27 @@ def instr_child(args):
         rec.close()
 
 
-def _callgrind_total(path):
-    """The Ir total of callgrind's dumps for one run: path (what was left at
-    exit) and path.1, path.2, ... (cd_cg_stop's dump)."""
+def _callgrind_totals(path):
+    """(the training thread's Ir, the other threads') of callgrind's dumps
+    for one run made with --separate-threads=yes: path-NN (what was left at
+    exit) and path.K-NN (cd_cg_stop's dumps), NN the thread (01 the main
+    thread, which runs the steps)."""
     import glob
-    total, seen = 0, 0
-    for p in [path] + sorted(glob.glob(path + ".*")):
+    main = rest = seen = 0
+    for p in sorted(glob.glob(path + "-*") + glob.glob(path + ".*-*")):
         with open(p) as f:
             for line in f:
                 if line.startswith("totals:"):
-                    total += int(line.split()[1])
+                    n = int(line.split()[1])
+                    if p.endswith("-01"):
+                        main += n
+                    else:
+                        rest += n
                     seen += 1
                     break
     if not seen:
-        raise SystemExit("instr: no total in %s" % path)
-    return total
+        raise SystemExit("instr: no total in %s-*" % path)
+    return main, rest
 
 
 def instr(args):
@@ -940,12 +946,12 @@ def instr(args):
               "sets both up); skipped\n")
         return
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
-    per = {}
+    per, writer = {}, {}
     for workload, variant in INSTR:
         if variant not in VARIANTS:
             continue
         out = os.path.join(tmp, "cg-%s-%s.out" % (workload, variant))
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
                "--instr-child", "%s:%s" % (workload, variant), "--steps", str(args.steps)]
         r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -953,9 +959,13 @@ def instr(args):
         if r.returncode:
             raise SystemExit("instr: %s %s failed:\n%s" % (workload, variant,
                                                            r.stderr.decode()[-2000:]))
-        per[workload, variant] = _callgrind_total(out) / args.steps
-    print("instr: instructions per step (callgrind, every thread), %d steps counted per "
-          "variant after 5 uncounted, each variant in a process of its own" % args.steps)
+        main, rest = _callgrind_totals(out)
+        per[workload, variant] = main / args.steps
+        writer[workload, variant] = rest / args.steps
+    print("instr: instructions per step (callgrind) of the training thread, %d steps counted "
+          "per variant after 5 uncounted, each variant in a process of its own; the other "
+          "threads' after it (the recorders' writers, gloo's: how much of the compressing falls "
+          "in the counted steps depends on their timing under valgrind)" % args.steps)
     for workload in ("gpt2", "blocks"):
         base = per.get((workload, "plain"))
         if base is None:
@@ -970,6 +980,8 @@ def instr(args):
                 line += "  %+10.0f (%.4fx plain)" % (n - base, n / base)
                 if nothing is not None and variant != "nothing":
                     line += ", %.2fx the do-nothing mode's added" % ((n - base) / (nothing - base))
+            if writer.get((workload, variant)):
+                line += "; other threads %.0f" % writer[workload, variant]
             print(line)
     print()
 
