@@ -185,7 +185,8 @@ def full_variant(tmp, name, var, value):
 
 
 def make_variants(step, tmp, rank, hooks=False):
-    """{name: run(k) -> (wall s, cpu s) per step} for the variants (with
+    """{name: run(k) -> (wall s, cpu s, the training thread's cpu s) per
+    step} for the variants (with
     hooks: also the do-nothing mode with CommDebugMode's module hooks, doing
     nothing, as tests/golden/programs/oplog.py installs them)."""
     import torch
@@ -217,10 +218,11 @@ def make_variants(step, tmp, rank, hooks=False):
             light_on(rec)
         try:
             run_steps(step, ctx, SETTLE)
-            c0 = time.process_time()
+            c0, m0 = time.process_time(), time.thread_time()
             t0 = time.perf_counter()
             run_steps(step, ctx, k)
-            return (time.perf_counter() - t0) / k, (time.process_time() - c0) / k
+            return ((time.perf_counter() - t0) / k, (time.process_time() - c0) / k,
+                    (time.thread_time() - m0) / k)
         finally:
             if rec is not None:
                 light_off(rec)
@@ -539,6 +541,11 @@ def blocks(args):
     q = quartiles([a / b for a, b in zip(added["full"][1], added["nothing"][1])])
     print("full recorder / do-nothing mode, CPU per op added: spread %.2f-%.2f over rounds"
           % q)
+    # the training thread's CPU alone: the writer threads' compressing runs beside it
+    t = [((f[2] - p[2]) / (n[2] - p[2])) for f, n, p in zip(res["full"], res["nothing"],
+                                                             res["plain"])]
+    print("full recorder / do-nothing mode, the training thread's CPU per op added: %.2f "
+          "(spread %.2f-%.2f)" % ((statistics.median(t),) + quartiles(t)))
     for other, what in (("hooks", "do-nothing mode with CommDebugMode's module hooks (the "
                                   "program CommDebugMode shows)"),
                         ("fulltorch", "the same with torch's BackwardHook")):
