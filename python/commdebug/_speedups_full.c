@@ -820,13 +820,14 @@ static int only_ours(FullCall *c, PyObject *mod, PyObject *d)
  * lookup finds it, without nn.Module's hook: only_ours's note). */
 static PyObject *forward_of(PyObject *mod, PyObject *md)
 {
-	PyObject *f = _PyType_Lookup(Py_TYPE(mod), s_forward);
+	PyObject *f = _PyType_Lookup(Py_TYPE(mod), s_forward), *r;
 	if (!f || !PyFunction_Check(f))
 		return PyObject_GetAttr(mod, s_forward);
+	Py_INCREF(f);           /* (held: a key's __eq__ in md could change the class) */
 	PyObject *own = PyDict_GetItemWithError(md, s_forward);
-	if (own)
-		return Py_NewRef(own);
-	return PyErr_Occurred() ? NULL : PyMethod_New(f, mod);
+	r = own ? Py_NewRef(own) : PyErr_Occurred() ? NULL : PyMethod_New(f, mod);
+	Py_DECREF(f);
+	return r;
 }
 
 /* call(mod, args, kwargs) */

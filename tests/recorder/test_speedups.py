@@ -755,3 +755,56 @@ def test_full_call_stays_between_regions(ctx):
     check(nnm.Module._call_impl is torch_call, "torch's call not put back at close")
     evs = [e for e in events(os.path.join(ctx.tmp, "full.zst")) if e["ev"] == "fw_pre"]
     eq(len(evs), 3, "fw_pre events (one per region)")
+
+
+def test_full_call_finds_forward_as_python_does(ctx):
+    """The full recorder's call looks a module's forward up as Python does:
+    an instance's own forward before its class's, a class attribute that is
+    not a function (called unbound) as it is; a module with a hook of its own
+    gets torch's call (its hook runs); each call recorded, with the output
+    the module gives without a recorder."""
+    from commdebug import Recorder, _leanbw
+    if not _leanbw.available():
+        raise Skip("this torch has no LeanBackwardHook (the full recorder's call needs it)")
+    import torch
+
+    ran = []
+
+    def doubled(x):
+        ran.append("own")
+        return x * 2
+
+    class Tripled:
+        def __call__(self, x):
+            return x * 3
+
+    class Partial(torch.nn.Module):
+        forward = Tripled()         # (no __get__: called unbound)
+
+    own = torch.nn.Linear(2, 2)
+    own.forward = doubled
+    hooked = torch.nn.Linear(2, 2)
+    hooked.register_forward_hook(lambda m, i, o: ran.append("hook"))
+    mods = [own, Partial(), torch.nn.Linear(2, 2), hooked]
+    base = torch.ones(2, requires_grad=True)
+    want = [m(base * 1.5) for m in mods]
+    del ran[:]
+    rec = Recorder(os.path.join(ctx.tmp, "forward.zst"))
+    try:
+        with rec:
+            # (twice: a module's first call in a region is the Python's,
+            # which makes what the C call reads; each on a tensor of its own,
+            # made by a node, without hooks: the C call's common case)
+            got = [m(base * 1.5) for m in mods for _ in range(2)][1::2]
+            sum(g.sum() for g in got).backward()
+    finally:
+        rec.close()
+    eq(ran, ["own", "own", "hook", "hook"],
+       "the instance's own forward ran, at each call, and the module's own hook")
+    for i, (g, w) in enumerate(zip(got, want)):
+        check(torch.equal(g, w), "module %d: %r under the recorder, %r without" % (i, g, w))
+    evs = events(os.path.join(ctx.tmp, "forward.zst"))
+    eq([e["type"].rsplit(".", 1)[-1] for e in evs if e["ev"] == "fw_pre"],
+       ["Linear", "Linear", "Partial", "Partial", "Linear", "Linear", "Linear", "Linear"],
+       "fw_pre events")
+    eq(len([e for e in evs if e["ev"] == "bw_exit"]), 4, "bw_exit events (the second calls')")
