@@ -463,7 +463,7 @@ def light(args):
     for r in recs:
         r.close()
     dist.destroy_process_group()
-    plain = [c for _, c in res["plain"]]
+    plain = [x[1] for x in res["plain"]]
     print("light: the GPT-2 step in one process (one-rank gloo DDP), light mode's parts; "
           "%d rounds of %d steps; plain %.2f ms CPU per step (the writer thread included)"
           % (args.rounds, args.steps, statistics.median(plain) * 1e3))
@@ -472,7 +472,7 @@ def light(args):
     for label, v in rows:
         if v not in res:
             continue
-        d = [c - p for (_, c), p in zip(res[v], plain)]
+        d = [x[1] - p for x, p in zip(res[v], plain)]
         q = quartiles(d)
         print("  %-58s +%.3f ms (IQR %.3f-%.3f), %.3fx plain"
               % (label, statistics.median(d) * 1e3, q[0] * 1e3, q[1] * 1e3,
