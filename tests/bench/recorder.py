@@ -943,17 +943,18 @@ def _callgrind_totals(path):
 
 
 def instr(args):
-    """Instructions per step (valgrind's callgrind, every thread): the same
-    count on every run, where time on this machine moves by several per cent
-    from process to process.  What it leaves out is what an instruction
-    costs: cache misses, system calls, waiting for the GIL."""
+    """Instructions per step (valgrind's callgrind), the training thread's
+    apart from the other threads': the training thread's count is the same
+    on every run, where time on this machine moves by several per cent from
+    process to process.  What it leaves out is what an instruction costs:
+    cache misses, system calls, waiting for the GIL."""
     import shutil
     if not shutil.which("valgrind") or not os.environ.get("BENCH_CGTOGGLE"):
         print("instr: needs valgrind and BENCH_CGTOGGLE (tests/bench/recorder.sh --only instr "
               "sets both up); skipped\n")
         return
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
-    per, writer = {}, {}
+    per, others = {}, {}
     for workload, variant in INSTR:
         if variant not in VARIANTS:
             continue
@@ -968,7 +969,7 @@ def instr(args):
                                                            r.stderr.decode()[-2000:]))
         main, rest = _callgrind_totals(out)
         per[workload, variant] = main / args.steps
-        writer[workload, variant] = rest / args.steps
+        others[workload, variant] = rest / args.steps
     print("instr: instructions per step (callgrind) of the training thread, %d steps counted "
           "per variant after 5 uncounted, each variant in a process of its own; the other "
           "threads' after it (the recorders' writers, gloo's: how much of the compressing falls "
@@ -987,8 +988,8 @@ def instr(args):
                 line += "  %+10.0f (%.4fx plain)" % (n - base, n / base)
                 if nothing is not None and variant != "nothing":
                     line += ", %.2fx the do-nothing mode's added" % ((n - base) / (nothing - base))
-            if writer.get((workload, variant)):
-                line += "; other threads %.0f" % writer[workload, variant]
+            if others.get((workload, variant)):
+                line += "; other threads %.0f" % others[workload, variant]
             print(line)
     print()
 
