@@ -778,14 +778,14 @@ def test_full_call_finds_forward_as_python_does(ctx):
         def __call__(self, x):
             return x * 3
 
-    class Partial(torch.nn.Module):
+    class CallableForward(torch.nn.Module):
         forward = Tripled()         # (no __get__: called unbound)
 
     own = torch.nn.Linear(2, 2)
     own.forward = doubled
     hooked = torch.nn.Linear(2, 2)
     hooked.register_forward_hook(lambda m, i, o: ran.append("hook"))
-    mods = [own, Partial(), torch.nn.Linear(2, 2), hooked]
+    mods = [own, CallableForward(), torch.nn.Linear(2, 2), hooked]
     base = torch.ones(2, requires_grad=True)
     want = [m(base * 1.5) for m in mods]
     del ran[:]
@@ -805,6 +805,7 @@ def test_full_call_finds_forward_as_python_does(ctx):
         check(torch.equal(g, w), "module %d: %r under the recorder, %r without" % (i, g, w))
     evs = events(os.path.join(ctx.tmp, "forward.zst"))
     eq([e["type"].rsplit(".", 1)[-1] for e in evs if e["ev"] == "fw_pre"],
-       ["Linear", "Linear", "Partial", "Partial", "Linear", "Linear", "Linear", "Linear"],
+       ["Linear", "Linear", "CallableForward", "CallableForward", "Linear", "Linear", "Linear",
+        "Linear"],
        "fw_pre events")
     eq(len([e for e in evs if e["ev"] == "bw_exit"]), 4, "bw_exit events (the second calls')")
