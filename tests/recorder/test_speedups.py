@@ -809,3 +809,93 @@ def test_full_call_finds_forward_as_python_does(ctx):
         "Linear"],
        "fw_pre events")
     eq(len([e for e in evs if e["ev"] == "bw_exit"]), 4, "bw_exit events (the second calls')")
+
+
+def _aw_threads():
+    """{tid: context switches so far} of this process's AsyncWrite threads
+    (named commdebug-aw), or None without /proc."""
+    base = "/proc/self/task"
+    if not os.path.isdir(base):
+        return None
+    out = {}
+    for tid in os.listdir(base):
+        try:
+            with open(os.path.join(base, tid, "comm")) as f:
+                if f.read().strip() != "commdebug-aw":
+                    continue
+            with open(os.path.join(base, tid, "status")) as f:
+                n = sum(int(line.split()[1]) for line in f
+                        if line.startswith(("voluntary_ctxt_switches",
+                                            "nonvoluntary_ctxt_switches")))
+        except OSError:
+            continue                    # (a thread that ended meanwhile)
+        out[tid] = n
+    return out
+
+
+def _wakeups_after_job(hand_over, idle_s=0.2):
+    """The context switches of the AsyncWrite thread that hand_over() starts
+    (by handing it its first job), in idle_s seconds after that job."""
+    before = _aw_threads()
+    if before is None:
+        raise Skip("no /proc/self/task here")
+    hand_over()
+    time.sleep(0.005)
+    new = {t: n for t, n in _aw_threads().items() if t not in before}
+    eq(len(new), 1, "new commdebug-aw threads")
+    (tid, n0), = new.items()
+    time.sleep(idle_s)
+    return _aw_threads().get(tid, n0) - n0
+
+
+def test_async_write_polls(ctx):
+    """AsyncWrite.set_polls(n): after a job its thread looks at the queue
+    every 1 ms n times (100 unless set) before it sleeps until a submit
+    wakes it; with 0 it sleeps at once, and a job submitted then is still
+    written.  Light mode's TraceWriter (light()) sets 0, a full recorder's
+    keeps 100.  Counted by the thread's context switches (/proc) in the
+    0.2 s after a job: one per look while it polls."""
+    native = _native()
+    path = os.path.join(ctx.tmp, "polls.bin")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    for bad, err in ((-1, ValueError), (100001, ValueError), ("1", TypeError)):
+        try:
+            native.AsyncWrite().set_polls(bad)
+        except err:
+            pass
+        else:
+            check(False, "set_polls(%r) did not raise %s", bad, err.__name__)
+    polling = native.AsyncWrite()
+    got = _wakeups_after_job(lambda: (polling.submit(fd, b"a" * 100, 0, 1), polling.wait()))
+    check(got >= 20, "the default thread looked at its queue only %d times in 0.2 s", got)
+    quiet = native.AsyncWrite()
+    quiet.set_polls(0)
+    got = _wakeups_after_job(lambda: (quiet.submit(fd, b"b" * 50, 100, 1), quiet.wait()))
+    check(got <= 2, "set_polls(0): the thread woke %d times in 0.2 s without a job", got)
+    eq(quiet.submit(fd, b"c" * 25, 150, 1), True, "a job for the sleeping thread")
+    eq(quiet.wait(5), (0, 0, 0, 0), "written")
+    for aw in (polling, quiet):
+        aw.close()
+    with open(path, "rb") as f:
+        eq(f.read(), b"a" * 100 + b"b" * 50 + b"c" * 25, "the file")
+    os.close(fd)
+    from commdebug import _writer
+    for light, want in ((False, "polls"), (True, "sleeps")):
+        w = _writer.TraceWriter(os.path.join(ctx.tmp, "polls%d.zst" % light), '{"ev":"meta"}\n')
+        if w._aw is None:
+            w.close()
+            raise Skip("the trace writer hands no frames to the C module's thread here")
+        if light:
+            w.light()
+        w.tick = 3600.0                  # (the writer thread does not come round)
+
+        def frame():
+            w.buf.append('{"ev":"x"}\n')
+            w.do_round()
+            w._settle()
+        got = _wakeups_after_job(frame)
+        w.close()
+        if want == "polls":
+            check(got >= 20, "a full recorder's writer: its C thread looked %d times", got)
+        else:
+            check(got <= 2, "light(): its C thread woke %d times without a job", got)
