@@ -38,6 +38,15 @@ class Handoff:
             except Exception:
                 pass             # (raw frames, compacted by the writer thread)
 
+    def sleep_between_frames(self):
+        """Light mode: every frame comes from the writer thread (region
+        exits leave their lines to it), which can afford to wake the C
+        module's thread; so that thread sleeps after each frame instead of
+        looking at its queue every 1 ms, a wake-up each time, taken from
+        the CPUs the training job runs on."""
+        if self._aw is not None:
+            self._aw.set_polls(0)
+
     def _lines_to_thread(self):
         """Whether the lines can go to the C module's thread, which
         compresses them (see the module's doc)."""

@@ -46,7 +46,12 @@
  * the thread looks at the queue every POLL_NS for POLLS times, and submit
  * wakes it only once it sleeps for good.  A frame handed over while it polls
  * starts to be written within POLL_NS.  Each look is a wake-up of its own
- * (about 20 us of CPU there, taken from whatever runs on that CPU): where
+ * (about 20 us of CPU there, taken from whatever runs on that CPU), so the
+ * looks start only shortly before the next job is due, one gap between the
+ * last two jobs after the last (POLL_NS before, at least POLL_NS from now),
+ * and not at all where that gap is longer than the looks would last: a job
+ * a step, steps of 2.5 ms to 100 ms, is taken on a look or two, and a job
+ * that comes before the looks start wakes the thread.  Where
  * frames come only from a thread that can afford to wake it (light mode's
  * writer thread, every 0.1 s), set_polls(0) has it sleep after each job.
  */
@@ -83,8 +88,10 @@ typedef struct {
 	int err;                /* errno of the first failed write, 0 */
 	Py_ssize_t dropped;     /* items of the jobs dropped after it */
 	int stop, started;
-	int sleeping;           /* the thread waits for submit's signal (not polling) */
+	int sleeping;           /* the thread waits for submit's signal (not polling, nor due to look within POLL_NS) */
 	int polls;              /* looks at the queue after a job before sleeping (set_polls) */
+	long long last_in;      /* when the newest job was queued (CLOCK_MONOTONIC ns), 0 */
+	long long gap;          /* the time between the last two jobs' queueing, 0: unknown */
 	unsigned long forks;    /* forks when it was made: the thread is this process's */
 	pthread_t thread;
 	PyObject *zowner;       /* holds cctx (compress_with) */
@@ -145,6 +152,29 @@ static int job_bytes(AsyncWrite *w, Job *j, const char **p, size_t *n)
 	return 0;
 }
 
+static long long mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* How long the thread waits for its next look at the queue, looks looks
+ * after the last job (w->mu held): POLL_NS, or longer for the first, up to
+ * POLL_NS before the next job is due; -1 where the looks would end before
+ * that job (sleep until submit's signal). */
+static long long look_wait(const AsyncWrite *w, int looks)
+{
+	if (looks >= w->polls)
+		return -1;
+	if (looks > 0 || w->gap <= 0)
+		return POLL_NS;
+	if (w->gap > (long long)w->polls * POLL_NS)
+		return -1;
+	long long wait = w->last_in + w->gap - POLL_NS - mono_ns();
+	return wait > POLL_NS ? wait : POLL_NS;
+}
+
 static void *run(void *arg)
 {
 	AsyncWrite *w = arg;
@@ -155,16 +185,22 @@ static void *run(void *arg)
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		if (!w->head && !w->stop) {
-			if (looks < w->polls) {
+			long long wait = look_wait(w, looks);
+			if (wait >= 0) {
 				struct timespec until;
 				clock_gettime(CLOCK_REALTIME, &until);
-				until.tv_nsec += POLL_NS;
+				until.tv_sec += (time_t)(wait / 1000000000);
+				until.tv_nsec += (long)(wait % 1000000000);
 				if (until.tv_nsec >= 1000000000) {
 					until.tv_sec++;
 					until.tv_nsec -= 1000000000;
 				}
+				/* (a job queued before a wait longer than a look ends
+				 * wakes the thread: none waits longer than POLL_NS) */
+				w->sleeping = wait > POLL_NS;
 				if (pthread_cond_timedwait(&w->work, &w->mu, &until) == ETIMEDOUT)
 					looks++;
+				w->sleeping = 0;
 			} else {
 				w->sleeping = 1;
 				while (!w->head && !w->stop)
@@ -305,7 +341,10 @@ static int fd_and_offset(PyObject *fdo, PyObject *ato, int *fd, long long *at, c
 static void enqueue(AsyncWrite *w, Job *j)
 {
 	j->next = NULL;
+	long long now = mono_ns();
 	pthread_mutex_lock(&w->mu);
+	w->gap = w->last_in ? now - w->last_in : 0;
+	w->last_in = now;
 	if (w->tail)
 		w->tail->next = j;
 	else

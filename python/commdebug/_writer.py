@@ -406,16 +406,6 @@ class TraceWriter(Handoff, RawTail, Relocation):
         finally:
             self._io.release()
 
-    def light(self):
-        """Light mode: frames every LIGHT_TICK_S, all of them made by the
-        writer thread (region exits leave their lines to it), which can
-        afford to wake the C module's thread; so that thread sleeps after
-        each frame instead of looking at its queue every 1 ms for 0.1 s,
-        a wake-up each time, taken from the training job's CPUs."""
-        self.tick = LIGHT_TICK_S
-        if self._aw is not None:
-            self._aw.set_polls(0)
-
     def poke(self):
         """The writer thread has not come round for a while: bound memory."""
         self._set_due(time.monotonic_ns() + self.tick * 1e9)

@@ -64,6 +64,7 @@ from . import _collectives as K
 from . import _nccl
 from ._version import __version__ as RECORDER_VERSION
 from ._writer import TraceWriter
+from . import _writer
 from ._native import speedups
 from ._process import (_ACTIVE, _ENV_MARK, _LIVE, TraceLife, _install_end_hooks,
                        _launcher_rank_world, _note, _pg_rank_world,
@@ -201,7 +202,8 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         self._w = TraceWriter(path, self._meta_line())
         self._w.mono0 = self._mono0
         if self.light:
-            self._w.light()
+            self._w.tick = _writer.LIGHT_TICK_S
+            self._w.sleep_between_frames()
         if self._bounded is not None:
             self._w.index = []
             self._w.bounded = self._bounded

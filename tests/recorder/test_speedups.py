@@ -833,27 +833,38 @@ def _aw_threads():
     return out
 
 
-def _wakeups_after_job(hand_over, idle_s=0.2):
-    """The context switches of the AsyncWrite thread that hand_over() starts
-    (by handing it its first job), in idle_s seconds after that job."""
-    before = _aw_threads()
+def _aw_tid(hand_over, before=None):
+    """The thread id of the AsyncWrite thread that hand_over() starts (by
+    handing it its first job), or that started since before (_aw_threads())."""
+    before = _aw_threads() if before is None else before
     if before is None:
         raise Skip("no /proc/self/task here")
     hand_over()
     time.sleep(0.005)
-    new = {t: n for t, n in _aw_threads().items() if t not in before}
+    new = [t for t in _aw_threads() if t not in before]
     eq(len(new), 1, "new commdebug-aw threads")
-    (tid, n0), = new.items()
+    return new[0]
+
+
+def _wakeups(tid, idle_s):
+    """tid's context switches in the next idle_s seconds."""
+    n0 = _aw_threads()[tid]
     time.sleep(idle_s)
-    return _aw_threads().get(tid, n0) - n0
+    return _aw_threads()[tid] - n0
+
+
+def _wakeups_after_job(hand_over, idle_s=0.2, before=None):
+    """The context switches of the AsyncWrite thread that hand_over() starts
+    (or that started since before), in idle_s seconds after its job."""
+    return _wakeups(_aw_tid(hand_over, before), idle_s)
 
 
 def test_async_write_polls(ctx):
     """AsyncWrite.set_polls(n): after a job its thread looks at the queue
     every 1 ms n times (100 unless set) before it sleeps until a submit
     wakes it; with 0 it sleeps at once, and a job submitted then is still
-    written.  Light mode's TraceWriter (light()) sets 0, a full recorder's
-    keeps 100.  Counted by the thread's context switches (/proc) in the
+    written.  A light Recorder's writer sets 0 (sleep_between_frames), a
+    full one's keeps 100.  Counted by the thread's context switches (/proc) in the
     0.2 s after a job: one per look while it polls."""
     native = _native()
     path = os.path.join(ctx.tmp, "polls.bin")
@@ -879,23 +890,73 @@ def test_async_write_polls(ctx):
     with open(path, "rb") as f:
         eq(f.read(), b"a" * 100 + b"b" * 50 + b"c" * 25, "the file")
     os.close(fd)
-    from commdebug import _writer
-    for light, want in ((False, "polls"), (True, "sleeps")):
-        w = _writer.TraceWriter(os.path.join(ctx.tmp, "polls%d.zst" % light), '{"ev":"meta"}\n')
+    from commdebug import Recorder
+    for light in (False, True):
+        before = _aw_threads()
+        rec = Recorder(os.path.join(ctx.tmp, "polls%d.zst" % light), light=light)
+        with rec:
+            pass
+        w = rec._w
         if w._aw is None:
-            w.close()
+            rec.close()
             raise Skip("the trace writer hands no frames to the C module's thread here")
-        if light:
-            w.light()
         w.tick = 3600.0                  # (the writer thread does not come round)
 
         def frame():
             w.buf.append('{"ev":"x"}\n')
             w.do_round()
             w._settle()
-        got = _wakeups_after_job(frame)
-        w.close()
-        if want == "polls":
-            check(got >= 20, "a full recorder's writer: its C thread looked %d times", got)
+        got = _wakeups_after_job(frame, before=before)
+        rec.close()
+        if light:
+            check(got <= 2, "a light recorder's C thread woke %d times without a job", got)
         else:
-            check(got <= 2, "light(): its C thread woke %d times without a job", got)
+            check(got >= 20, "a full recorder's C thread looked %d times", got)
+
+
+def test_async_write_looks_when_due(ctx):
+    """AsyncWrite's thread looks at its queue only shortly before the next
+    job is due (one gap between the last two jobs after the last, less 1
+    ms), and not at all where jobs come further apart than its looks last
+    (0.1 s); a job that comes before it is due still wakes it at once.
+    Counted by the thread's context switches (/proc)."""
+    native = _native()
+    path = os.path.join(ctx.tmp, "due.bin")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    at = [0]
+
+    def job(aw, n=10):
+        eq(aw.submit(fd, b"j" * n, at[0], 1), True, "submit")
+        at[0] += n
+        eq(aw.wait(5), (0, 0, 0, 0), "written")
+
+    steady = native.AsyncWrite()
+    tid = _aw_tid(lambda: job(steady))
+    for _ in range(4):
+        time.sleep(0.06)
+        job(steady)
+    got = _wakeups(tid, 0.04)
+    check(got <= 3, "jobs every 60 ms: %d looks in the 40 ms after one (none due)", got)
+    got = _wakeups(tid, 0.1)
+    check(got >= 20, "jobs every 60 ms: only %d looks once the next was due", got)
+    job(steady)
+    time.sleep(0.06)
+    job(steady)
+    time.sleep(0.005)
+    t0 = time.monotonic()
+    job(steady)                          # (55 ms early)
+    took = time.monotonic() - t0
+    check(took < 0.03, "a job before its time waited %.3f s to be written", took)
+    steady.close()
+
+    slow = native.AsyncWrite()
+    tid = _aw_tid(lambda: job(slow))
+    time.sleep(0.15)
+    job(slow)
+    got = _wakeups(tid, 0.2)
+    check(got <= 2, "jobs 150 ms apart: %d looks after one (longer than the looks last)", got)
+    job(slow)
+    slow.close()
+    with open(path, "rb") as f:
+        eq(f.read(), b"j" * at[0], "the file")
+    os.close(fd)
