@@ -88,7 +88,7 @@ typedef struct {
 	int err;                /* errno of the first failed write, 0 */
 	Py_ssize_t dropped;     /* items of the jobs dropped after it */
 	int stop, started;
-	int sleeping;           /* the thread waits for submit's signal (not polling, nor due to look within POLL_NS) */
+	int sleeping;           /* submit must signal: the thread sleeps, or waits past POLL_NS */
 	int polls;              /* looks at the queue after a job before sleeping (set_polls) */
 	long long last_in;      /* when the newest job was queued (CLOCK_MONOTONIC ns), 0 */
 	long long gap;          /* the time between the last two jobs' queueing, 0: unknown */
@@ -572,9 +572,9 @@ static PyObject *AsyncWrite_sync_lines(AsyncWrite *w, PyObject *const *args, Py_
 	return r;
 }
 
-/* set_polls(n): how many times the thread looks at the queue (every
- * POLL_NS) after a job before it sleeps until a submit wakes it; from its
- * next look on. */
+/* set_polls(n): how many times the thread looks at the queue (POLL_NS
+ * apart, see look_wait) after a job before it sleeps until a submit wakes
+ * it; from its next look on. */
 static PyObject *AsyncWrite_set_polls(AsyncWrite *w, PyObject *arg)
 {
 	long n = PyLong_AsLong(arg);
@@ -703,8 +703,9 @@ static PyMethodDef AsyncWrite_methods[] = {
 	 "compress_with(owner, cctx, compress2, bound, iserror): libzstd's entry points and a "
 	 "context of its own, for submit(..., compress=True)"},
 	{"set_polls", (PyCFunction)AsyncWrite_set_polls, METH_O,
-	 "set_polls(n): after each job the thread looks at the queue n times, every 1 ms, "
-	 "before it sleeps until a submit wakes it (100 unless set; 0: it sleeps at once)"},
+	 "set_polls(n): after each job the thread looks at the queue up to n times, 1 ms "
+	 "apart from when the next job is due, before it sleeps until a submit wakes it (100 "
+	 "unless set; 0: it sleeps at once)"},
 	{"close", (PyCFunction)AsyncWrite_close, METH_NOARGS,
 	 "close() -> (errno, items dropped): the queue written, the thread ended"},
 	{NULL, NULL, 0, NULL},
