@@ -422,6 +422,29 @@ def _single_node_classes():
                  if isinstance(c, type))
 
 
+def _torch_forward(cls):
+    """cls's forward where it is torch's own (defined with cls, in torch.nn),
+    else None."""
+    f = cls.__dict__.get("forward")
+    if getattr(f, "__module__", None) != cls.__module__ or \
+            getattr(f, "__qualname__", None) != cls.__name__ + ".forward" or \
+            not cls.__module__.startswith("torch.nn.modules."):
+        return None
+    return f
+
+
+def _chain_classes():
+    """FullCall's (seq, leaves) for the chains of nn.Sequential (the C
+    module's FullCall leaves their identity nodes out): (None, ()) where
+    nn.Sequential's forward is not torch's own, or COMMDEBUG_IDENTITY=all."""
+    seq = _torch_forward(torch.nn.Sequential)
+    if os.environ.get("COMMDEBUG_IDENTITY", "") == "all" or seq is None:
+        return None, ()
+    leaves = tuple((c, _torch_forward(c)) for c in (torch.nn.Linear, torch.nn.LayerNorm)
+                   if _torch_forward(c) is not None)
+    return (torch.nn.Sequential, seq), leaves
+
+
 def make_call(rec):
     """The full recorder's call of a module (nn.Module._call_impl hands it
     every call in a region): torch's where the module has hooks of its own
@@ -458,6 +481,7 @@ def make_call(rec):
     native = speedups() if rec._cmarker is not None else None
     if native is None:
         return full_call
+    seq, leaves = _chain_classes()
     return native.FullCall(
         rec=rec, lc=rec._lc, buf=rec._w.buf, pending=rec._pending_enter, cur_task=_cur_task,
         grad_enabled=_grad_enabled, tensor=_Tensor, odict=OrderedDict, handle=RemovableHandle,
@@ -466,4 +490,5 @@ def make_call(rec):
         py_call=full_call, py_post=post,
         tf_mode=getattr(torch._C, "_is_torch_function_mode_enabled", None),
         slots=(_NJ, _POST, _BWPRE, _DDP_MOD, _FULL), guard_raii=_guard_raii(),
-        single=_single_node_classes(), **_modcall.state())
+        single=_single_node_classes(), seq=seq, leaves=leaves,
+        py_exit=lambda t, line: exit_line(rec, t, line), **_modcall.state())

@@ -14,7 +14,8 @@
  *   argument that is a plain Tensor requiring grad with a grad_fn, whose
  *   gradient hooks are none or end in a marker with nothing registered
  *   since: fw_pre, its bw_exit line (joined to that marker, or a marker of
- *   its own), the identity node and its view event; or one that is a plain
+ *   its own), the identity node (none along nn.Sequential's chains: see
+ *   "chains" below) and its view event; or one that is a plain
  *   Tensor not requiring grad, without gradient hooks: fw_pre alone;
  * - after it: the same module facts, not in compiled code, an output that
  *   is a plain Tensor requiring grad whose grad_fn is the thread's newest
@@ -37,7 +38,7 @@ enum { F_KEY, F_REGION, F_PRE_IN, F_PRE_NOIN, F_PRE_BW, F_POST_OUT, F_POST_NOOUT
 static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_grad_fn,
 	*s_bw_hooks, *s_register, *s_next_id, *s_queue_bw_end, *s_seq_nr, *s_enter, *s_exit,
 	*s_forward, *s_fparams, *s_exit_prefix, *s_eval_frame, *s_is_in_compiled, *s_shape,
-	*s_dtype, *s_has_callback, *s_inplace, *s_own_hooks[4];
+	*s_dtype, *s_has_callback, *s_inplace, *s_modules, *s_own_hooks[4];
 
 /* ---------------------------------------------------------------- Marker */
 
@@ -157,6 +158,9 @@ typedef struct {
 	PyObject *py_post;      /* its output side: py_post(mod, args, result) */
 	PyObject *tf_mode;      /* torch._C._is_torch_function_mode_enabled, or None */
 	PyObject *single;       /* classes whose forward makes one node of its input (a tuple) */
+	PyObject *seq;          /* (nn.Sequential, its forward), or None: no chains */
+	PyObject *leaves;       /* ((class, its forward), ...): one use of their input, none kept */
+	PyObject *py_exit;      /* py_exit(t, line): _leanbw.exit_line for the recorder */
 	/* _modcall.only_ours's: torch's four global hook dicts, the light
 	 * recorders' hooks and the full recorders' calls (lists), and the call
 	 * of the rest (_modcall.other(mod, args, kwargs)) */
@@ -601,67 +605,254 @@ static int single_node(FullCall *c, PyObject *mod, PyObject *d)
 	return r;
 }
 
-/* The input side's common case: 1 with *out the arguments to call the
- * forward with, 0 when not taken (nothing changed), -1 on error. */
-static int pre_fast(FullCall *c, PyObject *mod, PyObject *md, PyObject *args, PyObject **out)
+/* ---------------------------------------------------------------- chains
+ *
+ * nn.Sequential hands each child's result to the next child and nothing
+ * else.  Where that tensor t is clean (nothing holds it but the chain, its
+ * grad_fn P is the thread's newest node and has no other output anyone
+ * holds), the identity node W the next module's input side would put on t
+ * changes nothing the trace says: made right after P, W runs right before
+ * it (nothing can be ready with a sequence number between theirs), every
+ * gradient of t reaches P's buffer when it would have reached W's, and the
+ * hooks put on W's output would run as the first of those on t.  It is left
+ * out for a module whose forward puts no hook on its input and keeps none
+ * of its tensors (leaves: torch's Linear and LayerNorm), and for an
+ * nn.Sequential whose first child is a leaf, an activation of c->single or
+ * an nn.Sequential, with no hooks of its own; the bw_exit lines its
+ * children put on t are then before its own, which waits for the end of
+ * its forward (put_waiting_exit).  No torch function mode may see inside
+ * (it could put hooks there).  A clean tensor is an nn.Sequential's input
+ * after its input side made the identity node or left it out, or the
+ * result of a child that keeps nothing (a leaf, an activation, an
+ * nn.Sequential whose last child's result it is) taken by post_fast, which
+ * found its grad_fn the newest node.  Each thread keeps its stack of module
+ * calls (FullCall's frames), so that a module knows the call it is made
+ * from.  COMMDEBUG_IDENTITY=all keeps every node.  tests/recorder/
+ * test_chains.py compares traces with torch's BackwardHook's. */
+
+typedef struct call_frame {
+	struct call_frame *up;  /* the call this one was made from */
+	int seq;                /* an nn.Sequential running its forward from here */
+	int clean_result;       /* clean is its last child's result (else its input) */
+	int keeps_none;         /* the module keeps no tensor of the call (its result is clean) */
+	int post_taken;         /* the output side's common case was taken */
+	PyObject *clean;        /* (held) the tensor whose only use is the next child's */
+	PyObject *exit_t;       /* (held) where its bw_exit line goes at the forward's end */
+	PyObject *exit_text;    /* (held) that line */
+} call_frame;
+
+static _Thread_local call_frame *cd_calls;
+
+/* mod is of class cls exactly, with fwd the class's forward and none in
+ * the instance's dict md: 1, 0, -1 on error. */
+static int exact_module(PyObject *mod, PyObject *md, PyObject *cls, PyObject *fwd)
 {
-	PyObject *e, *f, *g = NULL, *d = NULL, *first, *t;
+	if ((PyObject *)Py_TYPE(mod) != cls || _PyType_Lookup(Py_TYPE(mod), s_forward) != fwd)
+		return 0;
+	int own = PyDict_Contains(md, s_forward);
+	return own < 0 ? -1 : !own;
+}
+
+static int is_leaf(FullCall *c, PyObject *mod, PyObject *md)
+{
+	for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->leaves); i++) {
+		PyObject *p = PyTuple_GET_ITEM(c->leaves, i);
+		int r = exact_module(mod, md, PyTuple_GET_ITEM(p, 0), PyTuple_GET_ITEM(p, 1));
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int is_seq(FullCall *c, PyObject *mod, PyObject *md)
+{
+	if (c->seq == Py_None)
+		return 0;
+	return exact_module(mod, md, PyTuple_GET_ITEM(c->seq, 0), PyTuple_GET_ITEM(c->seq, 1));
+}
+
+/* The first child of the nn.Sequential whose instance dict is md is a leaf,
+ * an activation of c->single or an nn.Sequential, with no hooks of its
+ * own: it puts no hook on its input but the recorder's bw_exit line.  1, 0,
+ * -1 on error. */
+static int first_child_plain(FullCall *c, PyObject *md)
+{
+	PyObject *mods = PyDict_GetItemWithError(md, s_modules), *k, *child;
+	Py_ssize_t pos = 0;
+	if (!mods)
+		return PyErr_Occurred() ? -1 : 0;
+	if (!PyDict_Check(mods) || !PyDict_Next(mods, &pos, &k, &child))
+		return 0;
+	Py_INCREF(child);
+	PyObject *cd = PyObject_GenericGetDict(child, NULL);
+	int r = -1;
+	if (!cd) {
+		PyErr_Clear();
+		r = 0;
+		goto out;
+	}
+	r = PyDict_Check(cd);
+	for (int i = 0; r == 1 && i < 4; i++) {
+		PyObject *h = PyDict_GetItemWithError(cd, s_own_hooks[i]);
+		r = h ? (PyDict_Check(h) && PyDict_GET_SIZE(h) == 0) : PyErr_Occurred() ? -1 : 0;
+	}
+	if (r == 1 && !(r = is_leaf(c, child, cd)) && !(r = single_node(c, child, cd)))
+		r = is_seq(c, child, cd);
+out:
+	Py_XDECREF(cd);
+	Py_DECREF(child);
+	return r;
+}
+
+/* Whether the identity node of the module's input t is left out: 1 for a
+ * leaf, 2 for an nn.Sequential (its bw_exit line waits for the end of its
+ * forward), 0 not, -1 on error: t is the tensor the calling nn.Sequential
+ * holds clean, no torch function mode is on.  (t's grad_fn is then the
+ * thread's newest node: nothing but nn.Sequential's loop runs between.) */
+static int chain_leaves_out(FullCall *c, call_frame *f, PyObject *md, PyObject *t, int seq,
+			    int leaf)
+{
+	call_frame *up = f->up;
+	if (!up || !up->seq || up->clean != t || !(seq || leaf))
+		return 0;
+	int kind = 1;
+	if (seq) {
+		kind = first_child_plain(c, md);
+		if (kind <= 0)
+			return kind;
+		kind = 2;
+	}
+	if (c->tf_mode != Py_None) {
+		int tf = call_true(c->tf_mode);
+		if (tf)
+			return tf < 0 ? -1 : 0;
+	}
+	return kind;
+}
+
+/* The bw_exit line text into a marker's lines, after the bw_exit lines put
+ * there before it (_leanbw.exit_line): 0, -1 on error. */
+static int insert_exit(PyObject *lines, PyObject *text)
+{
+	Py_ssize_t i = 0;
+	for (; i < PyList_GET_SIZE(lines); i++) {
+		PyObject *s = PyList_GET_ITEM(lines, i);
+		int m = PyUnicode_Check(s) ? PyUnicode_Tailmatch(s, s_exit_prefix, 0,
+								 PY_SSIZE_T_MAX, -1) : 0;
+		if (m < 0)
+			return -1;
+		if (!m)
+			break;
+	}
+	return PyList_Insert(lines, i, text);
+}
+
+/* A bw_exit line that waited for the forward's end, put now as
+ * _leanbw.exit_line puts one (an error of the forward kept): 0, -1. */
+static int put_waiting_exit(FullCall *c, call_frame *f)
+{
+	PyObject *t = f->exit_t, *text = f->exit_text, *d, *first, *r;
+	f->exit_t = f->exit_text = NULL;
+#if PY_VERSION_HEX >= 0x030C0000
+	PyObject *exc = PyErr_GetRaisedException();
+#else
+	PyObject *et, *ev, *tb;
+	PyErr_Fetch(&et, &ev, &tb);
+#endif
+	int bad = quiet_hooks(t, &d, &first);
+	if (bad > 0 && first) {
+		bad = insert_exit(((Marker *)first)->lines, text) < 0;
+	} else if (bad >= 0) {
+		PyObject *av[2] = {t, text};
+		r = PyObject_Vectorcall(c->py_exit, av, 2, NULL);
+		bad = !r;
+		Py_XDECREF(r);
+	}
+	Py_XDECREF(d);
+	Py_DECREF(t);
+	Py_DECREF(text);
+#if PY_VERSION_HEX >= 0x030C0000
+	if (exc) {
+		if (bad)
+			PyErr_Clear();
+		PyErr_SetRaisedException(exc);
+		return 0;
+	}
+#else
+	if (et) {
+		if (bad)
+			PyErr_Clear();
+		PyErr_Restore(et, ev, tb);
+		return 0;
+	}
+#endif
+	return bad ? -1 : 0;
+}
+
+/* The input side's common case: 1 with *out the arguments to call the
+ * forward with, 0 when not taken (nothing changed), -1 on error.  f: the
+ * call's frame (its chain facts set here). */
+static int pre_fast(FullCall *c, call_frame *f, PyObject *mod, PyObject *md, PyObject *args,
+		    PyObject **out)
+{
+	PyObject *e, *fx, *g = NULL, *d = NULL, *first, *t;
 	int r = in_forward_region(c);
 	if (r <= 0)
 		return r;
 	if (PyTuple_GET_SIZE(args) != 1)
 		return 0;
-	if ((r = entry_of(c, mod, &e, &f)) <= 0)
+	if ((r = entry_of(c, mod, &e, &fx)) <= 0)
 		return r;
 	/* (the entry held: the Python the checks call cannot free it; its
 	 * parameters' texts made first, as the Python does, which is all the
 	 * Python the common case runs) */
 	Py_INCREF(e);
 	t = PyTuple_GET_ITEM(args, 0);
-	if ((r = params_fresh(c, mod, md, e, f)) < 0)
+	if ((r = params_fresh(c, mod, md, e, fx)) < 0)
 		goto done;
 	if ((PyObject *)Py_TYPE(t) != c->tensor) {
 		r = 0;
+		goto done;
+	}
+	int seq = is_seq(c, mod, md), leaf = seq ? 0 : is_leaf(c, mod, md);
+	if (seq < 0 || leaf < 0) {
+		r = -1;
 		goto done;
 	}
 	int rg = cd_attr_true(t, s_requires_grad);      /* (read once, for both cases) */
 	if ((r = no_grad_tensor(t, rg)) != 0) {
 		/* fw_pre alone: no gradient comes back through it (no bw_exit,
 		 * no node; torch's setup_input_hook returns the arguments) */
-		if (r > 0 && (r = append_now(c, PyList_GET_ITEM(f, F_PRE_NOIN))) == 0) {
+		if (r > 0 && (r = append_now(c, PyList_GET_ITEM(fx, F_PRE_NOIN))) == 0) {
 			*out = Py_NewRef(args);
+			f->seq = seq;
+			f->keeps_none = leaf;
 			r = 1;
 		}
 		goto done;
 	}
 	if ((r = grad_fn_of(t, rg, &g)) <= 0 || (r = quiet_hooks(t, &d, &first)) <= 0)
 		goto done;
-	int single = single_node(c, mod, md);
-	if (single < 0) {
+	int single = single_node(c, mod, md), chain = 0;
+	if (single == 0 && c->seq != Py_None)
+		chain = chain_leaves_out(c, f, md, t, seq, leaf);
+	if (single < 0 || chain < 0) {
 		r = -1;
 		goto done;
 	}
 	/* fw_pre, its bw_exit line, the identity node (where it changes
 	 * anything) and its view */
 	r = -1;
-	if (append_now(c, PyList_GET_ITEM(f, F_PRE_IN)) < 0)
+	if (append_now(c, PyList_GET_ITEM(fx, F_PRE_IN)) < 0)
 		goto done;
 	int bad;
-	PyObject *exit_text = PyList_GET_ITEM(f, F_EXIT);
-	if (first) {
-		/* after the bw_exit lines put there before it */
-		PyObject *lines = ((Marker *)first)->lines;
-		Py_ssize_t i = 0;
-		for (; i < PyList_GET_SIZE(lines); i++) {
-			PyObject *s = PyList_GET_ITEM(lines, i);
-			int m = PyUnicode_Check(s) ? PyUnicode_Tailmatch(s, s_exit_prefix, 0,
-									 PY_SSIZE_T_MAX, -1) : 0;
-			if (m < 0)
-				goto done;
-			if (!m)
-				break;
-		}
-		if (PyList_Insert(lines, i, exit_text) < 0)
+	PyObject *exit_text = PyList_GET_ITEM(fx, F_EXIT);
+	if (chain == 2) {
+		/* (at the forward's end: put_waiting_exit) */
+		f->exit_t = Py_NewRef(t);
+		f->exit_text = Py_NewRef(exit_text);
+	} else if (first) {
+		if (insert_exit(((Marker *)first)->lines, exit_text) < 0)
 			goto done;
 	} else {
 		PyObject *hd = hook_dict(c, t, d, g);
@@ -672,13 +863,19 @@ static int pre_fast(FullCall *c, PyObject *mod, PyObject *md, PyObject *args, Py
 		if (bad)
 			goto done;
 	}
-	PyObject *a = single ? Py_NewRef(t) : identity_node(c, t);
+	PyObject *a = single || chain ? Py_NewRef(t) : identity_node(c, t);
 	if (!a)
 		goto done;
 	bad = append_now(c, PyTuple_GET_ITEM(c->view, 0)) < 0;
 	*out = bad ? NULL : PyTuple_Pack(1, a);
-	Py_DECREF(a);
 	r = *out ? 1 : -1;
+	if (r > 0) {
+		f->seq = seq;
+		f->keeps_none = single || leaf;
+		if (seq)
+			f->clean = Py_NewRef(a);
+	}
+	Py_DECREF(a);
 done:
 	Py_XDECREF(d);
 	Py_XDECREF(g);
@@ -830,11 +1027,10 @@ static PyObject *forward_of(PyObject *mod, PyObject *md)
 	return r;
 }
 
-/* call(mod, args, kwargs) */
-static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf,
-				     PyObject *kwnames)
+/* call(mod, args, kwargs), in the frame f */
+static PyObject *full_call(FullCall *c, call_frame *f, PyObject *const *argv, size_t nargsf,
+			   PyObject *kwnames)
 {
-	FullCall *c = (FullCall *)self;
 	if (kwnames || PyVectorcall_NARGS(nargsf) != 3 || !PyTuple_CheckExact(argv[1]) ||
 	    !PyDict_Check(argv[2]))
 		return PyObject_Vectorcall(c->py_call, argv, nargsf, kwnames);
@@ -855,7 +1051,7 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 	/* r: 1 the common case, 0 the Python call (while torch.jit traces, or
 	 * where pre_fast does not take the call), -1 an error */
 	r = call_true(c->tracing);
-	r = r < 0 ? -1 : r > 0 ? 0 : pre_fast(c, mod, md, args, &in);
+	r = r < 0 ? -1 : r > 0 ? 0 : pre_fast(c, f, mod, md, args, &in);
 	PyObject *fwd = r > 0 ? forward_of(mod, md) : NULL;
 	Py_DECREF(md);
 	if (r <= 0)
@@ -863,6 +1059,8 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 	PyObject *result = fwd ? PyObject_Call(fwd, in, PyDict_GET_SIZE(kwargs) ? kwargs : NULL)
 			       : NULL;
 	Py_XDECREF(fwd);
+	if (f->exit_t && put_waiting_exit(c, f) < 0)
+		Py_CLEAR(result);
 	if (result && (r = post_fast(c, mod, result)) <= 0) {
 		if (r == 0) {
 			PyObject *post[3] = {mod, in, result};
@@ -871,13 +1069,39 @@ static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size
 			Py_CLEAR(result);
 		}
 	}
+	f->post_taken = result && r > 0;
 	Py_DECREF(in);
+	return result;
+}
+
+/* call(mod, args, kwargs): full_call in a frame of the thread's stack of
+ * calls; the result handed on as the calling nn.Sequential's clean tensor
+ * where nothing is kept of it (a module that keeps none of its tensors, or
+ * an nn.Sequential whose last child's result it is). */
+static PyObject *FullCall_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf,
+				     PyObject *kwnames)
+{
+	call_frame f = {.up = cd_calls};
+	cd_calls = &f;
+	PyObject *result = full_call((FullCall *)self, &f, argv, nargsf, kwnames);
+	cd_calls = f.up;
+	if (f.up && f.up->seq) {
+		Py_CLEAR(f.up->clean);
+		if (result && f.post_taken &&
+		    (f.keeps_none || (f.seq && f.clean_result && f.clean == result))) {
+			f.up->clean = Py_NewRef(result);
+			f.up->clean_result = 1;
+		}
+	}
+	Py_XDECREF(f.clean);
+	Py_XDECREF(f.exit_t);
+	Py_XDECREF(f.exit_text);
 	return result;
 }
 
 #define FULL_FIELDS(X) X(rec) X(lc) X(buf) X(pending) X(cur_task) X(grad_enabled) X(tensor) \
 	X(odict) X(handle) X(alias) X(op_type) X(no_dispatch) X(view) X(next_seq) X(tracing) \
-	X(py_call) X(py_post) X(tf_mode) X(single) X(gfp) X(gf) X(gbp) X(gb) X(pairs) X(full) \
+	X(py_call) X(py_post) X(tf_mode) X(single) X(seq) X(leaves) X(py_exit) X(gfp) X(gf) X(gbp) X(gb) X(pairs) X(full) \
 	X(other)
 
 CD_GC_FUNCS(FullCall, FULL_FIELDS)
@@ -888,10 +1112,11 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 				"tensor", "odict", "handle", "alias", "op_type", "no_dispatch",
 				"view", "next_seq", "tracing", "py_call", "py_post", "tf_mode",
 				"slots", "gfp", "gf", "gbp", "gb", "pairs", "full", "other",
-				"guard_raii", "single", NULL};
-	PyObject *o[18], *slots, *single = NULL, *st[7];
+				"guard_raii", "single", "seq", "leaves", "py_exit", NULL};
+	PyObject *o[18], *slots, *single = NULL, *st[7], *seq = Py_None, *leaves = NULL,
+		 *py_exit = Py_None;
 	int raii = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OO!OOO!OOOOOO!OOOOOO!O!O!O!O!O!O!O|pO!",
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OO!OOO!OOOOOO!OOOOOO!O!O!O!O!O!O!O|pO!OO!O",
 					 names, &o[0], &PyDict_Type, &o[1], &o[2],
 					 &PyDict_Type, &o[3], &o[4], &o[5], &PyType_Type, &o[6],
 					 &o[7], &o[8], &o[9], &o[10], &o[11],
@@ -899,7 +1124,7 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 					 &o[17], &PyTuple_Type, &slots, &PyDict_Type, &st[0],
 					 &PyDict_Type, &st[1], &PyDict_Type, &st[2], &PyDict_Type, &st[3],
 					 &PyList_Type, &st[4], &PyList_Type, &st[5], &st[6], &raii,
-					 &PyTuple_Type, &single) ||
+					 &PyTuple_Type, &single, &seq, &PyTuple_Type, &leaves, &py_exit) ||
 	    !cd_check_buf(o[2], "FullCall"))
 		return -1;
 	Py_ssize_t *dst_slot[] = {&c->nj_slot, &c->post_slot, &c->bwpre_slot, &c->ddp_slot,
@@ -921,6 +1146,19 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_ValueError, "commdebug._speedups: the full texts' slot is last");
 		return -1;
 	}
+	/* (seq None, or (class, function) with a py_exit; leaves such pairs) */
+	int ok = seq == Py_None || (PyTuple_CheckExact(seq) && PyTuple_GET_SIZE(seq) == 2 &&
+				    PyType_Check(PyTuple_GET_ITEM(seq, 0)) &&
+				    PyCallable_Check(py_exit));
+	for (Py_ssize_t i = 0; ok && leaves && i < PyTuple_GET_SIZE(leaves); i++) {
+		PyObject *p = PyTuple_GET_ITEM(leaves, i);
+		ok = PyTuple_CheckExact(p) && PyTuple_GET_SIZE(p) == 2 &&
+		     PyType_Check(PyTuple_GET_ITEM(p, 0));
+	}
+	if (!ok) {
+		PyErr_SetString(PyExc_TypeError, "commdebug._speedups: FullCall's seq or leaves");
+		return -1;
+	}
 	FullCall_clear(c);
 	PyObject **dst[] = {&c->rec, &c->lc, &c->buf, &c->pending, &c->cur_task,
 			    &c->grad_enabled, &c->tensor, &c->odict, &c->handle, &c->alias,
@@ -933,7 +1171,10 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 		*sdst[i] = Py_NewRef(st[i]);
 	c->guard_raii = raii;
 	c->single = single ? Py_NewRef(single) : PyTuple_New(0);
-	if (!c->single)
+	c->leaves = leaves ? Py_NewRef(leaves) : PyTuple_New(0);
+	c->seq = Py_NewRef(seq);
+	c->py_exit = Py_NewRef(py_exit);
+	if (!c->single || !c->leaves)
 		return -1;
 	c->vectorcall = FullCall_vectorcall;
 	return 0;
@@ -967,6 +1208,7 @@ int cd_full_ready(void)
 		{&s_eval_frame, "torch._dynamo.eval_frame"},
 		{&s_is_in_compiled, "_is_in_compiled_region"}, {&s_shape, "shape"},
 		{&s_dtype, "dtype"}, {&s_has_callback, "_has_callback"}, {&s_inplace, "inplace"},
+		{&s_modules, "_modules"},
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!*names[i].p && !(*names[i].p = PyUnicode_InternFromString(names[i].s)))
