@@ -358,8 +358,11 @@ class LeanBackwardHook(BackwardHook):
             if t is None or t is False or type(t) is not _Tensor:
                 t = None
             else:
+                # (nor one the module keeps, self.out = y: code using it later
+                # would pass the node by)
                 g = t.grad_fn
-                if g is None or g._sequence_nr() != _next_seq_nr() - 1:
+                if g is None or g._sequence_nr() != _next_seq_nr() - 1 or \
+                        any(v is t for v in mod.__dict__.values()):
                     t = None
         if t is None:
             if pending is not None:

@@ -925,6 +925,22 @@ static int newest_node(FullCall *c, PyObject *g)
 	return a == b - 1;
 }
 
+/* The module keeps its result in its instance dict (self.out = y; return
+ * y): code using it later would pass the output side's node by, so that
+ * side is the Python's, which makes torch's node there.  1, 0, -1. */
+static int kept_by(PyObject *mod, PyObject *result)
+{
+	PyObject *md = PyObject_GenericGetDict(mod, NULL), *k, *v;
+	if (!md)
+		return -1;
+	Py_ssize_t pos = 0;
+	int r = 0;
+	while (!r && PyDict_Check(md) && PyDict_Next(md, &pos, &k, &v))
+		r = v == result;
+	Py_DECREF(md);
+	return r;
+}
+
 /* The output side's common case: 1 done, 0 not taken (nothing changed),
  * -1 on error. */
 static int post_fast(FullCall *c, PyObject *mod, PyObject *result)
@@ -945,8 +961,13 @@ static int post_fast(FullCall *c, PyObject *mod, PyObject *result)
 		r = r < 0 ? -1 : 0;
 		goto done;
 	}
-	if ((r = plain_grad_tensor(c, result, &g)) <= 0 || (r = newest_node(c, g)) <= 0 ||
-	    (r = quiet_hooks(result, &d, &first)) <= 0)
+	if ((r = plain_grad_tensor(c, result, &g)) <= 0 || (r = newest_node(c, g)) <= 0)
+		goto done;
+	if ((r = kept_by(mod, result)) != 0) {
+		r = r < 0 ? -1 : 0;
+		goto done;
+	}
+	if ((r = quiet_hooks(result, &d, &first)) <= 0)
 		goto done;
 	/* fw_post, fw_done, the view, the marker of bw_pre and bw_enter */
 	r = -1;

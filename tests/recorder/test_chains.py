@@ -31,12 +31,15 @@ def _needs_chains():
         raise Skip("nn.Sequential's forward is not torch's own here")
 
 
-def events(ctx, name, run, lean=True, identity=None):
+def events(ctx, name, run, lean=True, identity=None, speedups=None):
     """The events of the trace run(rec) records, times left out (lean:
-    LeanBackwardHook, else torch's own BackwardHook; identity: the value of
-    COMMDEBUG_IDENTITY)."""
+    LeanBackwardHook, else torch's own BackwardHook; identity, speedups: the
+    values of COMMDEBUG_IDENTITY and COMMDEBUG_SPEEDUPS)."""
     from commdebug.tracefile import read_events
-    saved = {k: os.environ.get(k) for k in ("COMMDEBUG_LEAN_BW", "COMMDEBUG_IDENTITY")}
+    saved = {k: os.environ.get(k) for k in ("COMMDEBUG_LEAN_BW", "COMMDEBUG_IDENTITY",
+                                            "COMMDEBUG_SPEEDUPS")}
+    if speedups is not None:
+        os.environ["COMMDEBUG_SPEEDUPS"] = speedups
     if not lean:
         os.environ["COMMDEBUG_LEAN_BW"] = "0"
     if identity is not None:
@@ -61,10 +64,10 @@ def events(ctx, name, run, lean=True, identity=None):
     return out
 
 
-def same_as_torch(ctx, name, run):
+def same_as_torch(ctx, name, run, speedups=None):
     """The trace with LeanBackwardHook is the one with torch's; its events."""
-    want = events(ctx, name + "-torch.zst", run, lean=False)
-    got = events(ctx, name + "-lean.zst", run)
+    want = events(ctx, name + "-torch.zst", run, lean=False, speedups=speedups)
+    got = events(ctx, name + "-lean.zst", run, speedups=speedups)
     if got != want:
         i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
                  min(len(got), len(want)))
@@ -146,8 +149,8 @@ def test_blocks_leave_out_every_node(ctx):
 
 
 class Keep(nn.Module):
-    """Keeps its result (nothing the recorder knows: the next child's node
-    stays)."""
+    """Keeps its result, which the program uses again past the chain (its
+    output side makes torch's node, the next child's node stays)."""
 
     def forward(self, x):
         self.kept = x * 2
@@ -172,7 +175,7 @@ class Boom(nn.Module):
 
 class Chains(nn.Module):
     """Chains where the recorder leaves nodes out and where it must not:
-    a child keeping its result (the next child's node stays), an
+    a child keeping the result it returns, used again later, an
     nn.Identity and a Dropout between (kept), a torch function mode on (kept), a first child with a forward
     pre-hook of its own that uses the input (its Sequential's node stays),
     nn.Sequential three deep, one module twice in a chain, an empty
@@ -201,7 +204,7 @@ class Chains(nn.Module):
     def forward(self, x):
         h = self.keep(x)
         with HookInputs():
-            h = self.odd(h)
+            h = self.odd(h) + self.keep[1].kept
         h = self.pre(h)
         h = self.twice(self.deep(h))
         h = self.res(h) + h
@@ -223,3 +226,29 @@ def test_chains_same_trace(ctx):
             run = train(lambda: Chains(reentrant), x_kind=kind)
             evs = same_as_torch(ctx, "chains-%d-%s" % (reentrant, kind), run)
     ctx.note("%d events a run, the same as torch's" % len(evs))
+
+
+class KeepOut(nn.Module):
+    """A Linear and a module keeping the tensor it returns, which the
+    program uses again after the next module."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.keep = Keep()
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(self.keep(self.lin(x))) + self.keep.kept
+
+
+def test_kept_output_same_trace(ctx):
+    """A module that keeps the tensor it returns (self.out = y; return y),
+    used again later: the output side makes torch's node there (else the
+    later use's gradient would be added before the module's bw_pre, not
+    after), with the C module and without it (the Python alone)."""
+    if not _leanbw.available():
+        raise Skip("torch %s has no LeanBackwardHook" % torch.__version__)
+    for c in ("1", "0"):
+        evs = same_as_torch(ctx, "kept-" + c, train(KeepOut), speedups=c)
+        ctx.note("COMMDEBUG_SPEEDUPS=%s: %d events a run, the same as torch's" % (c, len(evs)))
