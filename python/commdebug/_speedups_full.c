@@ -385,6 +385,39 @@ static int add_marker(FullCall *c, PyObject *d, PyObject *const *texts, int n, i
 	return r;
 }
 
+/* The exception being raised, held aside while cleanup code runs (and put
+ * back after it, over any error of that code). */
+typedef struct {
+	PyObject *type, *value, *tb;    /* (3.12 and later: value alone) */
+} held_exc;
+
+static void exc_hold(held_exc *h)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+	h->type = h->tb = NULL;
+	h->value = PyErr_GetRaisedException();
+#else
+	PyErr_Fetch(&h->type, &h->value, &h->tb);
+#endif
+}
+
+static int exc_held(const held_exc *h)
+{
+	return h->type || h->value;
+}
+
+static void exc_restore(held_exc *h)
+{
+	if (!exc_held(h))
+		return;
+	PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+	PyErr_SetRaisedException(h->value);
+#else
+	PyErr_Restore(h->type, h->value, h->tb);
+#endif
+}
+
 /* aten.alias of t below the Python dispatch key (no op event: the view's
  * is written by the caller), as `with _DisableTorchDispatch(): alias(t)`. */
 static PyObject *identity_node(FullCall *c, PyObject *t)
@@ -416,22 +449,12 @@ static PyObject *identity_node(FullCall *c, PyObject *t)
 	 * exception.  Either way an error of the alias is kept for the caller,
 	 * as `with` would re-raise it after an __exit__ that does not swallow
 	 * it) */
-#if PY_VERSION_HEX >= 0x030C0000
-	PyObject *exc = PyErr_GetRaisedException();
-#else
-	PyObject *et, *ev, *tb;
-	PyErr_Fetch(&et, &ev, &tb);
-#endif
+	held_exc exc;
+	exc_hold(&exc);
 	r = c->guard_raii ? Py_NewRef(Py_None) :
 		PyObject_CallMethodObjArgs(guard, s_exit, Py_None, Py_None, Py_None, NULL);
 	Py_DECREF(guard);
-#if PY_VERSION_HEX >= 0x030C0000
-	if (exc)
-		PyErr_SetRaisedException(exc);
-#else
-	if (et)
-		PyErr_Restore(et, ev, tb);
-#endif
+	exc_restore(&exc);
 	if (!r)
 		Py_CLEAR(a);
 	Py_XDECREF(r);
@@ -753,12 +776,8 @@ static int put_waiting_exit(FullCall *c, call_frame *f)
 {
 	PyObject *t = f->exit_t, *text = f->exit_text, *d, *first, *r;
 	f->exit_t = f->exit_text = NULL;
-#if PY_VERSION_HEX >= 0x030C0000
-	PyObject *exc = PyErr_GetRaisedException();
-#else
-	PyObject *et, *ev, *tb;
-	PyErr_Fetch(&et, &ev, &tb);
-#endif
+	held_exc exc;
+	exc_hold(&exc);
 	int bad = quiet_hooks(t, &d, &first);
 	if (bad > 0 && first) {
 		bad = insert_exit(((Marker *)first)->lines, text) < 0;
@@ -771,21 +790,10 @@ static int put_waiting_exit(FullCall *c, call_frame *f)
 	Py_XDECREF(d);
 	Py_DECREF(t);
 	Py_DECREF(text);
-#if PY_VERSION_HEX >= 0x030C0000
-	if (exc) {
-		if (bad)
-			PyErr_Clear();
-		PyErr_SetRaisedException(exc);
+	if (exc_held(&exc)) {
+		exc_restore(&exc);
 		return 0;
 	}
-#else
-	if (et) {
-		if (bad)
-			PyErr_Clear();
-		PyErr_Restore(et, ev, tb);
-		return 0;
-	}
-#endif
 	return bad ? -1 : 0;
 }
 

@@ -105,6 +105,53 @@ def events(path, allow_cut=False):
     return list(read_events(path, allow_cut=allow_cut))
 
 
+def timeless_events(path):
+    """A trace's events but meta, pg and end, each without its time: what
+    two runs of one program must have alike."""
+    out = []
+    for ev in events(path):
+        if ev.get("ev") in ("meta", "pg", "end"):
+            continue
+        ev.pop("t", None)
+        out.append(ev)
+    return out
+
+
+def recorded(path, run, **variables):
+    """The timeless events of the trace a Recorder at path records while
+    run(rec) runs, with the environment's variables set as given for it (a
+    value of None: unset), torch seeded with 0; and the Recorder."""
+    import torch
+    from commdebug import Recorder
+    saved = {k: os.environ.get(k) for k in variables}
+    for k, v in variables.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        rec = Recorder(path)
+        torch.manual_seed(0)
+        run(rec)
+        rec.close()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return timeless_events(rec.path), rec
+
+
+def same_events(got, want, what):
+    """got == want, else an AssertionError naming the first event apart."""
+    if got != want:
+        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
+                 min(len(got), len(want)))
+        raise AssertionError("%s: event %d: %r vs %r (%d vs %d events)"
+                             % (what, i, got[i:i + 3], want[i:i + 3], len(got), len(want)))
+
+
 def zstd_cli_text(path):
     """Decode with the zstd command-line tool (an independent decoder)."""
     r = subprocess.run(["zstd", "-dc", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from _util import Skip, eq
+from _util import Skip, eq, recorded, same_events
 
 from commdebug import Recorder, _leanbw
 from commdebug._native import speedups
@@ -31,48 +31,19 @@ def _needs_chains():
         raise Skip("nn.Sequential's forward is not torch's own here")
 
 
-def events(ctx, name, run, lean=True, identity=None, speedups=None):
+def events(ctx, name, run, lean=True, identity=None, c_module=None):
     """The events of the trace run(rec) records, times left out (lean:
-    LeanBackwardHook, else torch's own BackwardHook; identity, speedups: the
+    LeanBackwardHook, else torch's own BackwardHook; identity, c_module: the
     values of COMMDEBUG_IDENTITY and COMMDEBUG_SPEEDUPS)."""
-    from commdebug.tracefile import read_events
-    saved = {k: os.environ.get(k) for k in ("COMMDEBUG_LEAN_BW", "COMMDEBUG_IDENTITY",
-                                            "COMMDEBUG_SPEEDUPS")}
-    if speedups is not None:
-        os.environ["COMMDEBUG_SPEEDUPS"] = speedups
-    if not lean:
-        os.environ["COMMDEBUG_LEAN_BW"] = "0"
-    if identity is not None:
-        os.environ["COMMDEBUG_IDENTITY"] = identity
-    try:
-        rec = Recorder(os.path.join(ctx.tmp, name))
-        torch.manual_seed(0)
-        run(rec)
-        rec.close()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    out = []
-    for ev in read_events(rec.path):
-        if ev.get("ev") in ("meta", "pg", "end"):
-            continue
-        ev.pop("t", None)
-        out.append(ev)
-    return out
+    return recorded(os.path.join(ctx.tmp, name), run, COMMDEBUG_IDENTITY=identity,
+                    COMMDEBUG_LEAN_BW=None if lean else "0", COMMDEBUG_SPEEDUPS=c_module)[0]
 
 
-def same_as_torch(ctx, name, run, speedups=None):
+def same_as_torch(ctx, name, run, c_module=None):
     """The trace with LeanBackwardHook is the one with torch's; its events."""
-    want = events(ctx, name + "-torch.zst", run, lean=False, speedups=speedups)
-    got = events(ctx, name + "-lean.zst", run, speedups=speedups)
-    if got != want:
-        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
-                 min(len(got), len(want)))
-        raise AssertionError("%s: event %d: %r vs torch's %r (%d vs %d events)"
-                             % (name, i, got[i:i + 3], want[i:i + 3], len(got), len(want)))
+    want = events(ctx, name + "-torch.zst", run, lean=False, c_module=c_module)
+    got = events(ctx, name + "-lean.zst", run, c_module=c_module)
+    same_events(got, want, name + " (LeanBackwardHook's, torch's)")
     return got
 
 
@@ -250,5 +221,5 @@ def test_kept_output_same_trace(ctx):
     if not _leanbw.available():
         raise Skip("torch %s has no LeanBackwardHook" % torch.__version__)
     for c in ("1", "0"):
-        evs = same_as_torch(ctx, "kept-" + c, train(KeepOut), speedups=c)
+        evs = same_as_torch(ctx, "kept-" + c, train(KeepOut), c_module=c)
         ctx.note("COMMDEBUG_SPEEDUPS=%s: %d events a run, the same as torch's" % (c, len(evs)))

@@ -29,7 +29,7 @@ import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
-from _util import REPO, eq
+from _util import REPO, eq, recorded, same_events
 
 from commdebug import Recorder, _leanbw
 
@@ -349,31 +349,8 @@ class Prog(nn.Module):
 def recorded_events(ctx, name, lean, run):
     """The events of a trace run(rec) records (with LeanBackwardHook, or
     with torch's own BackwardHook), times left out; and the Recorder."""
-    from commdebug.tracefile import read_events
-    if not lean:
-        os.environ["COMMDEBUG_LEAN_BW"] = "0"
-    try:
-        rec = Recorder(os.path.join(ctx.tmp, name))
-        torch.manual_seed(0)
-        run(rec)
-        rec.close()
-    finally:
-        os.environ.pop("COMMDEBUG_LEAN_BW", None)
-    out = []
-    for ev in read_events(rec.path):
-        if ev.get("ev") in ("meta", "pg", "end"):
-            continue
-        ev.pop("t", None)
-        out.append(ev)
-    return out, rec
-
-
-def same_events(got, want, what):
-    if got != want:
-        i = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
-                 min(len(got), len(want)))
-        raise AssertionError("%s: event %d: %r vs %r (%d vs %d)"
-                             % (what, i, got[i:i + 3], want[i:i + 3], len(got), len(want)))
+    return recorded(os.path.join(ctx.tmp, name), run,
+                    COMMDEBUG_LEAN_BW=None if lean else "0")
 
 
 def lean_events(ctx, name, lean, reentrant, leaf):
