@@ -443,8 +443,8 @@ def _chain_classes():
     seq = _torch_forward(torch.nn.Sequential)
     if os.environ.get("COMMDEBUG_IDENTITY", "") == "all" or seq is None:
         return None, ()
-    leaves = tuple((c, _torch_forward(c)) for c in (torch.nn.Linear, torch.nn.LayerNorm)
-                   if _torch_forward(c) is not None)
+    leaves = tuple((c, f) for c, f in ((c, _torch_forward(c)) for c in
+                                       (torch.nn.Linear, torch.nn.LayerNorm)) if f is not None)
     return (torch.nn.Sequential, seq), leaves
 
 
