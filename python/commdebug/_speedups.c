@@ -38,6 +38,15 @@
 enum { S_NJ, S_PRE, S_PRE_BW, S_POST, S_POST_BW, S_PARAMS_REGION, S_DDP, S_PKEY, S_PPRE,
 	S_PCHECKED, S_BWHOOK, S_BWJOIN, S_BWPRE, S_NSLOTS };
 
+/* One of torch.Tensor's attributes that its C type defines (a getset
+ * descriptor): its getter and setter, called straight for a torch.Tensor
+ * (what attribute lookup would find and call), NULL where it is not one. */
+typedef struct {
+	getter get;
+	setter set;
+	void *closure;
+} tensor_attr;
+
 typedef struct {
 	PyObject_HEAD
 	PyObject *lc;           /* dict: id(module) -> entry (list) */
@@ -58,6 +67,7 @@ typedef struct {
 	Py_ssize_t slot[S_NSLOTS];
 	Py_ssize_t nslots;      /* an entry's length at least (its last slot + 1) */
 	long long recheck;      /* _light.PARAMS_RECHECK */
+	tensor_attr requires_grad, grad_fn, bw_hooks;
 } Hooks;
 
 static PyObject *s_due, *s_poke, *s_fwd_hooks, *s_bwpre_hooks, *s_params, *s_requires_grad,
@@ -107,6 +117,60 @@ static PyObject *entry_of(Hooks *h, PyObject *mod)
 }
 
 #define SLOT(h, e, s) PyList_GET_ITEM((e), (h)->slot[(s)])
+
+static void find_tensor_attr(PyTypeObject *T, PyObject *name, tensor_attr *a)
+{
+	PyObject *d = _PyType_Lookup(T, name);             /* (borrowed) */
+	a->get = NULL;
+	a->set = NULL;
+	a->closure = NULL;
+	if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) {
+		PyGetSetDef *def = ((PyGetSetDescrObject *)d)->d_getset;
+		a->get = def->get;
+		a->set = def->set;
+		a->closure = def->closure;
+	}
+}
+
+/* t.name (a new reference), a torch.Tensor's without the lookup. */
+static PyObject *tensor_get(Hooks *h, tensor_attr *a, PyObject *t, PyObject *name)
+{
+	if (a->get && Py_IS_TYPE(t, (PyTypeObject *)h->tensor))
+		return a->get(t, a->closure);
+	return PyObject_GetAttr(t, name);
+}
+
+static int tensor_set(Hooks *h, tensor_attr *a, PyObject *t, PyObject *name, PyObject *v)
+{
+	if (a->set && Py_IS_TYPE(t, (PyTypeObject *)h->tensor))
+		return a->set(t, v, a->closure);
+	return PyObject_SetAttr(t, name, v);
+}
+
+static int tensor_true(Hooks *h, tensor_attr *a, PyObject *t, PyObject *name)
+{
+	PyObject *v = tensor_get(h, a, t, name);
+	if (!v)
+		return -1;
+	int r = PyObject_IsTrue(v);
+	Py_DECREF(v);
+	return r;
+}
+
+/* RemovableHandle.next_id (a new reference): from the class's own dict,
+ * where its __init__ keeps it. */
+static PyObject *next_handle_id(Hooks *h)
+{
+	PyTypeObject *T = (PyTypeObject *)h->handle;
+	if (PyType_Check(h->handle) && PyType_HasFeature(T, Py_TPFLAGS_HEAPTYPE) && T->tp_dict) {
+		PyObject *v = PyDict_GetItemWithError(T->tp_dict, s_next_id);
+		if (v)
+			return Py_NewRef(v);
+		if (PyErr_Occurred())
+			return NULL;
+	}
+	return PyObject_GetAttr(h->handle, s_next_id);
+}
 
 int cd_append2(PyObject *buf, PyObject *a, PyObject *t)
 {
@@ -298,7 +362,7 @@ static int output_tensors(Hooks *h, PyObject *output, PyObject **ts, int *n)
 	int k = 0;
 	*n = 0;
 	if (Py_IS_TYPE(output, T)) {
-		int rg = cd_attr_true(output, s_requires_grad);
+		int rg = tensor_true(h, &h->requires_grad, output, s_requires_grad);
 		if (rg <= 0)
 			return rg;
 		found[k++] = output;
@@ -310,7 +374,7 @@ static int output_tensors(Hooks *h, PyObject *output, PyObject **ts, int *n)
 			PyObject *o = PyTuple_GET_ITEM(output, i);
 			if (!PyObject_TypeCheck(o, T))
 				continue;
-			int rg = cd_attr_true(o, s_requires_grad);
+			int rg = tensor_true(h, &h->requires_grad, o, s_requires_grad);
 			if (rg < 0)
 				return -1;
 			if (!rg)
@@ -349,7 +413,7 @@ static int own_hook(Hooks *h, PyObject *t, PyObject *g, PyObject *fn)
 		return -1;
 	PyObject *key = NULL, *since = NULL, *r = NULL;
 	int rc = -1;
-	if (PyObject_SetAttr(t, s_bw_hooks, d) < 0)
+	if (tensor_set(h, &h->bw_hooks, t, s_bw_hooks, d) < 0)
 		goto out;
 	r = PyObject_CallMethodOneArg(g, s_register, t);
 	if (!r)
@@ -360,7 +424,7 @@ static int own_hook(Hooks *h, PyObject *t, PyObject *g, PyObject *fn)
 			PyErr_SetString(PyExc_RuntimeError, "commdebug: the hook keys ran out");
 		goto out;
 	}
-	since = PyObject_GetAttr(h->handle, s_next_id);
+	since = next_handle_id(h);
 	if (!since || PyObject_SetItem(d, key, fn) < 0 || PyObject_SetAttr(d, s_since, since) < 0)
 		goto out;
 	rc = 0;
@@ -453,7 +517,7 @@ static int join_fast(Hooks *h, PyObject *e, PyObject *d)
 		r = PyErr_Occurred() ? -1 : 0;
 		goto out;
 	}
-	since = PyObject_GetAttr(h->handle, s_next_id);
+	since = next_handle_id(h);
 	if (since && PyObject_SetItem(d, k, fn) == 0 && PyObject_SetAttr(d, s_since, since) == 0)
 		r = 1;
 out:
@@ -494,12 +558,12 @@ static int post_unusual(Hooks *h, PyObject *mod, PyObject *e, PyObject **pair)
  * output here (_lightbw's attach_many where each has a grad_fn and no hooks,
  * or some hooks): 1 yes, with their grad_fns in gs and their hook dicts (or
  * NULL: none yet) in ds, new references; 0 no (Python's path); -1 on error. */
-static int all_plain(PyObject **ts, int n, PyObject **gs, PyObject **ds)
+static int all_plain(Hooks *h, PyObject **ts, int n, PyObject **gs, PyObject **ds)
 {
 	int i, r = 1;
 	for (i = 0; r == 1 && i < n; i++) {
-		PyObject *d = PyObject_GetAttr(ts[i], s_bw_hooks);
-		gs[i] = d ? PyObject_GetAttr(ts[i], s_grad_fn) : NULL;
+		PyObject *d = tensor_get(h, &h->bw_hooks, ts[i], s_bw_hooks);
+		gs[i] = d ? tensor_get(h, &h->grad_fn, ts[i], s_grad_fn) : NULL;
 		ds[i] = d != Py_None ? d : NULL;
 		if (d == Py_None)
 			Py_DECREF(d);
@@ -560,7 +624,7 @@ static int put_first(Hooks *h, PyObject *d, PyObject *fn)
 			if (PyObject_SetItem(d, PyTuple_GET_ITEM(kv, 0), PyTuple_GET_ITEM(kv, 1)) < 0)
 				goto out;
 		}
-	if ((nid = PyObject_GetAttr(h->handle, s_next_id)) && PyObject_SetAttr(d, s_since, nid) == 0)
+	if ((nid = next_handle_id(h)) && PyObject_SetAttr(d, s_since, nid) == 0)
 		rc = 0;
 out:
 	Py_XDECREF(since);
@@ -583,6 +647,21 @@ static PyObject *shared_hook(Hooks *h, PyObject *e)
 	return fn;
 }
 
+/* (text1, text2, now) appended: fw_post and fw_done at one time. */
+static int append_pair(Hooks *h, PyObject *text1, PyObject *text2)
+{
+	cd_time now;
+	cd_time_now(&now);
+	if (Py_TYPE(h->buf) == &cd_LineBufType)
+		return cd_lines_put_pair_ns(h->buf, text1, text2, now.ns);
+	PyObject *t = PyLong_FromLongLong(now.ns);
+	PyObject *item = t ? PyTuple_Pack(3, text1, text2, t) : NULL;
+	int r = item ? PyList_Append(h->buf, item) : -1;
+	Py_XDECREF(item);
+	Py_XDECREF(t);
+	return r;
+}
+
 /* fw_post's common case for the module of entry e: False when done, True
  * for Python's path. */
 static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *output)
@@ -602,9 +681,9 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 	if (n == 1) {
 		/* no hooks on it yet, a grad_fn, the module's own hook made; or
 		 * hooks whose first is a module's own, to join */
-		PyObject *d = PyObject_GetAttr(ts[0], s_bw_hooks);
+		PyObject *d = tensor_get(h, &h->bw_hooks, ts[0], s_bw_hooks);
 		fn = Py_NewRef(SLOT(h, e, S_BWHOOK));     /* (released below, whatever happens) */
-		gs[0] = d == Py_None ? PyObject_GetAttr(ts[0], s_grad_fn) : NULL;
+		gs[0] = d == Py_None ? tensor_get(h, &h->grad_fn, ts[0], s_grad_fn) : NULL;
 		int common = d == Py_None && gs[0] && gs[0] != Py_None && fn != Py_None;
 		if (!common && d && d != Py_None)
 			common = join_fast(h, e, d);
@@ -616,7 +695,7 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 			u = common < 0 || PyErr_Occurred() ? -1 : 1;
 		}
 	} else if (n > 1) {
-		u = all_plain(ts, n, gs, ds);
+		u = all_plain(h, ts, n, gs, ds);
 		u = u == 1 ? 0 : u == 0 ? 1 : -1;
 		if (!u && !(fn = shared_hook(h, e)))
 			u = -1;
@@ -624,14 +703,9 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 	}
 	int r = -1;
 	if (!u) {
-		PyObject *now = cd_now_ns();
-		PyObject *item = now ? PyTuple_Pack(3, PyTuple_GET_ITEM(pair, 0),
-						    PyTuple_GET_ITEM(pair, 1), now) : NULL;
-		r = item ? cd_append_item(h->buf, item) : -1;
+		r = append_pair(h, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1));
 		for (int i = 0; own && !r && i < n; i++)
 			r = ds[i] ? put_first(h, ds[i], fn) : own_hook(h, ts[i], gs[i], fn);
-		Py_XDECREF(item);
-		Py_XDECREF(now);
 	}
 	Py_XDECREF(fn);
 	for (int i = 0; i < n; i++) {
@@ -735,6 +809,9 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 			h->nslots = h->slot[i] + 1;
 	}
 	h->recheck = recheck;
+	find_tensor_attr((PyTypeObject *)o[8], s_requires_grad, &h->requires_grad);
+	find_tensor_attr((PyTypeObject *)o[8], s_grad_fn, &h->grad_fn);
+	find_tensor_attr((PyTypeObject *)o[8], s_bw_hooks, &h->bw_hooks);
 	Hooks_clear(h);
 	PyObject **dst[] = {&h->lc, &h->buf, &h->state, &h->writer, &h->done_handles,
 			    &h->global_pre, &h->cur_task, &h->grad_enabled, &h->tensor, &h->odict,

@@ -77,6 +77,7 @@ int cd_append_item(PyObject *buf, PyObject *item);
 extern PyTypeObject cd_LineBufType;
 int cd_lines_put2(PyObject *buf, PyObject *text, PyObject *t);
 int cd_lines_put_ns(PyObject *buf, PyObject *text, long long ns);
+int cd_lines_put_pair_ns(PyObject *buf, PyObject *text1, PyObject *text2, long long ns);
 long long cd_lines_due(PyObject *buf);
 /* The buffer's bytes moved out of a LineBuf, which takes spare as its buffer
  * (AsyncWrite.submit_lines; _speedups_lines.c says more). */

@@ -327,6 +327,21 @@ int cd_lines_put_ns(PyObject *buf, PyObject *text, long long ns)
 	return 0;
 }
 
+/* Two lines with the same time, as one item (a (text1, text2, t) tuple's). */
+int cd_lines_put_pair_ns(PyObject *buf, PyObject *text1, PyObject *text2, long long ns)
+{
+	LineBuf *lb = (LineBuf *)buf;
+	size_t at = lb->b.n;
+	if (put_str(&lb->b, text1) < 0 || put_digits(&lb->b, ns - lb->mono0) < 0 ||
+	    put_str(&lb->b, text2) < 0 || put_digits(&lb->b, ns - lb->mono0) < 0) {
+		lb->b.n = at;
+		return -1;
+	}
+	lb->lines += 2;
+	lb->items++;
+	return 0;
+}
+
 long long cd_lines_due(PyObject *buf)
 {
 	return ((LineBuf *)buf)->due;
