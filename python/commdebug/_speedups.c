@@ -38,15 +38,6 @@
 enum { S_NJ, S_PRE, S_PRE_BW, S_POST, S_POST_BW, S_PARAMS_REGION, S_DDP, S_PKEY, S_PPRE,
 	S_PCHECKED, S_BWHOOK, S_BWJOIN, S_BWPRE, S_NSLOTS };
 
-/* One of torch.Tensor's attributes that its C type defines (a getset
- * descriptor): its getter and setter, called straight for a torch.Tensor
- * (what attribute lookup would find and call), NULL where it is not one. */
-typedef struct {
-	getter get;
-	setter set;
-	void *closure;
-} tensor_attr;
-
 typedef struct {
 	PyObject_HEAD
 	PyObject *lc;           /* dict: id(module) -> entry (list) */
@@ -67,7 +58,6 @@ typedef struct {
 	Py_ssize_t slot[S_NSLOTS];
 	Py_ssize_t nslots;      /* an entry's length at least (its last slot + 1) */
 	long long recheck;      /* _light.PARAMS_RECHECK */
-	tensor_attr requires_grad, grad_fn, bw_hooks;
 } Hooks;
 
 static PyObject *s_due, *s_poke, *s_fwd_hooks, *s_bwpre_hooks, *s_params, *s_requires_grad,
@@ -118,38 +108,68 @@ static PyObject *entry_of(Hooks *h, PyObject *mod)
 
 #define SLOT(h, e, s) PyList_GET_ITEM((e), (h)->slot[(s)])
 
-static void find_tensor_attr(PyTypeObject *T, PyObject *name, tensor_attr *a)
+/*
+ * torch.Tensor's attributes that its C type defines (getset descriptors):
+ * read and set through their getter and setter for a torch.Tensor, which is
+ * what attribute lookup finds and calls (the getters still give a torch
+ * function mode its turn), without the lookup.  Found once, for the
+ * torch.Tensor that Hooks and FullCall are given; any other object, or an
+ * attribute that is not such a descriptor there, is looked up.
+ */
+typedef struct {
+	getter get;
+	setter set;
+	void *closure;
+} tensor_attr;
+
+static PyObject *tensor_type;           /* torch.Tensor, once found */
+static tensor_attr tensor_attrs[CD_TA_N];
+static PyObject **tensor_attr_names[CD_TA_N] = {&s_requires_grad, &s_grad_fn, &s_bw_hooks};
+
+int cd_tensor_attrs_find(PyObject *T)
 {
-	PyObject *d = _PyType_Lookup(T, name);             /* (borrowed) */
-	a->get = NULL;
-	a->set = NULL;
-	a->closure = NULL;
-	if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) {
-		PyGetSetDef *def = ((PyGetSetDescrObject *)d)->d_getset;
-		a->get = def->get;
-		a->set = def->set;
-		a->closure = def->closure;
+	if (!PyType_Check(T)) {
+		PyErr_SetString(PyExc_TypeError, "commdebug._speedups: tensor is not a type");
+		return -1;
 	}
+	if (T == tensor_type)
+		return 0;
+	for (int i = 0; i < CD_TA_N; i++) {
+		PyObject *d = _PyType_Lookup((PyTypeObject *)T, *tensor_attr_names[i]);
+		tensor_attr *a = &tensor_attrs[i];
+		a->get = NULL;
+		a->set = NULL;
+		a->closure = NULL;
+		if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) {
+			PyGetSetDef *def = ((PyGetSetDescrObject *)d)->d_getset;
+			a->get = def->get;
+			a->set = def->set;
+			a->closure = def->closure;
+		}
+	}
+	Py_XSETREF(tensor_type, Py_NewRef(T));
+	return 0;
 }
 
-/* t.name (a new reference), a torch.Tensor's without the lookup. */
-static PyObject *tensor_get(Hooks *h, tensor_attr *a, PyObject *t, PyObject *name)
+PyObject *cd_tensor_get(PyObject *t, int which)
 {
-	if (a->get && Py_IS_TYPE(t, (PyTypeObject *)h->tensor))
+	tensor_attr *a = &tensor_attrs[which];
+	if (a->get && (PyObject *)Py_TYPE(t) == tensor_type)
 		return a->get(t, a->closure);
-	return PyObject_GetAttr(t, name);
+	return PyObject_GetAttr(t, *tensor_attr_names[which]);
 }
 
-static int tensor_set(Hooks *h, tensor_attr *a, PyObject *t, PyObject *name, PyObject *v)
+int cd_tensor_set(PyObject *t, int which, PyObject *v)
 {
-	if (a->set && Py_IS_TYPE(t, (PyTypeObject *)h->tensor))
+	tensor_attr *a = &tensor_attrs[which];
+	if (a->set && (PyObject *)Py_TYPE(t) == tensor_type)
 		return a->set(t, v, a->closure);
-	return PyObject_SetAttr(t, name, v);
+	return PyObject_SetAttr(t, *tensor_attr_names[which], v);
 }
 
-static int tensor_true(Hooks *h, tensor_attr *a, PyObject *t, PyObject *name)
+int cd_tensor_true(PyObject *t, int which)
 {
-	PyObject *v = tensor_get(h, a, t, name);
+	PyObject *v = cd_tensor_get(t, which);
 	if (!v)
 		return -1;
 	int r = PyObject_IsTrue(v);
@@ -362,7 +382,7 @@ static int output_tensors(Hooks *h, PyObject *output, PyObject **ts, int *n)
 	int k = 0;
 	*n = 0;
 	if (Py_IS_TYPE(output, T)) {
-		int rg = tensor_true(h, &h->requires_grad, output, s_requires_grad);
+		int rg = cd_tensor_true(output, CD_TA_REQUIRES_GRAD);
 		if (rg <= 0)
 			return rg;
 		found[k++] = output;
@@ -374,7 +394,7 @@ static int output_tensors(Hooks *h, PyObject *output, PyObject **ts, int *n)
 			PyObject *o = PyTuple_GET_ITEM(output, i);
 			if (!PyObject_TypeCheck(o, T))
 				continue;
-			int rg = tensor_true(h, &h->requires_grad, o, s_requires_grad);
+			int rg = cd_tensor_true(o, CD_TA_REQUIRES_GRAD);
 			if (rg < 0)
 				return -1;
 			if (!rg)
@@ -413,7 +433,7 @@ static int own_hook(Hooks *h, PyObject *t, PyObject *g, PyObject *fn)
 		return -1;
 	PyObject *key = NULL, *since = NULL, *r = NULL;
 	int rc = -1;
-	if (tensor_set(h, &h->bw_hooks, t, s_bw_hooks, d) < 0)
+	if (cd_tensor_set(t, CD_TA_BW_HOOKS, d) < 0)
 		goto out;
 	r = PyObject_CallMethodOneArg(g, s_register, t);
 	if (!r)
@@ -558,12 +578,12 @@ static int post_unusual(Hooks *h, PyObject *mod, PyObject *e, PyObject **pair)
  * output here (_lightbw's attach_many where each has a grad_fn and no hooks,
  * or some hooks): 1 yes, with their grad_fns in gs and their hook dicts (or
  * NULL: none yet) in ds, new references; 0 no (Python's path); -1 on error. */
-static int all_plain(Hooks *h, PyObject **ts, int n, PyObject **gs, PyObject **ds)
+static int all_plain(PyObject **ts, int n, PyObject **gs, PyObject **ds)
 {
 	int i, r = 1;
 	for (i = 0; r == 1 && i < n; i++) {
-		PyObject *d = tensor_get(h, &h->bw_hooks, ts[i], s_bw_hooks);
-		gs[i] = d ? tensor_get(h, &h->grad_fn, ts[i], s_grad_fn) : NULL;
+		PyObject *d = cd_tensor_get(ts[i], CD_TA_BW_HOOKS);
+		gs[i] = d ? cd_tensor_get(ts[i], CD_TA_GRAD_FN) : NULL;
 		ds[i] = d != Py_None ? d : NULL;
 		if (d == Py_None)
 			Py_DECREF(d);
@@ -681,9 +701,9 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 	if (n == 1) {
 		/* no hooks on it yet, a grad_fn, the module's own hook made; or
 		 * hooks whose first is a module's own, to join */
-		PyObject *d = tensor_get(h, &h->bw_hooks, ts[0], s_bw_hooks);
+		PyObject *d = cd_tensor_get(ts[0], CD_TA_BW_HOOKS);
 		fn = Py_NewRef(SLOT(h, e, S_BWHOOK));     /* (released below, whatever happens) */
-		gs[0] = d == Py_None ? tensor_get(h, &h->grad_fn, ts[0], s_grad_fn) : NULL;
+		gs[0] = d == Py_None ? cd_tensor_get(ts[0], CD_TA_GRAD_FN) : NULL;
 		int common = d == Py_None && gs[0] && gs[0] != Py_None && fn != Py_None;
 		if (!common && d && d != Py_None)
 			common = join_fast(h, e, d);
@@ -695,7 +715,7 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 			u = common < 0 || PyErr_Occurred() ? -1 : 1;
 		}
 	} else if (n > 1) {
-		u = all_plain(h, ts, n, gs, ds);
+		u = all_plain(ts, n, gs, ds);
 		u = u == 1 ? 0 : u == 0 ? 1 : -1;
 		if (!u && !(fn = shared_hook(h, e)))
 			u = -1;
@@ -809,9 +829,8 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 			h->nslots = h->slot[i] + 1;
 	}
 	h->recheck = recheck;
-	find_tensor_attr((PyTypeObject *)o[8], s_requires_grad, &h->requires_grad);
-	find_tensor_attr((PyTypeObject *)o[8], s_grad_fn, &h->grad_fn);
-	find_tensor_attr((PyTypeObject *)o[8], s_bw_hooks, &h->bw_hooks);
+	if (cd_tensor_attrs_find(o[8]) < 0)
+		return -1;
 	Hooks_clear(h);
 	PyObject **dst[] = {&h->lc, &h->buf, &h->state, &h->writer, &h->done_handles,
 			    &h->global_pre, &h->cur_task, &h->grad_enabled, &h->tensor, &h->odict,

@@ -44,6 +44,17 @@ int cd_in_backward(PyObject *cur_task);
 /* The truth of o.name: 1, 0, -1 on error. */
 int cd_attr_true(PyObject *o, PyObject *name);
 
+/* torch.Tensor's requires_grad, grad_fn and _backward_hooks, read and set
+ * through their descriptors' getter and setter where t is a torch.Tensor
+ * (_speedups.c says more).  cd_tensor_attrs_find(torch.Tensor) first: 0, or
+ * -1 with an error set; then cd_tensor_get (a new reference), cd_tensor_set
+ * and cd_tensor_true (1, 0, -1) as getattr, setattr and its truth. */
+enum { CD_TA_REQUIRES_GRAD, CD_TA_GRAD_FN, CD_TA_BW_HOOKS, CD_TA_N };
+int cd_tensor_attrs_find(PyObject *tensor);
+PyObject *cd_tensor_get(PyObject *t, int which);
+int cd_tensor_set(PyObject *t, int which, PyObject *v);
+int cd_tensor_true(PyObject *t, int which);
+
 /* o.name where o has it: 1 with *v a new reference, 0 (*v NULL) where
  * getting it raises AttributeError (cleared), -1 on another error. */
 int cd_attr_opt(PyObject *o, PyObject *name, PyObject **v);

@@ -35,8 +35,8 @@
 enum { F_KEY, F_REGION, F_PRE_IN, F_PRE_NOIN, F_PRE_BW, F_POST_OUT, F_POST_NOOUT, F_POST_BW,
        F_EXIT, F_ENTER, F_META, F_N };
 
-static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_grad_fn,
-	*s_bw_hooks, *s_register, *s_next_id, *s_queue_bw_end, *s_seq_nr, *s_enter, *s_exit,
+static PyObject *s_in_region, *s_region, *s_parameters, *s_requires_grad, *s_register,
+	*s_next_id, *s_queue_bw_end, *s_seq_nr, *s_enter, *s_exit,
 	*s_forward, *s_fparams, *s_exit_prefix, *s_eval_frame, *s_is_in_compiled, *s_shape,
 	*s_dtype, *s_has_callback, *s_inplace, *s_modules, *s_own_hooks[4];
 
@@ -235,7 +235,7 @@ static int grad_fn_of(PyObject *t, int rg, PyObject **g)
 {
 	if (rg <= 0)
 		return rg;
-	*g = PyObject_GetAttr(t, s_grad_fn);
+	*g = cd_tensor_get(t, CD_TA_GRAD_FN);
 	if (!*g)
 		return -1;
 	if (*g == Py_None) {
@@ -251,7 +251,7 @@ static int plain_grad_tensor(FullCall *c, PyObject *t, PyObject **g)
 {
 	if ((PyObject *)Py_TYPE(t) != c->tensor)
 		return 0;
-	return grad_fn_of(t, cd_attr_true(t, s_requires_grad), g);
+	return grad_fn_of(t, cd_tensor_true(t, CD_TA_REQUIRES_GRAD), g);
 }
 
 /* t, a plain Tensor whose requires_grad says rg, does not require grad and
@@ -260,7 +260,7 @@ static int no_grad_tensor(PyObject *t, int rg)
 {
 	if (rg != 0)
 		return rg < 0 ? -1 : 0;
-	PyObject *d = PyObject_GetAttr(t, s_bw_hooks);
+	PyObject *d = cd_tensor_get(t, CD_TA_BW_HOOKS);
 	if (!d)
 		return -1;
 	int none = d == Py_None || (PyDict_Check(d) && PyDict_GET_SIZE(d) == 0);
@@ -287,7 +287,7 @@ static int append_now(FullCall *c, PyObject *text)
 static int quiet_hooks(PyObject *t, PyObject **d, PyObject **first)
 {
 	*first = NULL;
-	*d = PyObject_GetAttr(t, s_bw_hooks);
+	*d = cd_tensor_get(t, CD_TA_BW_HOOKS);
 	if (!*d)
 		return -1;
 	if (*d == Py_None)
@@ -341,7 +341,7 @@ static PyObject *hook_dict(FullCall *c, PyObject *t, PyObject *d, PyObject *g)
 	if (!nd)
 		return NULL;
 	PyObject *r = NULL;
-	if (PyObject_SetAttr(t, s_bw_hooks, nd) == 0)
+	if (cd_tensor_set(t, CD_TA_BW_HOOKS, nd) == 0)
 		r = PyObject_CallMethodOneArg(g, s_register, t);
 	if (!r) {
 		Py_DECREF(nd);
@@ -827,7 +827,7 @@ static int pre_fast(FullCall *c, call_frame *f, PyObject *mod, PyObject *md, PyO
 		r = -1;
 		goto done;
 	}
-	int rg = cd_attr_true(t, s_requires_grad);      /* (read once, for both cases) */
+	int rg = cd_tensor_true(t, CD_TA_REQUIRES_GRAD);   /* (read once, for both cases) */
 	if ((r = no_grad_tensor(t, rg)) != 0) {
 		/* fw_pre alone: no gradient comes back through it (no bw_exit,
 		 * no node; torch's setup_input_hook returns the arguments) */
@@ -1205,6 +1205,8 @@ static int FullCall_init(FullCall *c, PyObject *args, PyObject *kw)
 	c->py_exit = Py_NewRef(py_exit);
 	if (!c->single || !c->leaves)
 		return -1;
+	if (cd_tensor_attrs_find(c->tensor) < 0)
+		return -1;
 	c->vectorcall = FullCall_vectorcall;
 	return 0;
 }
@@ -1229,7 +1231,6 @@ int cd_full_ready(void)
 	struct { PyObject **p; const char *s; } names[] = {
 		{&s_in_region, "_in_region"}, {&s_region, "region"},
 		{&s_parameters, "_parameters"}, {&s_requires_grad, "requires_grad"},
-		{&s_grad_fn, "grad_fn"}, {&s_bw_hooks, "_backward_hooks"},
 		{&s_register, "_register_hook_dict"}, {&s_next_id, "next_id"},
 		{&s_queue_bw_end, "_queue_bw_end"}, {&s_seq_nr, "_sequence_nr"},
 		{&s_enter, "__enter__"}, {&s_exit, "__exit__"}, {&s_forward, "forward"},
