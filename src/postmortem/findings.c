@@ -1070,7 +1070,8 @@ static void match_pg(struct matcher *mt, const struct cd_crec **at, int *has, in
  * count only the ranks that issued collectives in them. */
 static bool cd_pm_member(const struct cd_pm *pm, uint32_t pg, int64_t rank)
 {
-	if (pg >= pm->pg_n.n || pm->pg_n.v[pg] == UINT32_MAX)
+	/* a group declared with no members may leave pg_runs empty (v NULL) */
+	if (pg >= pm->pg_n.n || pm->pg_n.v[pg] == UINT32_MAX || !pm->pg_n.v[pg])
 		return false;
 	const struct cd_rrun *r = pm->pg_runs.v + pm->pg_off.v[pg];
 	for (uint32_t k = 0; k < pm->pg_n.v[pg]; k++, r++) {
