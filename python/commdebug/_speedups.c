@@ -83,14 +83,19 @@ int cd_in_backward(PyObject *cur_task)
 	return v != -1;
 }
 
-int cd_attr_true(PyObject *o, PyObject *name)
+/* The truth of v, a new reference it takes (-1: v NULL, an error set). */
+static int truth_of(PyObject *v)
 {
-	PyObject *v = PyObject_GetAttr(o, name);
 	if (!v)
 		return -1;
 	int r = PyObject_IsTrue(v);
 	Py_DECREF(v);
 	return r;
+}
+
+int cd_attr_true(PyObject *o, PyObject *name)
+{
+	return truth_of(PyObject_GetAttr(o, name));
 }
 
 /* The module's entry (borrowed), or NULL with no error set: none yet. */
@@ -169,12 +174,7 @@ int cd_tensor_set(PyObject *t, int which, PyObject *v)
 
 int cd_tensor_true(PyObject *t, int which)
 {
-	PyObject *v = cd_tensor_get(t, which);
-	if (!v)
-		return -1;
-	int r = PyObject_IsTrue(v);
-	Py_DECREF(v);
-	return r;
+	return truth_of(cd_tensor_get(t, which));
 }
 
 /* RemovableHandle.next_id (a new reference): from the class's own dict,
