@@ -1483,10 +1483,144 @@ static int cmp_finding(const void *a, const void *b)
 	return x->odd.n && y->odd.n ? x->odd.v[0] - y->odd.v[0] : 0;
 }
 
-static void order_findings(struct cd_pm *pm)
+/* Whether rank i, whose trace ends short, stopped at finding f: its last
+ * collective at f's position (at), or in f's group (at false: a hang it
+ * never reached there). */
+static bool stopped_at(const struct cd_pm *pm, int i, const struct cd_finding *f, bool at)
 {
-	if (pm->f.n > 1)
-		qsort(pm->f.v, pm->f.n, sizeof *pm->f.v, cmp_finding);
+	const struct cd_rank_summary *s = pm->r[i];
+	if (!s->colls.n || (s->end == CD_END_CLOSED && !s->in_region))
+		return false;       /* (one that went on to its trace's end stopped nowhere) */
+	const struct cd_crec *lc = &s->colls.v[s->colls.n - 1];
+	return cd_pm_gid(pm, i, lc->pg) == f->pg &&
+	       (!at || (lc->seq >= f->seq && lc->seq <= f->seq_end));
+}
+
+/* Where each rank stopped (stop[i], -1: nowhere known): the finding at
+ * whose position its last collective lies, with the rank on either side;
+ * else a hang in which it never reached the position after its last
+ * collective, in that collective's group.  The first such in f's order. */
+static void stop_findings(const struct cd_pm *pm, int *stop)
+{
+	for (int i = 0; i < pm->n; i++)
+		stop[i] = -1;
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t k = 0; k < pm->f.n; k++) {
+			const struct cd_finding *f = &pm->f.v[k];
+			int c = finding_class(f);
+			if ((c != 1 && c != 2) || (pass == 1 && f->kind != CD_FK_HANG))
+				continue;
+			for (uint32_t j = 0; j < f->odd.n + (pass ? 0 : f->others.n); j++) {
+				int i = j < f->odd.n ? f->odd.v[j] : f->others.v[j - f->odd.n];
+				if (stop[i] < 0 && stopped_at(pm, i, f, pass == 0))
+					stop[i] = (int)k;
+			}
+		}
+}
+
+/* The finding that explains hang h (-1: none): one, other than h, where
+ * every rank that never reached h's position had stopped (the first of
+ * them in f's order). */
+static int hang_cause(const struct cd_pm *pm, const int *stop, uint32_t h)
+{
+	const struct cd_finding *f = &pm->f.v[h];
+	int cause = -1;
+	if (f->kind != CD_FK_HANG || !f->odd.n)
+		return -1;
+	for (uint32_t j = 0; j < f->odd.n; j++) {
+		int k = stop[f->odd.v[j]];
+		if (k < 0 || (uint32_t)k == h)
+			return -1;
+		if (cause < 0 || k < cause)
+			cause = k;
+	}
+	return cause;
+}
+
+/* A finding's place: after its chain's first cause (root), depth links on. */
+struct fpos { uint32_t root, depth, at; };
+
+static int cmp_fpos(const void *a, const void *b)
+{
+	const struct fpos *x = a, *y = b;
+	if (x->root != y->root)
+		return x->root < y->root ? -1 : 1;
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Every finding's root and depth along its causes, each link followed
+ * once; a finding in (or leading into) a cycle keeps its own place. */
+static void chain_places(const int *cause, uint32_t n, struct fpos *pos, uint32_t *path)
+{
+	for (uint32_t k = 0; k < n; k++)
+		pos[k] = (struct fpos){UINT32_MAX, 0, k};    /* root UINT32_MAX: not yet */
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t len = 0, at = k;
+		/* up the chain to a known place, the first cause, or a cycle
+		 * (at most n links: one past that repeats one) */
+		while (pos[at].root == UINT32_MAX && cause[at] >= 0 && len < n) {
+			path[len++] = at;
+			pos[at].root = UINT32_MAX - 1;       /* on the path */
+			at = (uint32_t)cause[at];
+		}
+		struct fpos base;
+		if (pos[at].root == UINT32_MAX - 1 || len == n) {
+			base = (struct fpos){UINT32_MAX, 0, 0};          /* a cycle */
+		} else {
+			if (pos[at].root == UINT32_MAX)
+				pos[at].root = at;                       /* a first cause */
+			base = pos[at];
+		}
+		while (len--) {
+			uint32_t p = path[len];
+			if (base.root == UINT32_MAX)
+				pos[p].root = p, pos[p].depth = 0;
+			else
+				pos[p].root = base.root, pos[p].depth = ++base.depth;
+		}
+	}
+}
+
+/* A hang that another finding explains (the ranks it names had stopped
+ * there: cut off by a mismatch, or waiting in another group's hang) goes
+ * right after that finding, whatever the times say: the ranks of another
+ * group may reach their next collective before the culprit's group's
+ * ranks reach theirs. */
+static bool after_causes(struct cd_pm *pm)
+{
+	uint32_t n = pm->f.n;
+	int *stop = malloc(((size_t)pm->n + 1) * sizeof *stop);
+	int *cause = malloc((size_t)n * sizeof *cause);
+	uint32_t *path = malloc((size_t)n * sizeof *path);
+	struct fpos *pos = malloc((size_t)n * sizeof *pos);
+	struct cd_finding *tmp = malloc((size_t)n * sizeof *tmp);
+	bool ok = stop && cause && path && pos && tmp;
+	if (ok) {
+		stop_findings(pm, stop);
+		for (uint32_t k = 0; k < n; k++)
+			cause[k] = hang_cause(pm, stop, k);
+		chain_places(cause, n, pos, path);
+		qsort(pos, n, sizeof *pos, cmp_fpos);
+		for (uint32_t k = 0; k < n; k++)
+			tmp[k] = pm->f.v[pos[k].at];
+		memcpy(pm->f.v, tmp, (size_t)n * sizeof *tmp);
+	}
+	free(stop);
+	free(cause);
+	free(path);
+	free(pos);
+	free(tmp);
+	return ok;
+}
+
+static bool order_findings(struct cd_pm *pm)
+{
+	if (pm->f.n < 2)
+		return true;
+	qsort(pm->f.v, pm->f.n, sizeof *pm->f.v, cmp_finding);
+	return after_causes(pm);
 }
 
 /* ---- the per-module count table ---- */
@@ -1719,7 +1853,8 @@ bool cd_pm_build(struct cd_pm *pm, struct cd_rank_summary *const *sums, int n, i
 	if (!find_findings(pm))
 		return false;
 	died_findings(pm);
-	order_findings(pm);
+	if (!order_findings(pm))
+		return false;
 	module_rows(pm);
 	step_lines(pm);
 	return true;
