@@ -207,7 +207,8 @@ struct cd_rank_summary {
 static inline const struct cd_fr_crec *cd_rank_fr(const struct cd_rank_summary *s,
 						   const struct cd_crec *c)
 {
-	if (!c || !s->colls.n || s->fr.n != s->colls.n || c < s->colls.v || c >= s->colls.v + s->colls.n)
+	if (!c || !s->colls.n || s->fr.n != s->colls.n || c < s->colls.v ||
+	    c >= s->colls.v + s->colls.n)
 		return NULL;
 	return &s->fr.v[c - s->colls.v];
 }
