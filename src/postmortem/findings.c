@@ -1603,8 +1603,15 @@ static bool after_causes(struct cd_pm *pm)
 			cause[k] = hang_cause(pm, stop, k);
 		chain_places(cause, n, pos, path);
 		qsort(pos, n, sizeof *pos, cmp_fpos);
-		for (uint32_t k = 0; k < n; k++)
+		for (uint32_t k = 0; k < n; k++) {
 			tmp[k] = pm->f.v[pos[k].at];
+			path[pos[k].at] = k;            /* (path: now each one's new index) */
+		}
+		/* (a cycle's findings, each at depth 0, follow from none) */
+		for (uint32_t k = 0; k < n; k++) {
+			int c = cause[pos[k].at];
+			tmp[k].follows = c >= 0 && pos[k].depth ? (int32_t)path[c] : -1;
+		}
 		memcpy(pm->f.v, tmp, (size_t)n * sizeof *tmp);
 	}
 	free(stop);
@@ -1617,6 +1624,8 @@ static bool after_causes(struct cd_pm *pm)
 
 static bool order_findings(struct cd_pm *pm)
 {
+	for (uint32_t k = 0; k < pm->f.n; k++)
+		pm->f.v[k].follows = -1;
 	if (pm->f.n < 2)
 		return true;
 	qsort(pm->f.v, pm->f.n, sizeof *pm->f.v, cmp_finding);

@@ -88,6 +88,9 @@ struct cd_finding {
 				       * (rank numbers, from pm->missing) */
 	uint8_t flight_by;            /* hang: what showed the waiting ranks still in the
 				       * collective (enum cd_flight_by) */
+	int32_t follows;              /* hang: the finding that explains it (index in pm->f,
+				       * before it: the ranks it waits for stopped there),
+				       * -1: none */
 };
 
 /* What decided a finding (cd_finding.basis). */

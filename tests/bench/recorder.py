@@ -16,7 +16,9 @@ run.
   Both ranks run the variants in the same interleaved order, K steps each,
   R rounds.  Reported per variant: the median wall and CPU (process: every
   thread) time per step, and the median over rounds of its ratio to the
-  plain step of the same round, with the spread (25th-75th percentile).
+  plain step of the same round, with its 95% confidence interval (order
+  statistics, nothing assumed of the distribution) and the spread (25th-75th
+  percentile).
 * light: the gpt2 step in one process (a one-rank group), plain and light
   mode with and without its parts (the C module, its nn.Module call):
   the CPU time each adds per step, the median of per-round differences.
@@ -82,6 +84,19 @@ def quartiles(v):
         return v[0], v[0]
     q = statistics.quantiles(v, n=4)
     return q[0], q[2]
+
+
+def median_ci(v):
+    """A 95% confidence interval of the median of v that assumes nothing of
+    its distribution (the rounds are independent draws): the order
+    statistics at n/2 -+ 0.98 sqrt(n) (the sign test's normal
+    approximation); the extremes where n is too small for one."""
+    s = sorted(v)
+    n = len(s)
+    half = 0.98 * n ** 0.5
+    lo = max(0, int(n / 2 - half))
+    hi = min(n - 1, int(-(-(n / 2 + half) // 1)))
+    return s[lo], s[hi]
 
 
 # Steps each variant runs untimed whenever it takes over from another, before
@@ -317,14 +332,16 @@ def rounds(runs, n_rounds, k):
 
 
 def summary(res):
-    """{variant: (wall ms, cpu ms, wall ratio, (q1, q3), cpu ratio, (q1, q3))}"""
+    """{variant: (wall ms, cpu ms, wall ratio, (q1, q3), cpu ratio, (q1, q3),
+    (the wall ratio's 95% interval), (the CPU ratio's))}"""
     out = {}
     for v, xs in res.items():
         w = [a[0] / b[0] for a, b in zip(xs, res["plain"])]
         c = [a[1] / b[1] for a, b in zip(xs, res["plain"])]
         out[v] = (statistics.median(a[0] for a in xs) * 1e3,
                   statistics.median(a[1] for a in xs) * 1e3,
-                  statistics.median(w), quartiles(w), statistics.median(c), quartiles(c))
+                  statistics.median(w), quartiles(w), statistics.median(c), quartiles(c),
+                  median_ci(w), median_ci(c))
     return out
 
 
@@ -392,11 +409,15 @@ def gpt2(args):
     for r in range(2):
         with open(os.path.join(tmp, "gpt2-rank%d.json" % r)) as f:
             sm = summary(json.load(f))
-        print("rank %d %-24s %9s %9s %22s %22s" % (r, "", "wall ms", "CPU ms",
-                                                    "wall ratio (IQR)", "CPU ratio (IQR)"))
-        for v, (w, c, wr, wq, cr, cq) in sm.items():
-            print("       %-24s %9.2f %9.2f %8.3f (%.3f-%.3f) %8.3f (%.3f-%.3f)"
-                  % (LABELS[v], w, c, wr, wq[0], wq[1], cr, cq[0], cq[1]))
+        print("rank %d %-24s %9s %9s %34s %34s" % (r, "", "wall ms", "CPU ms",
+                                                    "wall ratio [95%] (IQR)",
+                                                    "CPU ratio [95%] (IQR)"))
+        for v, (w, c, wr, wq, cr, cq, wi, ci) in sm.items():
+            print("       %-24s %9.2f %9.2f %8.3f [%.3f-%.3f] (%.3f-%.3f) %8.3f [%.3f-%.3f] "
+                  "(%.3f-%.3f)" % (LABELS[v], w, c, wr, wi[0], wi[1], wq[0], wq[1],
+                                   cr, ci[0], ci[1], cq[0], cq[1]))
+    print("[95%]: the median ratio's confidence interval over the rounds (a sign "
+          "test's order statistics)")
     print()
 
 
