@@ -21,7 +21,9 @@ run.
   percentile).
 * light: the gpt2 step in one process (a one-rank group), plain and light
   mode with and without its parts (the C module, its nn.Module call):
-  the CPU time each adds per step, the median of per-round differences.
+  the CPU time each adds per step, the median of per-round differences;
+  and, steadier, each variant's low quantiles (2nd-20th percentile) of the
+  training thread's CPU per step against plain's.
 * blocks: one process, 8 blocks of Linear(64) + GELU + LayerNorm, batch 16,
   forward + backward, one region per step.  Reported: the time each variant
   adds per dispatched op over plain, and its ratio to the do-nothing mode's.
@@ -130,6 +132,25 @@ def run_steps(step, ctx, k):
                 step()
 
 
+# The light section's per-step record: {variant: [the training thread's CPU
+# seconds of each timed step]}, for the variant named in _current.
+_step_cpu = {}
+_current = [None]
+
+
+def timed_steps(step, ctx, k):
+    """run_steps(step, ctx, k), each step's training-thread CPU time appended
+    to _step_cpu[_current[0]] where a section keeps them."""
+    out = _step_cpu.get(_current[0])
+    if out is None:
+        run_steps(step, ctx, k)
+        return
+    for _ in range(k):
+        m = time.thread_time()
+        run_steps(step, ctx, 1)
+        out.append(time.thread_time() - m)
+
+
 def light_off(rec):
     """Take a light recorder's module hooks and collective kernels off,
     outside the timing of its variant: they stay from its first region to
@@ -235,7 +256,7 @@ def make_variants(step, tmp, rank, hooks=False):
             run_steps(step, ctx, SETTLE)
             c0, m0 = time.process_time(), time.thread_time()
             t0 = time.perf_counter()
-            run_steps(step, ctx, k)
+            timed_steps(step, ctx, k)
             return ((time.perf_counter() - t0) / k, (time.process_time() - c0) / k,
                     (time.thread_time() - m0) / k)
         finally:
@@ -471,7 +492,7 @@ def light(args):
             try:
                 run_steps(step, lambda: cut, SETTLE)
                 c0 = time.process_time()
-                run_steps(step, lambda: cut, k)
+                timed_steps(step, lambda: cut, k)
                 return 0.0, (time.process_time() - c0) / k
             finally:
                 cut.__dict__.pop("_light_collective", None)
@@ -480,6 +501,23 @@ def light(args):
     for _, what in LIGHT_CUTS:
         runs["cut-" + what] = run_cut(what)
         VARIANTS.append("cut-" + what)
+
+    def keeping(v, run):
+        """run, its timed steps kept in _step_cpu[v] (from its second call:
+        rounds() warms every variant up with a first one)"""
+        calls = [0]
+
+        def kept(k):
+            calls[0] += 1
+            _current[0] = v if calls[0] > 1 else None
+            try:
+                return run(k)
+            finally:
+                _current[0] = None
+        return kept
+    for v in list(runs):
+        _step_cpu[v] = []
+        runs[v] = keeping(v, runs[v])
     res = rounds(runs, args.rounds, args.steps)
     for r in recs:
         r.close()
@@ -498,7 +536,31 @@ def light(args):
         print("  %-58s +%.3f ms (IQR %.3f-%.3f), %.3fx plain"
               % (label, statistics.median(d) * 1e3, q[0] * 1e3, q[1] * 1e3,
                  1 + statistics.median(d) / statistics.median(plain)))
+    low_quantiles(rows)
     print()
+
+
+LOW_QS = (0.02, 0.05, 0.1, 0.2)
+
+
+def low_quantiles(rows):
+    """The light section's second measure: each variant's low quantiles of
+    the training thread's CPU per step, over every timed step of every
+    round, against plain's.  Other load on the machine only makes a step
+    slower, so a step's low quantiles move less with it than its median."""
+    base = sorted(_step_cpu.get("plain", []))
+    if not base:
+        return
+    def at(xs, q):
+        return xs[int(q * (len(xs) - 1))]
+    print("  the training thread's CPU per step, low quantiles (%d steps each): plain %s ms"
+          % (len(base), " ".join("%.2f" % (at(base, q) * 1e3) for q in LOW_QS)))
+    print("  %-58s %s" % ("x plain at", " ".join("%6s" % ("q%.2f" % q) for q in LOW_QS)))
+    for label, v in rows:
+        xs = sorted(_step_cpu.get(v, []))
+        if xs:
+            print("  %-58s %s" % (label, " ".join("%6.3f" % (at(xs, q) / at(base, q))
+                                                   for q in LOW_QS)))
 
 
 # ------------------------------------------------------------------- blocks
