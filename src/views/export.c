@@ -728,7 +728,7 @@ static void finding_event(struct rk *k, const struct cd_finding *f, uint32_t num
 		kv_int(o, &first, "seq", f->seq);
 		kv_int(o, &first, "seq_end", f->seq_end);
 	}
-	if (f->kind == CD_FK_HANG && f->follows >= 0)
+	if (f->follows >= 0)
 		kv_int(o, &first, "follows", f->follows + 1);
 	kv_cstr(o, &first, "placed", how);
 	put_lit(o, "}}");

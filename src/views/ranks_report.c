@@ -583,7 +583,7 @@ static void text_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 		else
 			cd_out_printf(o, ": reached it from %.3f s\n", secs(pm, f->time));
 	}
-	if (f->kind == CD_FK_HANG && f->follows >= 0)
+	if (f->follows >= 0)
 		cd_out_printf(o, "     follows from finding %d: the ranks it waits for stopped "
 				 "there\n", f->follows + 1);
 	if (f->last_rank >= 0 && f->kind != CD_FK_HANG && f->kind != CD_FK_DIED &&
@@ -779,7 +779,7 @@ static void json_finding(struct cd_out *o, const struct cd_pm *pm, const struct 
 		cd_pj_key(o, "in_flight_by");
 		cd_pj_cstr(o, cd_flight_by_names[f->flight_by]);
 	}
-	if (f->kind == CD_FK_HANG && f->follows >= 0) {
+	if (f->follows >= 0) {
 		cd_pj_key(o, "follows");
 		cd_pj_int(o, f->follows + 1);
 	}

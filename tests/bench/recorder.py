@@ -59,6 +59,7 @@ passes or fails on time.
 
 import argparse
 import contextlib
+import math
 import os
 import random
 import statistics
@@ -96,9 +97,7 @@ def median_ci(v):
     s = sorted(v)
     n = len(s)
     half = 0.98 * n ** 0.5
-    lo = max(0, int(n / 2 - half))
-    hi = min(n - 1, int(-(-(n / 2 + half) // 1)))
-    return s[lo], s[hi]
+    return s[max(0, math.floor(n / 2 - half))], s[min(n - 1, math.ceil(n / 2 + half))]
 
 
 # Steps each variant runs untimed whenever it takes over from another, before
@@ -551,6 +550,7 @@ def low_quantiles(rows):
     base = sorted(_step_cpu.get("plain", []))
     if not base:
         return
+
     def at(xs, q):
         return xs[int(q * (len(xs) - 1))]
     print("  the training thread's CPU per step, low quantiles (%d steps each): plain %s ms"
