@@ -46,7 +46,7 @@ from . import _collkernels
 from . import _compat as C
 from . import _modcall
 from ._lightbw import hook_keys, make_bw_hooks
-from ._native import speedups
+from ._native import gradhook, speedups
 from ._process import _live
 
 _clock = time.monotonic_ns
@@ -269,6 +269,9 @@ def _make_hooks(rec):
     cur_task = _cur_task
     compiling = _is_compiling()
     recheck = PARAMS_RECHECK
+    # the module's own bw_pre hook as a C++ hook on its output's grad_fn,
+    # where commdebug._gradhook is built for this torch
+    rec._lgradhook = gradhook()
 
     attach, attach1, outputs, pre_hooked, shared = make_bw_hooks(
         rec, compiling, (_BWPRE, _BWHOOK, _BWJOIN, _BWMOD))
@@ -389,4 +392,5 @@ def _native_hooks(rec, pre_body, post_body, shared):
                         slots=(_NJ, _PRE, _PRE_BW, _POST, _POST_BW, _PARAMS_REGION, _DDP_MOD,
                                _PKEY, _PPRE, _PCHECKED, _BWHOOK, _BWJOIN, _BWPRE),
                         recheck=PARAMS_RECHECK, pre_body=pre_body, post_body=post_body,
-                        shared=shared)
+                        shared=shared,
+                        gradhook=rec._lgradhook.api if rec._lgradhook is not None else None)

@@ -20,6 +20,16 @@ was put (``_cd_since``: the next handle id then).  Nested modules returning
 the same tensor with nothing registered in between share one hook (its lines
 outermost first).
 
+The C++ hook.  Where commdebug._gradhook is built for this torch, a
+module's own hook on a tensor without a hook dict (the common case, and the
+joins that follow it) is a C++ hook on the tensor's grad_fn instead: the node
+runs its tensor hooks in the order they were added, a hook dict being one of
+them, added when the dict is made.  So hooks registered later on the tensor
+run after it, as above; when a module outside puts its bw_pre in such a later
+dict, the C++ hook is moved after the dict first (before_dict, after_dict),
+all of the dict counting as registered since it.  The order stays the one
+above, tested against the Python hooks (test_speedups).
+
 Calls torch wraps anyway.  A call that torch wraps in its own BackwardHook for
 full-backward pre-hooks (the module's, or global ones of other code) runs
 them where the wrapper node runs, before any gradient hook on its output, as
@@ -50,7 +60,7 @@ import torch
 from torch.utils.hooks import BackwardHook, RemovableHandle
 
 from . import _compat as C
-from ._native import speedups
+from ._native import gradhook, speedups
 
 # Keys of the gradient hooks put in a tensor's hook dict directly: negative,
 # never those of torch's RemovableHandle.
@@ -95,6 +105,10 @@ def make_bw_hooks(rec, compiling, slots):
 
     native = speedups()
     Fire = getattr(native, "Fire", None) if native is not None else None
+    gh = rec._lgradhook
+    gh_attach = gh.attach if gh is not None else None
+    gh_replace = gh.replace if gh is not None else None
+    gh_demote = gh.demote if gh is not None else None
 
     def fire(lines):
         """A gradient hook writing lines, all at the time it fires (the C
@@ -171,15 +185,34 @@ def make_bw_hooks(rec, compiling, slots):
             return False
         if not quiet(d, mark):
             return False
+        d[k] = joined_with(e, first)
+        d._cd_since = Handle.next_id
+        return True
+
+    def joined_with(e, first):
+        """The bw_pre hook of e's module joined with first, the hook of a
+        module inside it that returned the same tensor (made once per pair)."""
         cache = e[_BWJOIN]
         if cache is None:
             cache = e[_BWJOIN] = {}
         fn = cache.get(first)
         if fn is None:
-            fn = cache[first] = joined((e[_BWPRE],) + inner)
-        d[k] = fn
-        d._cd_since = Handle.next_id
-        return True
+            fn = cache[first] = joined((e[_BWPRE],) + first._cd_own)
+        return fn
+
+    def before_dict(t, d):
+        """Before t's hook dict d gets a bw_pre hook: t's _gradhook hook, if
+        it has one, moved to run after d's hooks, as a hook put there before
+        d was made; all of d is then newer than it.  (After: a dict made now
+        is after it already, and is moved before it with after_dict.)"""
+        if gh_demote is not None and gh_demote(t) and getattr(d, "_cd_since", None) is None:
+            d._cd_since = 0
+
+    def after_dict(t):
+        """After t's hook dict was made for a bw_pre hook: t's _gradhook hook
+        moved after it."""
+        if gh_demote is not None:
+            gh_demote(t)
 
     def put_first(d, key, fn, mark):
         """fn first among the hooks of d, then those registered since the
@@ -237,6 +270,13 @@ def make_bw_hooks(rec, compiling, slots):
             fn = e[_BWHOOK]
             if fn is None:
                 fn = e[_BWHOOK] = joined((e[_BWPRE],))
+            if gh_attach is not None:
+                # on the grad_fn, in C++; or joined with the one a module
+                # inside put there (nothing registered since: no dict)
+                first = gh_attach(t, fn)
+                if first is not None:
+                    gh_replace(t, joined_with(e, first))
+                return True
             d = t._backward_hooks = OrderedDict()
             g._register_hook_dict(t)
             d[next(keys)] = fn
@@ -244,6 +284,7 @@ def make_bw_hooks(rec, compiling, slots):
             return True
         if not d:
             return False
+        before_dict(t, d)
         lines = getattr(next(iter(d.values())), "_cd_lines", None)
         if lines is None:
             return type(t) is Tensor and join(e, d, mark)
@@ -280,9 +321,12 @@ def make_bw_hooks(rec, compiling, slots):
                     g._register_hook_dict(t)
                 d[key] = bw_pre
                 d._cd_since = Handle.next_id
+                after_dict(t)
             elif d:
+                before_dict(t, d)
                 put_first(d, key, bw_pre, mark)
             else:
+                before_dict(t, d)
                 d[key] = bw_pre
                 d._cd_since = Handle.next_id
             if t.grad_fn is None:

@@ -35,3 +35,25 @@ def speedups():
         return importlib.import_module(name)
     except ImportError:
         return None
+
+
+def gradhook():
+    """Light mode's C++ gradient hook (commdebug._gradhook), or None: not
+    built, built for another torch than the one imported (a C++ module of
+    torch's must match its version), under compiled autograd (torch's
+    compiled backward has no form for a C++ hook), or turned off with
+    COMMDEBUG_GRADHOOK=0.  Then light mode puts its gradient hooks through
+    torch's Python API, as before."""
+    if os.environ.get("COMMDEBUG_GRADHOOK", "1") == "0":
+        return None
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    dynamo_config = sys.modules.get("torch._dynamo.config")
+    if dynamo_config is not None and getattr(dynamo_config, "compiled_autograd", False):
+        return None
+    try:
+        m = importlib.import_module(__package__ + "._gradhook")
+    except ImportError:
+        return None
+    return m if m.TORCH_VERSION == torch.__version__ else None

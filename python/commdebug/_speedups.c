@@ -20,6 +20,9 @@
  * an output that is a Tensor subclass, more than MAX_OUT tensors requiring
  * grad, a parameter, one tensor with gradient hooks already (but where it
  * joins another module's), one of several with an empty hook dict.
+ * Given commdebug._gradhook (Hooks' gradhook, its capsule), a module's own
+ * bw_pre hook goes on its output's grad_fn as a C++ hook, not in a hook
+ * dict (_lightbw's own_or_join).
  *
  * Fire(...): light mode's bw_pre gradient hook (_lightbw's fire).
  *
@@ -29,6 +32,7 @@
  * interpreter (AsyncWrite) _speedups_io.c's.
  */
 #include "_speedups.h"
+#include "_gradhook.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -55,6 +59,8 @@ typedef struct {
 	PyObject *pre_body;     /* fw_pre's Python body: pre_body(mod, inputs) */
 	PyObject *post_body;    /* fw_post's: post_body(mod, inputs, output) */
 	PyObject *shared;       /* _lightbw's shared(lines, one): a hook tensors share */
+	PyObject *gradhook;     /* commdebug._gradhook's capsule, or None */
+	const cd_gradhook_api *gh;      /* its functions (NULL: none) */
 	Py_ssize_t slot[S_NSLOTS];
 	Py_ssize_t nslots;      /* an entry's length at least (its last slot + 1) */
 	long long recheck;      /* _light.PARAMS_RECHECK */
@@ -482,6 +488,46 @@ static int has_attr(PyObject *o, PyObject *name)
 	return r;
 }
 
+/* The module's own bw_pre hook fn on t through commdebug._gradhook (on
+ * t's grad_fn, where t has no hook dict), or, where a module inside
+ * returned t, the two joined, when e's join cache has them (_lightbw's
+ * own_or_join, its common case with _gradhook).  1 done, 0 for Python's
+ * path (nothing changed), -1 on error. */
+static int gh_own(Hooks *h, PyObject *e, PyObject *t, PyObject *fn)
+{
+	PyObject *prev = h->gh->attach(t, fn);
+	if (!prev)
+		return -1;
+	if (prev == Py_None) {
+		Py_DECREF(prev);
+		return 1;
+	}
+	PyObject *cache = SLOT(h, e, S_BWJOIN);
+	PyObject *joined = PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, prev) : NULL;
+	Py_DECREF(prev);
+	if (!joined)
+		return PyErr_Occurred() ? -1 : 0;
+	return h->gh->replace(t, joined) < 0 ? -1 : 1;
+}
+
+/* Before t's hook dict d gets a bw_pre hook on Python's path: t's
+ * _gradhook hook (if any) moved after d's, as a hook put before d was made
+ * (_lightbw's before_dict).  0, or -1 with an error set. */
+static int gh_before_dict(Hooks *h, PyObject *t, PyObject *d)
+{
+	int moved = h->gh ? h->gh->demote(t) : 0;
+	if (moved <= 0)
+		return moved;
+	int has = has_attr(d, s_since);
+	if (has != 0)
+		return has < 0 ? -1 : 0;
+	/* (all of d was registered after that hook: newer than it) */
+	PyObject *zero = PyLong_FromLong(0);
+	int r = zero ? PyObject_SetAttr(d, s_since, zero) : -1;
+	Py_XDECREF(zero);
+	return r;
+}
+
 /* _lightbw's quiet(d, None): nothing registered on the hook dict d since
  * its last bw_pre hook (d._cd_since: the next handle id then): 1, 0, -1. */
 static int quiet(PyObject *d)
@@ -705,11 +751,18 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 		fn = Py_NewRef(SLOT(h, e, S_BWHOOK));     /* (released below, whatever happens) */
 		gs[0] = d == Py_None ? cd_tensor_get(ts[0], CD_TA_GRAD_FN) : NULL;
 		int common = d == Py_None && gs[0] && gs[0] != Py_None && fn != Py_None;
-		if (!common && d && d != Py_None)
-			common = join_fast(h, e, d);
+		if (common && h->gh) {
+			/* (put now: nothing below can send it to Python's path) */
+			common = gh_own(h, e, ts[0], fn);
+			Py_CLEAR(gs[0]);        /* no hook dict to make */
+		} else if (!common && d && d != Py_None) {
+			/* (gh_before_dict's change is one Python's path makes again) */
+			common = gh_before_dict(h, ts[0], d);
+			common = common < 0 ? -1 : join_fast(h, e, d);
+		}
 		Py_XDECREF(d);
 		if (common > 0 && !PyErr_Occurred()) {
-			own = gs[0] != NULL;    /* else joined: no hook of its own on t */
+			own = gs[0] != NULL;    /* else joined or put: no hook dict to make */
 			u = 0;
 		} else {
 			u = common < 0 || PyErr_Occurred() ? -1 : 1;
@@ -724,8 +777,12 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 	int r = -1;
 	if (!u) {
 		r = append_pair(h, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1));
-		for (int i = 0; own && !r && i < n; i++)
-			r = ds[i] ? put_first(h, ds[i], fn) : own_hook(h, ts[i], gs[i], fn);
+		for (int i = 0; own && !r && i < n; i++) {
+			if (ds[i])
+				r = gh_before_dict(h, ts[i], ds[i]) < 0 ? -1 : put_first(h, ds[i], fn);
+			else if (!(r = own_hook(h, ts[i], gs[i], fn)) && h->gh)
+				r = h->gh->demote(ts[i]) < 0 ? -1 : 0;
+		}
 	}
 	Py_XDECREF(fn);
 	for (int i = 0; i < n; i++) {
@@ -796,7 +853,7 @@ static PyObject *Hooks_post(Hooks *h, PyObject *const *args, Py_ssize_t nargs)
 
 #define HOOKS_FIELDS(X) X(lc) X(buf) X(state) X(writer) X(done_handles) X(global_pre) \
 	X(cur_task) X(grad_enabled) X(tensor) X(odict) X(keys) X(handle) X(pre_body) X(post_body) \
-	X(shared)
+	X(shared) X(gradhook)
 
 CD_GC_FUNCS(Hooks, HOOKS_FIELDS)
 
@@ -804,15 +861,20 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"lc", "buf", "state", "writer", "done_handles", "global_pre",
 				"cur_task", "grad_enabled", "tensor", "odict", "keys", "handle",
-				"slots", "recheck", "pre_body", "post_body", "shared", NULL};
-	PyObject *o[15], *slots;
+				"slots", "recheck", "pre_body", "post_body", "shared", "gradhook", NULL};
+	PyObject *o[16], *slots;
 	long long recheck;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!OO!O!OOO!OOOO!LOOO", names,
+	o[15] = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!OO!O!OOO!OOOO!LOOO|O", names,
 					 &PyDict_Type, &o[0], &o[1],
 					 &PyList_Type, &o[2], &o[3], &PyDict_Type, &o[4],
 					 &PyDict_Type, &o[5], &o[6], &o[7], &PyType_Type, &o[8],
 					 &o[9], &o[10], &o[11], &PyTuple_Type, &slots, &recheck,
-					 &o[12], &o[13], &o[14]) || !cd_check_buf(o[1], "Hooks"))
+					 &o[12], &o[13], &o[14], &o[15]) || !cd_check_buf(o[1], "Hooks"))
+		return -1;
+	const cd_gradhook_api *gh = NULL;
+	if (o[15] != Py_None &&
+	    !(gh = (const cd_gradhook_api *)PyCapsule_GetPointer(o[15], CD_GRADHOOK_CAPSULE)))
 		return -1;
 	if (PyTuple_GET_SIZE(slots) != S_NSLOTS || PyList_GET_SIZE(o[2]) < 3) {
 		PyErr_SetString(PyExc_ValueError, "commdebug._speedups: entry slots of another version");
@@ -834,9 +896,11 @@ static int Hooks_init(Hooks *h, PyObject *args, PyObject *kw)
 	Hooks_clear(h);
 	PyObject **dst[] = {&h->lc, &h->buf, &h->state, &h->writer, &h->done_handles,
 			    &h->global_pre, &h->cur_task, &h->grad_enabled, &h->tensor, &h->odict,
-			    &h->keys, &h->handle, &h->pre_body, &h->post_body, &h->shared};
-	for (int i = 0; i < 15; i++)
+			    &h->keys, &h->handle, &h->pre_body, &h->post_body, &h->shared,
+			    &h->gradhook};
+	for (int i = 0; i < 16; i++)
 		*dst[i] = Py_NewRef(o[i]);
+	h->gh = gh;
 	return 0;
 }
 

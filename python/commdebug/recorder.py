@@ -179,6 +179,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         self._lstate = [0, False, False]
         self._lhooks = None
         self._lhandles = []
+        self._lgradhook = None       # commdebug._gradhook, where light mode uses it
 
     def _open(self):
         pg = _pg_rank_world()

@@ -18,7 +18,8 @@ run.
   thread) time per step, and the median over rounds of its ratio to the
   plain step of the same round, with its 95% confidence interval (order
   statistics, nothing assumed of the distribution) and the spread (25th-75th
-  percentile).
+  percentile); and per rank, as the light section does, each variant's low
+  quantiles of the training thread's CPU per step against plain's.
 * light: the gpt2 step in one process (a one-rank group), plain and light
   mode with and without its parts (the C module, its nn.Module call):
   the CPU time each adds per step, the median of per-round differences;
@@ -72,10 +73,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-VARIANTS = ["plain", "light", "lightpy", "lightglobal", "full", "fullpy", "fullslow", "fulltorch",
-            "nothing", "hooks", "cdm"]
+VARIANTS = ["plain", "light", "lightpy", "lightpyhooks", "lightglobal", "full", "fullpy",
+            "fullslow", "fulltorch", "nothing", "hooks", "cdm"]
 LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
           "lightpy": "light, no C module", "lightglobal": "light, global module hooks",
+          "lightpyhooks": "light, torch's Python gradient hooks",
           "fullpy": "full, no C module", "fullslow": "full, torch's module call",
           "fulltorch": "full, torch's BackwardHook",
           "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
@@ -135,6 +137,26 @@ def run_steps(step, ctx, k):
 # seconds of each timed step]}, for the variant named in _current.
 _step_cpu = {}
 _current = [None]
+
+
+def keep_steps(runs):
+    """Each of runs ({variant: run(k)}) made to keep its timed steps' CPU in
+    _step_cpu[variant], from its second call on (rounds() warms every
+    variant up with a first one)."""
+    def keeping(v, run):
+        calls = [0]
+
+        def kept(k):
+            calls[0] += 1
+            _current[0] = v if calls[0] > 1 else None
+            try:
+                return run(k)
+            finally:
+                _current[0] = None
+        return kept
+    for v in list(runs):
+        _step_cpu[v] = []
+        runs[v] = keeping(v, runs[v])
 
 
 def timed_steps(step, ctx, k):
@@ -235,6 +257,10 @@ def make_variants(step, tmp, rank, hooks=False):
     lightpy = light_variant(tmp, "lightpy-rank%d.zst" % rank, "COMMDEBUG_SPEEDUPS", "0")
     lightglobal = light_variant(tmp, "lightglobal-rank%d.zst" % rank, "COMMDEBUG_MODULE_CALL",
                                 "torch")
+    # its bw_pre hooks through torch's Python API, as where commdebug._gradhook
+    # is not built
+    lightpyhooks = light_variant(tmp, "lightpyhooks-rank%d.zst" % rank, "COMMDEBUG_GRADHOOK",
+                                 "0")
     full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
     # without the C module; with torch's own nn.Module call (its slow path,
     # for the recorder's global hooks); as it was before LeanBackwardHook
@@ -269,6 +295,7 @@ def make_variants(step, tmp, rank, hooks=False):
         "light": lambda k: timed(k, lambda: light, light),
         "lightpy": lambda k: timed(k, lambda: lightpy, lightpy),
         "lightglobal": lambda k: timed(k, lambda: lightglobal, lightglobal),
+        "lightpyhooks": lambda k: timed(k, lambda: lightpyhooks, lightpyhooks),
         "full": lambda k: timed(k, lambda: full),
         "fullpy": lambda k: timed(k, lambda: fullpy),
         "fullslow": lambda k: timed(k, lambda: fullslow),
@@ -293,7 +320,7 @@ def make_variants(step, tmp, rank, hooks=False):
                     for h in self._h:
                         h.remove()
         runs["hooks"] = lambda k: timed(k, Hooked)
-    return runs, (light, lightpy, lightglobal, full, fullpy, fullslow, fulltorch)
+    return runs, (light, lightpy, lightglobal, full, fullpy, fullslow, fulltorch, lightpyhooks)
 
 
 # Variants a job runs with torch's own nn.Module._call_impl; the others with
@@ -392,12 +419,13 @@ def gpt2_rank(args):
     step = gpt2_step()
     tmp = os.environ["BENCH_TMP"]
     runs, recs = make_variants(step, tmp, rank)
+    keep_steps(runs)
     res = rounds(runs, args.rounds, args.steps)
     for r in recs:
         r.close()
     import json
     with open(os.path.join(tmp, "gpt2-rank%d.json" % rank), "w") as f:
-        json.dump(res, f)
+        json.dump({"rounds": res, "steps": _step_cpu}, f)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -426,9 +454,12 @@ def gpt2(args):
     import json
     print("gpt2: 2-rank gloo DDP GPT-2 (4 layers, 64 wide), forward + backward + SGD, "
           "one region per step; %d rounds of %d steps per variant" % (args.rounds, args.steps))
+    steps = []
     for r in range(2):
         with open(os.path.join(tmp, "gpt2-rank%d.json" % r)) as f:
-            sm = summary(json.load(f))
+            got = json.load(f)
+        steps.append(got["steps"])
+        sm = summary(got["rounds"])
         print("rank %d %-24s %9s %9s %34s %34s" % (r, "", "wall ms", "CPU ms",
                                                     "wall ratio [95%] (IQR)",
                                                     "CPU ratio [95%] (IQR)"))
@@ -438,11 +469,16 @@ def gpt2(args):
                                    cr, ci[0], ci[1], cq[0], cq[1]))
     print("[95%]: the median ratio's confidence interval over the rounds (a sign "
           "test's order statistics)")
+    for r in range(2):
+        print("rank %d:" % r)
+        _step_cpu.clear()
+        _step_cpu.update(steps[r])
+        low_quantiles([(LABELS[v], v) for v in VARIANTS if v != "plain" and v in steps[r]])
     print()
 
 
 # -------------------------------------------------------------------- light
-LIGHT_PARTS = ["plain", "light", "lightpy", "lightglobal"]
+LIGHT_PARTS = ["plain", "light", "lightpyhooks", "lightpy", "lightglobal"]
 # light mode taken apart: its recorder with parts replaced by ones doing
 # nothing (each also without what the ones above it took out)
 LIGHT_CUTS = [("collectives' events and frames", "colls"),
@@ -501,22 +537,7 @@ def light(args):
         runs["cut-" + what] = run_cut(what)
         VARIANTS.append("cut-" + what)
 
-    def keeping(v, run):
-        """run, its timed steps kept in _step_cpu[v] (from its second call:
-        rounds() warms every variant up with a first one)"""
-        calls = [0]
-
-        def kept(k):
-            calls[0] += 1
-            _current[0] = v if calls[0] > 1 else None
-            try:
-                return run(k)
-            finally:
-                _current[0] = None
-        return kept
-    for v in list(runs):
-        _step_cpu[v] = []
-        runs[v] = keeping(v, runs[v])
+    keep_steps(runs)
     res = rounds(runs, args.rounds, args.steps)
     for r in recs:
         r.close()
@@ -949,7 +970,7 @@ def colls(args):
 # -------------------------------------------------------------------- instr
 # (workload, variant) counted by --only instr: every variant's instructions
 # per step, each in a process of its own under callgrind
-INSTR = [("gpt2", "plain"), ("gpt2", "light"), ("blocks", "plain"), ("blocks", "nothing"),
+INSTR = [("gpt2", "plain"), ("gpt2", "light"), ("gpt2", "lightpyhooks"), ("blocks", "plain"), ("blocks", "nothing"),
          ("blocks", "full"), ("blocks", "light")]
 
 
@@ -974,6 +995,9 @@ def instr_child(args):
     rec = ctx = None
     if variant == "light":
         rec = light_variant(tmp, "light.zst")
+        light_on(rec)
+    elif variant == "lightpyhooks":
+        rec = light_variant(tmp, "light.zst", "COMMDEBUG_GRADHOOK", "0")
         light_on(rec)
     elif variant == "full":
         rec = Recorder(os.path.join(tmp, "full.zst"))

@@ -14,6 +14,9 @@ nothing, by:
 * the way light mode puts its own (an OrderedDict set as _backward_hooks,
   the node's _register_hook_dict, the hook put in the dict);
 * the node's register_prehook;
+* light mode's C++ hook on the node (commdebug._gradhook, where it is built
+  for this torch: the interpreter's lock taken and the hook called with None
+  when it fires, no tensor wrapped, no dict);
 * the OrderedDict set as _backward_hooks alone (nothing registered on the
   node: it never fires).
 
@@ -24,8 +27,12 @@ nothing here passes or fails on time.
 """
 
 import argparse
+import os
+import sys
 import time
 from collections import OrderedDict
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
 N = 50
 Q = 0.2
@@ -54,6 +61,12 @@ def main():
     def node_prehook(x):
         x.grad_fn.register_prehook(nothing)
 
+    from commdebug._native import gradhook
+    gh = gradhook()
+
+    def cxx_hook(x):
+        gh.attach(x, nothing)
+
     def dict_alone(x):
         d = OrderedDict()
         d[-1] = nothing
@@ -62,6 +75,10 @@ def main():
     variants = {"none": None, "Tensor.register_hook": register_hook,
                 "light mode's way": lights_way, "grad_fn.register_prehook": node_prehook,
                 "the dict set alone (never fires)": dict_alone}
+    if gh is not None:
+        variants["light mode's C++ hook (_gradhook)"] = cxx_hook
+    else:
+        print("(commdebug._gradhook is not built for this torch: its row is left out)")
 
     def chain(hook, backward):
         x = w

@@ -25,6 +25,103 @@ def _native():
     return m
 
 
+def _gradhook_built():
+    """Whether commdebug._gradhook loads here (an error where it is built
+    beside the package but not for this torch: then the tests would not
+    test it)."""
+    import importlib.machinery
+    import torch
+    from commdebug import _native
+    if _native.gradhook() is not None:
+        return True
+    here = os.path.dirname(_native.__file__)
+    built = [p for p in (os.path.join(here, "_gradhook" + x)
+                         for x in importlib.machinery.EXTENSION_SUFFIXES) if os.path.exists(p)]
+    if built and os.environ.get("COMMDEBUG_GRADHOOK", "1") != "0":
+        import importlib
+        m = importlib.import_module("commdebug._gradhook")
+        raise AssertionError("%s is built for torch %s, this is %s"
+                             % (built[0], m.TORCH_VERSION, torch.__version__))
+    return False
+
+
+def test_gradhook(ctx):
+    """commdebug._gradhook's hook, where it is built: put on a tensor's
+    grad_fn it fires once when the gradient gets there (before the hooks of
+    a dict made after it; after them once moved); attach gives the hook
+    there already and replace changes it; a tensor without a grad_fn has
+    none to move; a hook that raises makes backward() raise that error.
+    The recorder does not use it for another torch version than it was
+    built for, under compiled autograd, or with COMMDEBUG_GRADHOOK=0."""
+    if not _gradhook_built():
+        raise Skip("commdebug._gradhook is not built for this torch")
+    import torch
+    import torch._dynamo.config as dynamo_config
+    from commdebug import _gradhook as gh
+    from commdebug._native import gradhook
+    version = torch.__version__
+    try:
+        torch.__version__ = version + ".other"
+        eq(gradhook(), None, "gradhook() for another torch version")
+    finally:
+        torch.__version__ = version
+    with dynamo_config.patch(compiled_autograd=True):
+        eq(gradhook(), None, "gradhook() under compiled autograd")
+    was = os.environ.get("COMMDEBUG_GRADHOOK")
+    os.environ["COMMDEBUG_GRADHOOK"] = "0"
+    try:
+        eq(gradhook(), None, "gradhook() with COMMDEBUG_GRADHOOK=0")
+    finally:
+        if was is None:
+            del os.environ["COMMDEBUG_GRADHOOK"]
+        else:
+            os.environ["COMMDEBUG_GRADHOOK"] = was
+    eq(gradhook(), gh, "gradhook() here")
+    calls = []
+    w = torch.randn(3, requires_grad=True)
+
+    def fire(name):
+        def f(grad):
+            eq(grad, None, "the hook's argument")
+            calls.append(name)
+        return f
+
+    a, b = fire("a"), fire("b")
+    t = w * 2
+    eq(gh.attach(t, a), None, "attach to a fresh output")
+    eq(gh.attach(t, b), a, "attach where a hook is: the one there")
+    eq(gh.count(t), 1, "hooks on the node after two attaches")
+    t.register_hook(lambda g: calls.append("dict"))
+    eq(gh.count(t), 2, "hooks on the node with a hook dict")
+    (t * 1).sum().backward(retain_graph=True)
+    eq(calls, ["a", "dict"], "order: the C++ hook, then the dict made after it")
+    del calls[:]
+    eq(gh.replace(t, b), True, "replace")
+    eq(gh.demote(t), True, "demote")
+    (t * 1).sum().backward()
+    eq(calls, ["dict", "b"], "order once moved, with the replaced fire")
+    eq(gh.demote(w), False, "demote on a leaf")
+    eq(gh.replace(w * 1, a), False, "replace where there is no hook")
+    try:
+        gh.attach(w, a)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("attach to a leaf did not raise")
+
+    def boom(grad):
+        raise KeyError("from the hook")
+
+    u = w * 3
+    gh.attach(u, boom)
+    try:
+        u.sum().backward()
+    except KeyError as e:
+        eq(str(e), "'from the hook'", "the error backward() raised")
+    else:
+        raise AssertionError("backward() did not raise the hook's error")
+
+
 def test_text_equals_python(ctx):
     """text() gives the bytes and the marks of the Python formatter for
     lines, pairs of lines, marks between them, non-ASCII (and lone
@@ -622,11 +719,11 @@ def _same_ways(ctx, mode, ways):
             raise AssertionError("%s differs from %s at event %d: %s vs %s"
                                  % (name, ref, diff, json.dumps(evs[diff:diff + 3]),
                                     json.dumps(want[diff:diff + 3])))
-    ctx.note("%d events, the same %d ways" % (len(want), len(got)))
+    ctx.note("%d events, the same %d ways (%s)" % (len(want), len(got), ", ".join(got)))
     return want
 
 
-def test_light_traces_same_four_ways(ctx):
+def test_light_traces_same_every_way(ctx):
     """One program (tuple outputs: of a tensor with hooks and one without,
     of two fresh tensors both used or the second only; a module whose output
     is fresh in one call and hooked by other code in the next; a module with
@@ -646,11 +743,18 @@ def test_light_traces_same_four_ways(ctx):
     from commdebug import _light
     if _light.available() is not None:
         raise Skip(_light.available())
-    _same_ways(ctx, "light", {
+    ways = {
         "c1-call": {"COMMDEBUG_SPEEDUPS": "1"},
         "c1-global": {"COMMDEBUG_SPEEDUPS": "1", "COMMDEBUG_MODULE_CALL": "torch"},
         "c0-call": {"COMMDEBUG_SPEEDUPS": "0"},
-        "c0-global": {"COMMDEBUG_SPEEDUPS": "0", "COMMDEBUG_MODULE_CALL": "torch"}})
+        "c0-global": {"COMMDEBUG_SPEEDUPS": "0", "COMMDEBUG_MODULE_CALL": "torch"}}
+    if _gradhook_built():
+        # the C++ gradient hooks (the default where built) against torch's
+        # Python ones, with the C module and without
+        ways = {"c1-call-py-hooks": {"COMMDEBUG_SPEEDUPS": "1", "COMMDEBUG_GRADHOOK": "0"},
+                "c0-call-py-hooks": {"COMMDEBUG_SPEEDUPS": "0", "COMMDEBUG_GRADHOOK": "0"},
+                **ways}
+    _same_ways(ctx, "light", ways)
 
 
 def test_full_traces_same_four_ways(ctx):

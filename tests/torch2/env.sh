@@ -121,12 +121,42 @@ build_ext() { # OUT_DIR EXTRA_CFLAGS...: the module for the root's Python in OUT
 	EXT_OUT=$out
 }
 
+build_gradhook() { # OUT_DIR: light mode's C++ gradient hook (_gradhook.cpp) in OUT_DIR,
+	# against the root's torch headers, for the torch version there
+	local outdir=$1 dir=$REPO/python/commdebug torch inc ver suffix out f stale=
+	shift
+	torch=$ROOT/usr/lib/python3/dist-packages/torch
+	read -r inc suffix ver <<-EOF
+	$($SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin python3 -c \
+		'import sysconfig as s, torch.version as v; print(s.get_path("include"), s.get_config_var("EXT_SUFFIX"), v.__version__)')
+	EOF
+	[ -n "$ver" ] || die "gradhook: the root's torch gave no version"
+	[ -d "$torch/include/torch/csrc/autograd" ] || die "gradhook: no torch headers in $torch/include"
+	out=$outdir/_gradhook$suffix
+	for f in "$dir"/_gradhook.cpp "$dir"/_gradhook.h "$0"; do
+		[ -f "$out" ] && [ "$out" -nt "$f" ] || stale=1
+	done
+	[ -z "$stale" ] && return 0
+	mkdir -p "$outdir"
+	# (this machine's g++ 12 with C++20, as torch 2.14's headers need; they
+	# are -isystem: their own warnings are not ours)
+	${CXX:-g++} -std=c++20 -O2 -Wall -Wextra -Werror -fPIC -shared "$@" \
+		-DCD_TORCH_VERSION="\"$ver\"" -isystem "$torch/include" -I"$ROOT$inc" \
+		-idirafter "$ROOT/usr/include" "$dir"/_gradhook.cpp -o "$out.tmp" \
+		-L"$torch/lib" -ltorch_python -ltorch_cpu -lc10 -Wl,--allow-shlib-undefined ||
+		die "gradhook: $dir/_gradhook.cpp does not build"
+	mv "$out.tmp" "$out"
+	echo "torch2: ext: built $out (torch $ver)"
+}
+
 ext() {
 	# The recorder's C module (python/commdebug/_speedups*.c) for the root's
-	# Python, in place beside the package as `pip install` would put it.
-	# The root has no compiler: this machine's builds it against the root's
+	# Python, in place beside the package as `pip install` would put it, and
+	# light mode's C++ gradient hook (_gradhook.cpp) for its torch.
+	# The root has no compiler: this machine's builds them against the root's
 	# headers (its own C headers first, the root's Python ones after).
 	build_ext "$REPO/python/commdebug" -O2
+	build_gradhook "$REPO/python/commdebug"
 }
 
 san() {

@@ -1,0 +1,248 @@
+/*
+ * commdebug._gradhook: light mode's bw_pre hook as a C++ hook of torch's
+ * autograd, put on the node that makes a module's output (its grad_fn).
+ *
+ * Light mode marks where each module call's backward starts with a gradient
+ * hook on the call's output (_lightbw.py).  Put through torch's Python API
+ * (the tensor's _backward_hooks dict) a hook costs about 2 µs: when it
+ * fires, torch takes the interpreter's lock, wraps the gradient in a new
+ * Python tensor, builds a tuple and walks the dict.  This module's hook
+ * takes the lock and calls the hook's fire (_speedups.Fire, or _lightbw's
+ * Python twin) with None, and that is all: about a third of the cost, and
+ * far less of the CPU's caches in a step.
+ *
+ * Where it runs.  torch runs a node's tensor pre-hooks in the order they
+ * were added, all when the node runs, before it.  A tensor's Python hook
+ * dict is one of them, added when the dict is made.  So the hook runs when
+ * a Python hook on the same tensor would, and an in-place change of the
+ * tensor after the module returned leaves both on the old node (torch 2.x
+ * moves neither).  Order among hooks on one tensor: _lightbw.py's rules;
+ * demote() moves this one after a hook dict made later.
+ *
+ * Built against the torch it runs with (tests/torch2/env.sh ext, setup.py
+ * where torch is there at build time); _native.py loads it only when the
+ * torch version it was built for is the one imported.  Not for compiled
+ * autograd (torch._dynamo's): a C++ hook has no compiled form there, so
+ * the Recorder does not use this module under it.
+ */
+#include "_gradhook.h"
+
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <exception>
+#include <memory>
+
+#ifndef CD_TORCH_VERSION
+#error "build with -DCD_TORCH_VERSION=\"<torch.__version__ of the torch headers>\""
+#endif
+
+namespace {
+
+using torch::autograd::FunctionPreHook;
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+/* The interpreter's lock, held for a scope. */
+struct Gil {
+	PyGILState_STATE s = PyGILState_Ensure();
+	Gil() = default;
+	Gil(const Gil &) = delete;
+	Gil &operator=(const Gil &) = delete;
+	~Gil() { PyGILState_Release(s); }
+};
+
+struct Hook final : FunctionPreHook {
+	PyObject *fire;         /* a strong reference */
+	uint32_t nr;            /* the output of the node it stands for */
+
+	Hook(PyObject *f, uint32_t output_nr) : fire(Py_NewRef(f)), nr(output_nr) {}
+	Hook(const Hook &) = delete;
+	Hook &operator=(const Hook &) = delete;
+
+	~Hook() override
+	{
+		/* (the graph may be freed on any thread, or at the end) */
+		if (Py_IsInitialized()) {
+			Gil g;
+			Py_DECREF(fire);
+		}
+	}
+
+	variable_list operator()(const variable_list &grads) override
+	{
+		Gil g;
+		PyObject *r = PyObject_CallOneArg(fire, Py_None);
+		if (r) {
+			Py_DECREF(r);
+			return grads;
+		}
+		/* (the engine hands it to backward()'s caller, as for a Python hook) */
+		python_error e;
+		e.persist();
+		throw e;
+	}
+};
+
+/* The grad_fn of tensor t (checked) and t's output of it (*nr), or NULL:
+ * an error set, or (no_fn_ok) none without one. */
+Node *node_of(PyObject *t, uint32_t *nr, bool no_fn_ok = false)
+{
+	if (!THPVariable_Check(t)) {
+		PyErr_SetString(PyExc_TypeError, "commdebug._gradhook: not a tensor");
+		return nullptr;
+	}
+	const at::Tensor &v = THPVariable_Unpack(t);
+	Node *fn = v.grad_fn().get();
+	if (!fn && !no_fn_ok)
+		PyErr_SetString(PyExc_ValueError, "commdebug._gradhook: a tensor without a grad_fn");
+	*nr = v.output_nr();
+	return fn;
+}
+
+/* Where t's hook is among its node's tensor pre-hooks (-1: none). */
+Py_ssize_t find(Node *fn, uint32_t nr)
+{
+	auto &hooks = fn->tensor_pre_hooks();
+	for (size_t i = hooks.size(); i-- > 0;) {
+		auto *h = dynamic_cast<Hook *>(hooks[i].get());
+		if (h && h->nr == nr)
+			return (Py_ssize_t)i;
+	}
+	return -1;
+}
+
+/* A C++ exception out of torch as a Python one (NULL or -1 returned). */
+void set_error(const std::exception &e)
+{
+	PyErr_Format(PyExc_RuntimeError, "commdebug._gradhook: %s", e.what());
+}
+
+PyObject *attach(PyObject *t, PyObject *fire)
+{
+	try {
+		uint32_t nr;
+		Node *fn = node_of(t, &nr);
+		if (!fn)
+			return nullptr;
+		Py_ssize_t i = find(fn, nr);
+		if (i >= 0)
+			return Py_NewRef(static_cast<Hook *>(fn->tensor_pre_hooks()[i].get())->fire);
+		fn->add_tensor_pre_hook(std::make_unique<Hook>(fire, nr));
+		return Py_NewRef(Py_None);
+	} catch (const std::exception &e) {
+		set_error(e);
+		return nullptr;
+	}
+}
+
+int replace(PyObject *t, PyObject *fire)
+{
+	try {
+		uint32_t nr;
+		Node *fn = node_of(t, &nr, true);
+		if (!fn)
+			return PyErr_Occurred() ? -1 : 0;
+		Py_ssize_t i = find(fn, nr);
+		if (i < 0)
+			return 0;
+		auto *h = static_cast<Hook *>(fn->tensor_pre_hooks()[i].get());
+		Py_SETREF(h->fire, Py_NewRef(fire));
+		return 1;
+	} catch (const std::exception &e) {
+		set_error(e);
+		return -1;
+	}
+}
+
+int demote(PyObject *t)
+{
+	try {
+		uint32_t nr;
+		Node *fn = node_of(t, &nr, true);
+		if (!fn)
+			return PyErr_Occurred() ? -1 : 0;
+		Py_ssize_t i = find(fn, nr);
+		if (i < 0)
+			return 0;
+		auto &hooks = fn->tensor_pre_hooks();
+		auto h = std::move(hooks[i]);
+		hooks.erase(hooks.begin() + i);
+		hooks.push_back(std::move(h));
+		return 1;
+	} catch (const std::exception &e) {
+		set_error(e);
+		return -1;
+	}
+}
+
+const cd_gradhook_api api = {attach, replace, demote};
+
+bool two_args(Py_ssize_t n, const char *name)
+{
+	if (n == 2)
+		return true;
+	PyErr_Format(PyExc_TypeError, "%s(t, fire) takes 2 arguments", name);
+	return false;
+}
+
+PyObject *py_attach(PyObject *, PyObject *const *a, Py_ssize_t n)
+{
+	return two_args(n, "attach") ? attach(a[0], a[1]) : nullptr;
+}
+
+PyObject *py_replace(PyObject *, PyObject *const *a, Py_ssize_t n)
+{
+	int r = two_args(n, "replace") ? replace(a[0], a[1]) : -1;
+	return r < 0 ? nullptr : PyBool_FromLong(r);
+}
+
+PyObject *py_demote(PyObject *, PyObject *t)
+{
+	int r = demote(t);
+	return r < 0 ? nullptr : PyBool_FromLong(r);
+}
+
+PyObject *py_count(PyObject *, PyObject *t)
+{
+	uint32_t nr;
+	Node *fn = node_of(t, &nr);
+	if (!fn)
+		return nullptr;
+	return PyLong_FromSize_t(fn->tensor_pre_hooks().size());
+}
+
+PyMethodDef methods[] = {
+	{"attach", (PyCFunction)(void (*)(void))py_attach, METH_FASTCALL,
+	 "attach(t, fire): fire put on t's grad_fn for t; None, or the fire there already"},
+	{"replace", (PyCFunction)(void (*)(void))py_replace, METH_FASTCALL,
+	 "replace(t, fire): the fire of t's hook replaced; False: t has none"},
+	{"demote", (PyCFunction)py_demote, METH_O,
+	 "demote(t): t's hook moved after its grad_fn's other tensor hooks; False: none"},
+	{"count", (PyCFunction)py_count, METH_O,
+	 "count(t): how many tensor pre-hooks t's grad_fn has (tests)"},
+	{nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module = {
+	PyModuleDef_HEAD_INIT, "commdebug._gradhook",
+	"Light mode's bw_pre hook as a C++ autograd hook (see the source's head comment)", -1,
+	methods, nullptr, nullptr, nullptr, nullptr,
+};
+
+} // namespace
+
+PyMODINIT_FUNC PyInit__gradhook(void)
+{
+	PyObject *m = PyModule_Create(&module);
+	if (!m)
+		return nullptr;
+	PyObject *cap = PyCapsule_New((void *)&api, CD_GRADHOOK_CAPSULE, nullptr);
+	int bad = !cap || PyModule_AddObjectRef(m, "api", cap) < 0 ||
+		  PyModule_AddStringConstant(m, "TORCH_VERSION", CD_TORCH_VERSION) < 0;
+	Py_XDECREF(cap);
+	if (bad)
+		Py_CLEAR(m);
+	return m;
+}
