@@ -137,7 +137,9 @@ PyObject *attach(PyObject *t, PyObject *fire)
 	}
 }
 
-int replace(PyObject *t, PyObject *fire)
+/* f(hooks, i) on t's hook, the i-th of its node's tensor pre-hooks: 1
+ * done, 0 (t has none, or no grad_fn), -1 with an error set. */
+template <typename F> int with_hook(PyObject *t, F f)
 {
 	try {
 		uint32_t nr;
@@ -147,8 +149,7 @@ int replace(PyObject *t, PyObject *fire)
 		Py_ssize_t i = find(fn, nr);
 		if (i < 0)
 			return 0;
-		auto *h = static_cast<Hook *>(fn->tensor_pre_hooks()[i].get());
-		Py_SETREF(h->fire, Py_NewRef(fire));
+		f(fn->tensor_pre_hooks(), (size_t)i);
 		return 1;
 	} catch (const std::exception &e) {
 		set_error(e);
@@ -156,25 +157,21 @@ int replace(PyObject *t, PyObject *fire)
 	}
 }
 
+int replace(PyObject *t, PyObject *fire)
+{
+	return with_hook(t, [fire](auto &hooks, size_t i) {
+		auto *h = static_cast<Hook *>(hooks[i].get());
+		Py_SETREF(h->fire, Py_NewRef(fire));
+	});
+}
+
 int demote(PyObject *t)
 {
-	try {
-		uint32_t nr;
-		Node *fn = node_of(t, &nr, true);
-		if (!fn)
-			return PyErr_Occurred() ? -1 : 0;
-		Py_ssize_t i = find(fn, nr);
-		if (i < 0)
-			return 0;
-		auto &hooks = fn->tensor_pre_hooks();
+	return with_hook(t, [](auto &hooks, size_t i) {
 		auto h = std::move(hooks[i]);
 		hooks.erase(hooks.begin() + i);
 		hooks.push_back(std::move(h));
-		return 1;
-	} catch (const std::exception &e) {
-		set_error(e);
-		return -1;
-	}
+	});
 }
 
 const cd_gradhook_api api = {attach, replace, demote};

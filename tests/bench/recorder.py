@@ -48,8 +48,11 @@ run.
   on blocks), with the ratios the time columns give.  The count is the same
   from run to run, where time here moves by several per cent from one
   process to the next; it leaves out what an instruction costs (cache
-  misses, system calls).  tests/bench/recorder.sh --only instr runs it with
-  valgrind (tests/torch2/env.sh grind).
+  misses, system calls), of which callgrind's cache and branch models give
+  the training thread's first-level instruction-cache misses and
+  mispredicted branches per step.  Light mode also runs with torch's Python
+  gradient hooks (lightpyhooks).  tests/bench/recorder.sh --only instr runs
+  it with valgrind (tests/torch2/env.sh grind).
 
 Timings vary with the load of the machine: every variant runs in every
 round, next to the others, in an order drawn for each round, and ratios are
@@ -1027,24 +1030,30 @@ def instr_child(args):
 
 
 def _callgrind_totals(path):
-    """(the training thread's Ir, the other threads') of callgrind's dumps
-    for one run made with --separate-threads=yes: path-NN (what was left at
-    exit) and path.K-NN (cd_cg_stop's dumps), NN the thread (01 the main
-    thread, which runs the steps)."""
+    """({event: count} of the training thread, the other threads' Ir) of
+    callgrind's dumps for one run made with --separate-threads=yes: path-NN
+    (what was left at exit) and path.K-NN (cd_cg_stop's dumps), NN the
+    thread (01 the main thread, which runs the steps).  Events: Ir, and with
+    the cache and branch models I1mr (first-level instruction-cache misses),
+    Bcm and Bim (mispredicted conditional and indirect branches), ..."""
     import glob
-    main = rest = seen = 0
+    main, rest, seen = {}, 0, 0
     for p in sorted(glob.glob(path + "-*") + glob.glob(path + ".*-*")):
+        names = []
         with open(p) as f:
             for line in f:
-                if line.startswith("totals:"):
-                    n = int(line.split()[1])
+                if line.startswith("events:"):
+                    names = line.split()[1:]
+                elif line.startswith("totals:"):
+                    counts = dict(zip(names, map(int, line.split()[1:])))
                     if p.endswith("-01"):
-                        main += n
+                        for k, n in counts.items():
+                            main[k] = main.get(k, 0) + n
                     else:
-                        rest += n
+                        rest += counts.get("Ir", 0)
                     seen += 1
                     break
-    if not seen:
+    if not seen or "Ir" not in main:
         raise SystemExit("instr: no total in %s-*" % path)
     return main, rest
 
@@ -1054,20 +1063,24 @@ def instr(args):
     apart from the other threads': the training thread's count is the same
     on every run, where time on this machine moves by several per cent from
     process to process.  What it leaves out is what an instruction costs:
-    cache misses, system calls, waiting for the GIL."""
+    cache misses, system calls, waiting for the GIL.  Callgrind's cache and
+    branch models give the first in part: the training thread's
+    first-level instruction-cache misses and mispredicted branches per step
+    (a model of a CPU, not this one's counters, which this machine lacks),
+    the same on every run."""
     import shutil
     if not shutil.which("valgrind") or not os.environ.get("BENCH_CGTOGGLE"):
         print("instr: needs valgrind and BENCH_CGTOGGLE (tests/bench/recorder.sh --only instr "
               "sets both up); skipped\n")
         return
     tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
-    per, others = {}, {}
+    per, others, model = {}, {}, {}
     for workload, variant in INSTR:
         if variant not in VARIANTS:
             continue
         out = os.path.join(tmp, "cg-%s-%s.out" % (workload, variant))
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-               "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
+               "--cache-sim=yes", "--branch-sim=yes", "--callgrind-out-file=" + out, sys.executable, os.path.abspath(__file__),
                "--instr-child", "%s:%s" % (workload, variant), "--steps", str(args.steps)]
         r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            env=dict(os.environ, OMP_NUM_THREADS="1"))
@@ -1075,7 +1088,8 @@ def instr(args):
             raise SystemExit("instr: %s %s failed:\n%s" % (workload, variant,
                                                            r.stderr.decode()[-2000:]))
         main, rest = _callgrind_totals(out)
-        per[workload, variant] = main / args.steps
+        per[workload, variant] = main["Ir"] / args.steps
+        model[workload, variant] = {k: main.get(k, 0) / args.steps for k in MODEL}
         others[workload, variant] = rest / args.steps
     print("instr: instructions per step (callgrind) of the training thread, %d steps counted "
           "per variant after 5 uncounted, each variant in a process of its own; the other "
@@ -1090,7 +1104,7 @@ def instr(args):
             n = per.get((workload, variant))
             if n is None:
                 continue
-            line = "  %-7s %-26s %14.0f" % (workload, LABELS[variant], n)
+            line = "  %-7s %-36s %14.0f" % (workload, LABELS[variant], n)
             if variant != "plain":
                 line += "  %+10.0f (%.4fx plain)" % (n - base, n / base)
                 if nothing is not None and variant != "nothing":
@@ -1098,7 +1112,24 @@ def instr(args):
             if others.get((workload, variant)):
                 line += "; other threads %.0f" % others[workload, variant]
             print(line)
+    print("  the training thread per step in callgrind's cache and branch models "
+          "(in brackets: added to plain's)")
+    print("  %-7s %-36s %s" % ("", "", " ".join("%22s" % name for name in MODEL.values())))
+    for workload in ("gpt2", "blocks"):
+        base = model.get((workload, "plain"))
+        for variant in [v for w, v in INSTR if w == workload]:
+            m = model.get((workload, variant))
+            if m is None or base is None:
+                continue
+            cells = ["%10.0f" % m[k] + ("" if variant == "plain" else " (%+9.0f)" % (m[k] - base[k]))
+                     for k in MODEL]
+            print("  %-7s %-36s %s" % (workload, LABELS[variant],
+                                       " ".join("%22s" % c for c in cells)))
     print()
+
+
+# callgrind's model events the instr section gives beside instructions
+MODEL = {"I1mr": "I1 misses", "Bcm": "cond. mispredicts", "Bim": "ind. mispredicts"}
 
 
 def main():
