@@ -136,16 +136,19 @@ build_gradhook() { # OUT_DIR: light mode's C++ gradient hook (_gradhook.cpp) in 
 	for f in "$dir"/_gradhook.cpp "$dir"/_gradhook.h "$0"; do
 		[ -f "$out" ] && [ "$out" -nt "$f" ] || stale=1
 	done
+	# (and again for another torch in the root: it would not load it)
+	[ "$(cat "$out.torch" 2>/dev/null)" = "$ver" ] || stale=1
 	[ -z "$stale" ] && return 0
 	mkdir -p "$outdir"
-	# (this machine's g++ 12 with C++20, as torch 2.14's headers need; they
-	# are -isystem: their own warnings are not ours)
+	# This machine's g++ (12 on bookworm) with C++20, as torch 2.14's headers
+	# need; they are -isystem: their own warnings are not ours.
 	${CXX:-g++} -std=c++20 -O2 -Wall -Wextra -Werror -fPIC -shared "$@" \
 		-DCD_TORCH_VERSION="\"$ver\"" -isystem "$torch/include" -I"$ROOT$inc" \
 		-idirafter "$ROOT/usr/include" "$dir"/_gradhook.cpp -o "$out.tmp" \
-		-L"$torch/lib" -ltorch_python -ltorch_cpu -lc10 -Wl,--allow-shlib-undefined ||
+		-L"$torch/lib" -ltorch_python -ltorch_cpu -lc10 ||
 		die "gradhook: $dir/_gradhook.cpp does not build"
 	mv "$out.tmp" "$out"
+	echo "$ver" >"$out.torch"
 	echo "torch2: ext: built $out (torch $ver)"
 }
 
