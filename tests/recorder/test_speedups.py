@@ -737,8 +737,12 @@ def test_light_traces_same_every_way(ctx):
     input, a parameter's requires_grad changed in place) recorded light
     four ways: with
     the C module or without (COMMDEBUG_SPEEDUPS=0), its hooks in nn.Module's
-    call or global (COMMDEBUG_MODULE_CALL=torch).  The four traces hold the
-    same events in the same order."""
+    call or global (COMMDEBUG_MODULE_CALL=torch); and, where
+    commdebug._gradhook is built (then the four use its C++ gradient hooks),
+    two more with torch's Python hooks instead (COMMDEBUG_GRADHOOK=0), with
+    the C module and without.  The traces hold the same events in the same
+    order (among them the bw_pre of modules returning one tensor, in the
+    order their wrapper nodes would run)."""
     _native()
     from commdebug import _light
     if _light.available() is not None:
