@@ -341,5 +341,6 @@ def make_bw_hooks(rec, compiling, slots):
         return None
 
     C.skip_in_dynamo([bw_end, fire, joined, module_bw_pre, pre_hooked, newer, quiet, join,
-                      put_first, shared, attach1, own_or_join, attach, attach_many, outputs])
+                      joined_with, before_dict, after_dict, put_first, shared, attach1,
+                      own_or_join, attach, attach_many, outputs])
     return attach, attach1, outputs, pre_hooked, shared
