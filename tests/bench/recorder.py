@@ -5,7 +5,8 @@ do-nothing dispatch mode vs CommDebugMode, on two workloads, ratios from one
 run.
 
     tests/torch2/env.sh run python3 tests/bench/recorder.py [--rounds R] [--steps K]
-                                                            [--only gpt2|light|blocks|pieces|split|colls|instr]
+                                                            [--only gpt2|light|once|blocks|pieces|split|
+                                                                   colls|instr]
                                                             [--variants plain,light,...]
 
 (tests/bench/recorder.sh runs it in the torch 2.14 root.)
@@ -25,6 +26,13 @@ run.
   the CPU time each adds per step, the median of per-round differences;
   and, steadier, each variant's low quantiles (2nd-20th percentile) of the
   training thread's CPU per step against plain's.
+* once: the gpt2 step in one process under light mode: the training
+  thread's CPU in each part of light mode's work done once a step (a
+  region's enter and exit, a collective's events, the frame written before
+  it and that frame's write(2)) per call and per step, against the same
+  parts called in a loop of regions of one all_reduce of 4 floats (whose
+  frames are a few hundred bytes where a step's are about 30 KB); and the
+  writer thread's rounds (compressing the raw frames) per step.
 * blocks: one process, 8 blocks of Linear(64) + GELU + LayerNorm, batch 16,
   forward + backward, one region per step.  Reported: the time each variant
   adds per dispatched op over plain, and its ratio to the do-nothing mode's.
@@ -70,6 +78,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -882,6 +891,91 @@ def split(args):
     print()
 
 
+# ------------------------------------------------------------------- once
+def _once_parts():
+    """Light mode's work done once a step, timed by once(): (label, class,
+    attribute, which calls count: (args, kwargs) -> bool, or None for all)."""
+    from commdebug import _mode, _writer, recorder as crec
+    main = threading.get_ident()
+    return [("region enter", crec.Recorder, "__enter__", None),
+            ("region exit", crec.Recorder, "__exit__", None),
+            ("a collective's events", _mode.OpEvents, "_coll_events", None),
+            ("the frame before it (sync)", _writer.TraceWriter, "sync",
+             lambda a, k: not (a[1] if len(a) > 1 else k.get("later", False))),
+            ("  a frame's write, training thread", _writer.TraceWriter, "_write",
+             lambda a, k: threading.get_ident() == main),
+            ("the writer thread's rounds", _writer.TraceWriter, "do_round", None)]
+
+
+def once(args):
+    """The gpt2 step in one process (a one-rank group) under light mode:
+    the CPU time of each part of light mode's work done once a step (not
+    per module), timed per call in the steps, against the same parts timed
+    in a loop of regions of one all_reduce of 4 floats, where nothing else
+    runs between two calls.  The ratio is what the caches a training step
+    leaves cold cost that part (for the write(2), also the frame's size: a
+    step's frame is about 30 KB, the loop's a few hundred bytes)."""
+    import torch
+    import torch.distributed as dist
+    from commdebug import _writer
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    step = gpt2_step()
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    rec = light_variant(tmp, "once-rank0.zst")
+    took = {}
+    saved = []
+    for label, cls, name, pick in _once_parts():
+        f = cls.__dict__[name]
+        saved.append((cls, name, f))
+
+        def timed(*a, _f=f, _label=label, _pick=pick, **k):
+            if _pick is not None and not _pick(a, k):
+                return _f(*a, **k)
+            c = time.thread_time_ns()
+            try:
+                return _f(*a, **k)
+            finally:
+                took.setdefault(_label, []).append(time.thread_time_ns() - c)
+        setattr(cls, name, timed)
+    n = args.rounds * args.steps
+    try:
+        light_on(rec)
+        run_steps(step, lambda: rec, SETTLE + 10)
+        took.clear()
+        c0 = time.thread_time()
+        run_steps(step, lambda: rec, n)
+        per_step = (time.thread_time() - c0) / n
+        in_step, took = took, {}
+        x = torch.ones(4)
+        for _ in range(n):
+            with rec:
+                dist.all_reduce(x)
+        loop = took
+    finally:
+        for cls, name, f in saved:
+            setattr(cls, name, f)
+        light_off(rec)
+        rec.close()
+        dist.destroy_process_group()
+    print("once: light mode's work done once a step, the GPT-2 step in one process "
+          "(one-rank gloo DDP), %d steps; the training thread's CPU %.2f ms a step"
+          % (n, per_step * 1e3))
+    print("  %-36s %11s %10s %10s   %s" % ("", "calls/step", "us a call", "us a step",
+                                        "in a loop: us a call"))
+    for label, cls, name, _ in _once_parts():
+        xs = in_step.get(label, [])
+        if not xs:
+            continue
+        med = statistics.median(xs) / 1e3
+        line = "  %-36s %11.2f %10.1f %10.1f" % (label, len(xs) / n, med, sum(xs) / n / 1e3)
+        ys = loop.get(label) if cls is not _writer.TraceWriter or name != "do_round" else None
+        if ys:
+            w = statistics.median(ys) / 1e3
+            line += "   %8.1f (%.1fx)" % (w, med / w)
+        print(line)
+    print()
+
+
 # -------------------------------------------------------------------- colls
 def colls(args):
     import torch
@@ -1136,7 +1230,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--only", choices=["gpt2", "light", "blocks", "pieces", "split", "colls", "instr"],
+    ap.add_argument("--only", choices=["gpt2", "light", "once", "blocks", "pieces", "split",
+                                       "colls", "instr"],
                     action="append")
     ap.add_argument("--variants", help="comma-separated: only these of %s (plain always)"
                     % ",".join(VARIANTS))
@@ -1157,8 +1252,9 @@ def main():
     print("torch %s, Python %s, %d CPUs" % (torch.__version__, sys.version.split()[0],
                                           os.cpu_count()))
     print()
-    for what in args.only or ["gpt2", "light", "blocks", "pieces", "split", "colls"]:
-        {"gpt2": gpt2, "light": light, "blocks": blocks, "pieces": pieces, "split": split,
+    for what in args.only or ["gpt2", "light", "once", "blocks", "pieces", "split", "colls"]:
+        {"gpt2": gpt2, "light": light, "once": once, "blocks": blocks, "pieces": pieces,
+         "split": split,
          "colls": colls, "instr": instr}[what](args)
 
 
