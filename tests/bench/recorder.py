@@ -1253,8 +1253,7 @@ def main():
     print()
     for what in args.only or ["gpt2", "light", "once", "blocks", "pieces", "split", "colls"]:
         {"gpt2": gpt2, "light": light, "once": once, "blocks": blocks, "pieces": pieces,
-         "split": split,
-         "colls": colls, "instr": instr}[what](args)
+         "split": split, "colls": colls, "instr": instr}[what](args)
 
 
 if __name__ == "__main__":
