@@ -131,7 +131,15 @@ build_gradhook() { # OUT_DIR: light mode's C++ gradient hook (_gradhook.cpp) in 
 		'import sysconfig as s, torch.version as v; print(s.get_path("include"), s.get_config_var("EXT_SUFFIX"), v.__version__)')
 	EOF
 	[ -n "$ver" ] || die "gradhook: the root's torch gave no version"
-	[ -d "$torch/include/torch/csrc/autograd" ] || die "gradhook: no torch headers in $torch/include"
+	if [ ! -d "$torch/include/torch/csrc/autograd" ]; then
+		# (python3-torch only recommends them: debootstrap leaves them out)
+		echo "torch2: gradhook: installing libtorch-dev in $ROOT"
+		$SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+			DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -q &&
+			apt-get install -y -q --no-install-recommends libtorch-dev' >/dev/null ||
+			die "gradhook: libtorch-dev does not install in $ROOT"
+		[ -d "$torch/include/torch/csrc/autograd" ] || die "gradhook: no torch headers in $torch/include"
+	fi
 	out=$outdir/_gradhook$suffix
 	for f in "$dir"/_gradhook.cpp "$dir"/_gradhook.h "$0"; do
 		[ -f "$out" ] && [ "$out" -nt "$f" ] || stale=1
