@@ -236,6 +236,7 @@ class Bounded:
                 if w._tail_at is not None:
                     w._tail_at += shift
                 w._end += shift
+                w._pad_drop(cut=False)      # (the mapping was the old file's)
                 os.lseek(nfd, w._end, os.SEEK_SET)
                 w.bytes_out += shift
         except BaseException:

@@ -51,7 +51,7 @@ class Handoff:
         """Whether the lines can go to the C module's thread, which
         compresses them (see the module's doc)."""
         return self._awz and self._formatted and self._tail_at is None and \
-            self.index is None and not self._dead and self._fd >= 0
+            self.index is None and not self._dead and self._fd >= 0 and self._fsize is None
 
     def _hand_lines(self):
         """A region exit's lines handed to the C module's thread to compress

@@ -31,7 +31,7 @@ class Relocation:
             old, oldfd = self.path, self._fd
             with open(old, "rb") as f:
                 f.seek(self._meta_len)
-                rest = f.read()
+                rest = f.read(self._end - self._meta_len)    # (not the padding after)
             head = self._encode(first_line.encode("utf-8", "surrogatepass"))
             d, base = os.path.split(newpath)
             if d:
@@ -84,6 +84,7 @@ class Relocation:
                     f[0] += len(head) - self._meta_len
             self._end = len(head) + len(rest)
             self._meta_len = len(head)
+            self._pad_drop(cut=False)       # (the mapping was the old file's)
             return target
         except OSError as e:
             _warn("could not move %s to %s (%s); the trace stays where it is"

@@ -40,6 +40,19 @@ class RawTail:
             if self._tail_at != at or self._dead or self._fd < 0:
                 return
             span = end - at
+            if self._fsize is not None and self._end == end:
+                # (the padded end: the compressed frame ends the frames, the
+                # padding header behind it; no ftruncate)
+                try:
+                    self._pad_write(out, at, mapped=False)
+                except OSError as e:
+                    self._fail(e, 0)
+                    return
+                self._compacted(at, end, parts, out)
+                self._end = at + len(out)
+                self._tail_at = None
+                self._tail = []
+                return
             if len(out) == span:
                 blob = out
             elif len(out) + 8 <= span:
@@ -48,10 +61,7 @@ class RawTail:
                 return       # (incompressible: the raw frames stay)
             if not self._write(blob, 0, at):
                 return
-            if self.index is not None:
-                self._merge_index(at, end, len(out))
-            self.bytes_out -= span - len(out)
-            self.frames -= len(parts) - 1
+            self._compacted(at, end, parts, out)
             if self._end == end:
                 try:
                     os.ftruncate(self._fd, at + len(out))
@@ -65,6 +75,13 @@ class RawTail:
                 # raw frames the training thread wrote meanwhile: the next tail
                 self._tail = self._tail[len(parts):]
                 self._tail_at = end
+
+    def _compacted(self, at, end, parts, out):
+        """The raw frames parts in [at, end) are now the frame out: counted."""
+        if self.index is not None:
+            self._merge_index(at, end, len(out))
+        self.bytes_out -= end - at - len(out)
+        self.frames -= len(parts) - 1
 
     def _merge_index(self, at, end, length):
         """The frames in [at, end) of the index became one frame of length."""

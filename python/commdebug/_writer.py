@@ -60,6 +60,7 @@ from ._claim import Busy, _claim_free_name, _warn, alt_path, claim  # noqa: F401
 from ._relocate import Relocation
 from ._handoff import Handoff
 from ._tail import RawTail
+from ._padtail import PadTail
 
 __all__ = ["TraceWriter", "claim", "alt_path", "EXIT_TIMEOUT_S", "MAX_AGE_MS"]
 
@@ -107,7 +108,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class TraceWriter(Handoff, RawTail, Relocation):
+class TraceWriter(Handoff, RawTail, PadTail, Relocation):
     """Owns the file descriptor, the line buffer and the writer thread.
 
     ``buf``: the list the recorder appends lines to.  ``due``: monotonic ns
@@ -172,6 +173,7 @@ class TraceWriter(Handoff, RawTail, Relocation):
             else:
                 raise
         self._handoff_init(native, level)  # region exits' frames: the C module's thread
+        self._pad_init()                   # light mode's padded, mapped end (_padtail)
         self.buf.append(first_line)
         if self._fd >= 0 and self.regular:
             with self._io:
@@ -282,7 +284,7 @@ class TraceWriter(Handoff, RawTail, Relocation):
             self.dropped += n
             return
         handed = later and raw and self._aw is not None and type(out) is bytes and \
-            self._aw.submit(self._fd, out, self._end, n)
+            self._fsize is None and self._aw.submit(self._fd, out, self._end, n)
         if not handed and not self._write(out, n):
             return
         if self.index is not None:
@@ -304,11 +306,15 @@ class TraceWriter(Handoff, RawTail, Relocation):
         if not self._settle() or self._dead:
             self.dropped += n           # (an earlier frame's write failed)
             return False
+        padded = at is None and self._fsize is not None
         if at is None and self.regular:
             at = self._end
         view = memoryview(out)
         self._writing = time.monotonic_ns()
         try:
+            if padded:
+                self._pad_write(out, at)
+                view = None
             while view:
                 k = os.write(self._fd, view) if at is None else os.pwrite(self._fd, view, at)
                 view = view[k:]
@@ -371,6 +377,9 @@ class TraceWriter(Handoff, RawTail, Relocation):
             self._compact()
         if self.bounded is not None and self._tail_at is None:
             self.bounded.maybe_compact(self)
+        if self._fsize is not None:
+            with self._io:
+                self._pad_grow()
         self._set_due(time.monotonic_ns() + _DUE_NS)
 
     def _set_due(self, t):
@@ -463,6 +472,8 @@ class TraceWriter(Handoff, RawTail, Relocation):
             if self._aw is not None:
                 self._settle()
                 self._aw.close()
+            self._pad_drop(cut=not discard)
+            self._fsize = None
             self._closed = True
             if self._fd >= 0:
                 if discard and self.regular:
@@ -490,6 +501,8 @@ class TraceWriter(Handoff, RawTail, Relocation):
         self._dead = True
         self._set_due(0)
         self.buf.clear()
+        self._map = None          # (the parent's mapping: this child never writes)
+        self._fsize = None
         if self._fd >= 0:
             try:
                 os.close(self._fd)

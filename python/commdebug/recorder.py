@@ -205,6 +205,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         if self.light:
             self._w.tick = _writer.LIGHT_TICK_S
             self._w.sleep_between_frames()
+            self._w.pad_tail()
         if self._bounded is not None:
             self._w.index = []
             self._w.bounded = self._bounded

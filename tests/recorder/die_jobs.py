@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ranks that die: for test_durability.py.
 
-    die_jobs.py HOW --out DIR --port P --rank R --world W
+    die_jobs.py HOW --out DIR --port P --rank R --world W [--light 1]
 
 Each rank records into DIR/rank<R>.zst, runs K = 4 steps of a few matmuls
 and one all_reduce, and appends to DIR/log<R>.txt, with one write(2) each
@@ -15,6 +15,12 @@ and "issue SEQ BYTES" just before it hands all_reduce SEQ to gloo.  Then:
   size   all_reduce K+1 with a different size on each rank: gloo aborts
          the process (terminate) or raises; a rank that gets an exception
          logs "error" and sleeps until killed.
+
+With --light 1 the recorder is a light one, and each "matmul" is a call of
+an nn.Linear (light mode records module calls, not ops); the rank waits
+0.3 s before its first step, so that its writer thread has padded and
+mapped the trace's end (_padtail) when the frames before the collectives
+are written.
 """
 
 import ctypes
@@ -44,20 +50,27 @@ def main():
     def log(*words):
         os.write(logfd, (" ".join(str(w) for w in words) + "\n").encode())
 
-    rec = Recorder(os.path.join(out, "rank{rank}.zst"))
+    light = opts.get("--light") == "1"
+    rec = Recorder(os.path.join(out, "rank{rank}.zst"), light=light)
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
                             world_size=world)
     a = torch.randn(8, 8)
     t = torch.ones(16)
+    lin = torch.nn.Linear(8, 8)
     mm = [0]
 
     def matmuls(n):
         for _ in range(n):
-            torch.mm(a, a)
+            if light:
+                lin(a)
+            else:
+                torch.mm(a, a)
             mm[0] += 1
             log("mm", mm[0])
 
     with rec(label="step"):
+        if light:
+            time.sleep(0.3)
         for seq in range(1, K + 1):
             matmuls(3)
             log("issue", seq, t.numel() * 4)

@@ -8,12 +8,12 @@ import signal
 import subprocess
 import time
 
-from _util import HERE, PYTHON, check, env, eq, events, free_port
+from _util import HERE, PYTHON, Skip, check, env, eq, events, free_port
 
 JOB = os.path.join(HERE, "die_jobs.py")
 
 
-def start(how, out, world=2):
+def start(how, out, world=2, light=False):
     os.makedirs(out, exist_ok=True)
     port = free_port()
     procs = []
@@ -22,7 +22,8 @@ def start(how, out, world=2):
         for var in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
             e.pop(var, None)
         procs.append(subprocess.Popen([PYTHON, JOB, how, "--out", out, "--port", str(port),
-                                       "--rank", str(r), "--world", str(world)], env=e,
+                                       "--rank", str(r), "--world", str(world),
+                                       "--light", "1" if light else "0"], env=e,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
     return procs
 
@@ -59,10 +60,11 @@ def blocked(pid):
     return True
 
 
-def check_trace(out, rank):
+def check_trace(out, rank, light=False):
     """The rank's trace against its log: every collective it logged as
     issued is in the trace, in order, with its seq and bytes, and every
-    matmul logged before the last one is there too."""
+    matmul logged before the last one is there too (light: every call of
+    the Linear that stands for one, its fw_pre)."""
     log = read_log(out, rank)
     issued = [(int(w[1]), int(w[2])) for w in log if w[0] == "issue"]
     check(issued, "rank %d logged no collective", rank)
@@ -75,7 +77,10 @@ def check_trace(out, rank):
              e["name"].startswith("c10d.allreduce_")]
     eq([(evs[i]["seq"], evs[i]["bytes"]) for i in colls], issued,
        "rank %d: collectives in the trace vs the ones it logged as issued" % rank)
-    mms = sum(1 for e in evs[:colls[-1]] if e["ev"] == "op" and e["name"] == "aten.mm.default")
+    if light:
+        mms = sum(1 for e in evs[:colls[-1]] if e["ev"] == "fw_pre" and e["mod"] == "Linear")
+    else:
+        mms = sum(1 for e in evs[:colls[-1]] if e["ev"] == "op" and e["name"] == "aten.mm.default")
     eq(mms, mm_before_last, "rank %d: matmuls before its last collective" % rank)
     return evs, log
 
@@ -87,9 +92,9 @@ def finish(procs):
         p.wait(30)
 
 
-def test_sigkill_while_blocked_in_a_collective(ctx):
+def test_sigkill_while_blocked_in_a_collective(ctx, light=False):
     out = ctx.tmp
-    procs = start("kill", out)
+    procs = start("kill", out, light=light)
     try:
         wait_for(lambda: any(w[:2] == ["issue", "5"] for w in read_log(out, 1)),
                  "rank 1 to issue its 5th all_reduce", procs)
@@ -99,12 +104,36 @@ def test_sigkill_while_blocked_in_a_collective(ctx):
         eq(procs[1].returncode, -signal.SIGKILL, "rank 1 exit")
     finally:
         finish(procs)
-    check_trace(out, 1)
+    check_trace(out, 1, light)
+    return out
 
 
-def _die(ctx, how, sig):
+def test_light_sigkill_while_blocked_in_a_collective(ctx):
+    """The same, recorded light: the frames before its collectives went
+    through the padded, mapped end of the file (_padtail), which the killed
+    process leaves as it was."""
+    _need_light()
+    out = test_sigkill_while_blocked_in_a_collective(ctx, light=True)
+    size = os.path.getsize(os.path.join(out, "rank1.zst"))
+    check(size >= 1 << 20, "rank 1's trace is %d bytes: its end was not padded", size)
+    # the analyzer reads it whole, the padding skipped, as zstd does
+    r = subprocess.run(["zstd", "-qdc", os.path.join(out, "rank1.zst")], capture_output=True)
+    eq(r.returncode, 0, "zstd -dc of the killed rank's trace (%s)" % r.stderr.decode()[-300:])
+    if ctx.analyzer is not None:
+        _, text, err = ctx.analyzer.run("counts", os.path.join(out, "rank1.zst"))
+        check("c10d.allreduce_: 5" in text, "commdebug counts of it: %s %s", text, err)
+
+
+def _need_light():
+    from commdebug import _light
+    why = _light.available()
+    if why is not None:
+        raise Skip(why)
+
+
+def _die(ctx, how, sig, light=False):
     out = ctx.tmp
-    procs = start(how, out)
+    procs = start(how, out, light=light)
     try:
         for p in procs:
             p.wait(120)
@@ -113,12 +142,17 @@ def _die(ctx, how, sig):
     finally:
         finish(procs)
     for r in range(2):
-        evs, log = check_trace(out, r)
+        evs, log = check_trace(out, r, light)
         check(log[-1][0] == "mm", "rank %d log ends with %r", r, log[-1])
 
 
 def test_os_abort_in_a_worker(ctx):
     _die(ctx, "abort", signal.SIGABRT)
+
+
+def test_light_os_abort_in_a_worker(ctx):
+    _need_light()
+    _die(ctx, "abort", signal.SIGABRT, light=True)
 
 
 def test_sigsegv_in_a_worker(ctx):

@@ -322,6 +322,89 @@ def test_raw_frames_then_compacted(ctx):
         check("cut" not in err and "unreadable" not in out, "ranks: %s %s", out, err)
 
 
+def test_padded_end(ctx):
+    """Light mode's padded, mapped file end (_padtail): the frame before a
+    collective is copied into the mapping, in an order after any prefix of
+    which the file is a valid trace holding the lines before it or all of
+    them; a frame too large for the mapping is written with pwrite, padded
+    the same; compaction leaves the padding; close() cuts it off."""
+    from commdebug import _padtail, _zstd
+    from commdebug._writer import TraceWriter
+    if _zstd.load() is None:
+        from _util import Skip
+        raise Skip("no libzstd")
+    path = os.path.join(ctx.tmp, "pad.zst")
+    meta = ('{"ev":"meta","format":"commdebug-trace","version":1,"rank":0,'
+            '"world_size":1,"t0":1}\n')
+    w = TraceWriter(path, meta)
+    w.tick = 3600                       # (the writer thread stays out of the way,
+    time.sleep(0.1)                     # after its first round)
+    w.pad_tail()
+    with w._io:
+        w._pad_grow()
+    check(w._map is not None, "no mapping")
+    eq(os.path.getsize(path), _padtail.PAD_MAP, "the padded file's size")
+    eq(zstd_cli_text(path), meta, "the padded file by zstd -dc")
+    pad_write = w._pad_write
+    def spy(out, at, mapped=True):
+        r = pad_write(out, at, mapped)
+        if mapped:
+            got.append(r)
+        return r
+    got = []
+    w._pad_write = spy
+    lines = ['{"ev":"pg","name":"%d","ranks":[0],"t":%d}\n' % (i, i) for i in range(400)]
+    w.buf.extend(lines[:100])
+    w.sync()
+    eq(got, [True], "the frame before a collective went through the mapping")
+    want = meta + "".join(lines[:100])
+    eq(zstd_cli_text(path), want, "after a mapped frame, by zstd -dc")
+    eq([e["name"] for e in events(path)[1:]], [str(i) for i in range(100)],
+       "after a mapped frame, by read_events")
+    # every prefix of the next frame's stores, applied to the file as it is
+    with open(path, "rb") as f:
+        before = bytearray(f.read())
+    frame = _zstd.raw_frame("".join(lines[100:200]).encode())
+    steps = _padtail.stores(w._end - w._map_at, frame, w._fsize - w._end - len(frame) - 8)
+    cut = os.path.join(ctx.tmp, "cut.zst")
+    for k in range(len(steps) + 1):
+        data = bytearray(before)
+        for o, b in steps[:k]:
+            data[w._map_at + o:w._map_at + o + len(b)] = bytes(b)
+        with open(cut, "wb") as f:
+            f.write(data)
+        eq(zstd_cli_text(cut), want + ("".join(lines[100:200]) if k == len(steps) else ""),
+           "the file after %d of the %d stores" % (k, len(steps)))
+    # larger than the mapping: pwrite, the padding after it
+    big = ['{"ev":"pg","name":"big%d","ranks":[0],"pad":"%s"}\n' % (i, os.urandom(500).hex())
+           for i in range(1200)]
+    w.buf.extend(lines[100:200] + big)
+    w.sync()
+    eq(got[1:], [False], "a frame larger than the mapping")
+    want += "".join(lines[100:200] + big)
+    eq(zstd_cli_text(path), want, "after the large frame, by zstd -dc")
+    with w._io:
+        w._pad_grow()
+    check(w._map is not None and w._map_at <= w._end, "mapped again after the large frame")
+    w.buf.extend(lines[200:300])
+    w.sync()
+    eq(got[2:], [True], "the next frame, mapped again")
+    want += "".join(lines[200:300])
+    size = os.path.getsize(path)
+    w._compact()
+    eq(os.path.getsize(path), size, "compaction keeps the padded size")
+    check(w._end < size, "compaction: end %d, size %d", w._end, size)
+    eq(zstd_cli_text(path), want, "compacted, by zstd -dc")
+    w.buf.extend(lines[300:])
+    w.close()
+    want += "".join(lines[300:])
+    eq(os.path.getsize(path), w._end, "the closed file's size")
+    eq(zstd_cli_text(path), want, "closed, by zstd -dc")
+    if ctx.analyzer is not None:
+        rc, out, err = ctx.analyzer.run("ranks", path, check_rc=(0, 4))
+        check("cut" not in err and "unreadable" not in out, "ranks: %s %s", out, err)
+
+
 WRITER_SEEDS = range(24)
 
 
@@ -332,7 +415,8 @@ def test_writer_random_interleavings(ctx):
     the writer thread also compacts, and moves of the file with meta lines of
     other lengths: once closed, the trace holds every line once, in order
     (zstd -dc and read_events), and the frame index of a bounded trace names
-    frames that hold the lines it says."""
+    frames that hold the lines it says.  Half the seeds with light mode's
+    padded, mapped end (_padtail), mapped again at random, cut off at close."""
     import io
     import random
     import threading
@@ -350,6 +434,9 @@ def test_writer_random_interleavings(ctx):
         w = TraceWriter(path, meta % 0)
         if seed % 2:
             w.index = []
+        padded = seed % 4 >= 2
+        if padded:
+            w.pad_tail()
         rank, n = 0, 0
         for _ in range(60):
             k = rnd.randrange(0, 40)
@@ -373,11 +460,15 @@ def test_writer_random_interleavings(ctx):
                 new = os.path.join(ctx.tmp, "s%d-%d.zst" % (seed, rank))
                 if w.relocate(new, meta % rank) is not None:
                     path = new
+            elif padded and rnd.random() < 0.3:
+                with w._io:
+                    w._pad_grow()
             else:
                 time.sleep(rnd.random() * 0.03)
         w.close()
         index = w.index
         what = "seed %d" % seed
+        eq(os.path.getsize(path), w._end, what + ": the closed file's size")
         text = zstd_cli_text(path).splitlines(True)
         eq(text[0], meta % rank, what + ": meta line")
         eq([json.loads(t)["name"] for t in text[1:]], [str(i) for i in range(n)],
