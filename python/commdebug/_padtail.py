@@ -71,6 +71,7 @@ class PadTail:
         self._fsize = None         # the file's size while padded, else None
         self._map = None           # mmap of [_map_at, _map_at + len(_map))
         self._map_at = 0
+        self._map_failed = False   # (then frames go by pwrite, still padded)
 
     def pad_tail(self):
         """Light mode: keep the file's end padded and mapped (the writer
@@ -120,8 +121,10 @@ class PadTail:
         thread; the caller holds _io).  The padding header at _end is
         written to reach the new size first, then the file is extended: a
         kill in between leaves a skippable frame cut short at the file's
-        end, as a kill inside a write(2) leaves a frame cut short."""
-        if self._fsize is None or self._dead or self._fd < 0:
+        end, as a kill inside a write(2) leaves a frame cut short.  Once
+        this failed (a full disk, no /proc, a file system that cannot map
+        files), it is not tried again: frames go by pwrite, still padded."""
+        if self._fsize is None or self._dead or self._fd < 0 or self._map_failed:
             return
         end = self._end
         if self._map is not None and end >= self._map_at and \
@@ -131,12 +134,20 @@ class PadTail:
         size = at + PAD_MAP
         if size < self._fsize:
             size = self._fsize
-        try:
-            if size > self._fsize:
-                # (size - end >= PAD_MAP - a page)
+        old = self._fsize
+        if size > old:
+            # (size - end >= PAD_MAP - a page).  The file is extended with
+            # its blocks allocated, not as a hole: a store into a hole's
+            # page on a full disk would be SIGBUS, where this fails here.
+            try:
                 os.pwrite(self._fd, _zstd.skippable_header(size - end - _HDR), end)
-                os.ftruncate(self._fd, size)
-                self._fsize = size
+                os.posix_fallocate(self._fd, old, size - old)
+            except OSError:
+                self._map_failed = True
+                self._pad_restore(old)
+                return
+            self._fsize = size
+        try:
             self._pad_unmap()
             # (the writer's fd is write-only; a shared writable mapping
             # needs one opened for reading too: the same file, again)
@@ -148,8 +159,20 @@ class PadTail:
                 os.close(fd)
             self._map_at = at
         except (OSError, ValueError):
-            # (no mapping: frames are written with pwrite, padded the same)
+            self._map_failed = True
             self._pad_unmap()
+
+    def _pad_restore(self, old):
+        """The padding as it was before _pad_grow failed (no mapping: frames
+        go by pwrite, padded the same)."""
+        self._pad_unmap()
+        end = self._end
+        try:
+            os.ftruncate(self._fd, old)
+            if old > end:
+                os.pwrite(self._fd, _zstd.skippable_header(old - end - _HDR), end)
+        except OSError:
+            pass           # (a write error: the next frame's write reports it)
 
     def _pad_unmap(self):
         m, self._map = self._map, None

@@ -5,17 +5,35 @@ The recording thread writes the lines it must get into the file before a
 collective as a frame of raw blocks (_zstd.raw_frame: a copy, no
 compression, whose cost with cold caches after a training step is 100 us);
 the writer thread then replaces those raw frames with one compressed frame
-(``_compact``), and keeps the index of frames of a bounded trace in step
-(``_merge_index``)."""
+(``_compact``: every round, or in light mode once the first is
+``compact_after`` seconds old or they hold COMPACT_BYTES, ``_compact_due``),
+and keeps the index of frames of a bounded trace in step (``_merge_index``)."""
 
 import os
+import time
 
 from . import _zstd
 
-__all__ = ["RawTail"]
+__all__ = ["RawTail", "COMPACT_BYTES"]
+
+# Light mode compacts the raw tail once it holds this many bytes, or once its
+# first frame is compact_after seconds old (every round otherwise, and for a
+# bounded trace).
+COMPACT_BYTES = 256 << 10
 
 
 class RawTail:
+    compact_after = None          # seconds (light mode), or None: every round
+
+    def _compact_due(self):
+        """Whether the writer thread's round compacts the raw tail now (a
+        bounded trace's every round: its rewrite waits for a compacted tail)."""
+        if self.compact_after is None or self._closing or self.bounded is not None:
+            return True
+        at = self._tail_at
+        return at is None or self._end - at >= COMPACT_BYTES or \
+            time.monotonic() - self._tail_t >= self.compact_after
+
     def _compact(self):
         """Replace the raw frames at the end of the file by one compressed
         frame of the same lines (writer thread; the compression runs outside
@@ -75,6 +93,7 @@ class RawTail:
                 # raw frames the training thread wrote meanwhile: the next tail
                 self._tail = self._tail[len(parts):]
                 self._tail_at = end
+                self._tail_t = time.monotonic()
 
     def _compacted(self, at, end, parts, out):
         """The raw frames parts in [at, end) are now the frame out: counted."""

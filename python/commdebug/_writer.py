@@ -71,6 +71,11 @@ MAX_AGE_MS = 50            # the documented bound on what a sudden death loses
 # besides what the frame written before each collective keeps.
 LIGHT_TICK_S = 0.1
 LIGHT_MAX_AGE_MS = 150
+# Light mode: the raw frames written before collectives are compacted once
+# their first is this old or they hold _tail.COMPACT_BYTES, not every round
+# (a round that compacts costs 3-4x one that does not; the raw frames are a
+# valid trace meanwhile).
+LIGHT_COMPACT_S = 1.0
 MAX_LINES = 1 << 16        # lines waiting beyond this are dropped when stalled
 _STALL_NS = 50 * 1000000   # a write in progress longer than this: do not wait for it
 _DUE_NS = 250 * 1000000    # the recording thread checks the writer after this long
@@ -150,6 +155,7 @@ class TraceWriter(Handoff, RawTail, PadTail, Relocation):
         self._end = 0                     # bytes in the file
         self._tail_at = None              # where the raw frames at its end start
         self._tail = []                   # those frames (bytes), in order
+        self._tail_t = 0.0                # monotonic s when the first was written
         self._take = threading.Lock()     # taking lines out of buf (never held in I/O)
         self._closing = False
         self._closed = False
@@ -292,6 +298,7 @@ class TraceWriter(Handoff, RawTail, PadTail, Relocation):
         if raw:
             if self._tail_at is None:
                 self._tail_at = self._end
+                self._tail_t = time.monotonic()
             self._tail.append(out)
         self._end += len(out)
         self.bytes_in += nbytes
@@ -373,7 +380,7 @@ class TraceWriter(Handoff, RawTail, PadTail, Relocation):
                 if later:
                     self._settle()
                 self._drain_locked(raw=True, later=later)
-        if self._tail_at is not None:
+        if self._tail_at is not None and self._compact_due():
             self._compact()
         if self.bounded is not None and self._tail_at is None:
             self.bounded.maybe_compact(self)

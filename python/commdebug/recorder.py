@@ -206,6 +206,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
             self._w.tick = _writer.LIGHT_TICK_S
             self._w.sleep_between_frames()
             self._w.pad_tail()
+            self._w.compact_after = _writer.LIGHT_COMPACT_S
         if self._bounded is not None:
             self._w.index = []
             self._w.bounded = self._bounded

@@ -85,11 +85,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-VARIANTS = ["plain", "light", "lightpy", "lightpyhooks", "lightglobal", "full", "fullpy",
+VARIANTS = ["plain", "light", "lightwrite", "lightpy", "lightpyhooks", "lightglobal", "full",
+            "fullpy",
             "fullslow", "fulltorch", "nothing", "hooks", "cdm"]
 LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
           "lightpy": "light, no C module", "lightglobal": "light, global module hooks",
           "lightpyhooks": "light, torch's Python gradient hooks",
+          "lightwrite": "light, frames by write(2)",
           "fullpy": "full, no C module", "fullslow": "full, torch's module call",
           "fulltorch": "full, torch's BackwardHook",
           "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
@@ -273,6 +275,9 @@ def make_variants(step, tmp, rank, hooks=False):
     # is not built
     lightpyhooks = light_variant(tmp, "lightpyhooks-rank%d.zst" % rank, "COMMDEBUG_GRADHOOK",
                                  "0")
+    # its file's end not padded and mapped (_padtail): every frame appended
+    # with write(2), the file cut after each compaction
+    lightwrite = light_variant(tmp, "lightwrite-rank%d.zst" % rank, "COMMDEBUG_PAD_TAIL", "0")
     full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
     # without the C module; with torch's own nn.Module call (its slow path,
     # for the recorder's global hooks); as it was before LeanBackwardHook
@@ -308,6 +313,7 @@ def make_variants(step, tmp, rank, hooks=False):
         "lightpy": lambda k: timed(k, lambda: lightpy, lightpy),
         "lightglobal": lambda k: timed(k, lambda: lightglobal, lightglobal),
         "lightpyhooks": lambda k: timed(k, lambda: lightpyhooks, lightpyhooks),
+        "lightwrite": lambda k: timed(k, lambda: lightwrite, lightwrite),
         "full": lambda k: timed(k, lambda: full),
         "fullpy": lambda k: timed(k, lambda: fullpy),
         "fullslow": lambda k: timed(k, lambda: fullslow),
@@ -332,7 +338,8 @@ def make_variants(step, tmp, rank, hooks=False):
                     for h in self._h:
                         h.remove()
         runs["hooks"] = lambda k: timed(k, Hooked)
-    return runs, (light, lightpy, lightglobal, full, fullpy, fullslow, fulltorch, lightpyhooks)
+    return runs, (light, lightpy, lightglobal, full, fullpy, fullslow, fulltorch, lightpyhooks,
+                  lightwrite)
 
 
 # Variants a job runs with torch's own nn.Module._call_impl; the others with
@@ -490,7 +497,7 @@ def gpt2(args):
 
 
 # -------------------------------------------------------------------- light
-LIGHT_PARTS = ["plain", "light", "lightpyhooks", "lightpy", "lightglobal"]
+LIGHT_PARTS = ["plain", "light", "lightwrite", "lightpyhooks", "lightpy", "lightglobal"]
 # light mode taken apart: its recorder with parts replaced by ones doing
 # nothing (each also without what the ones above it took out)
 LIGHT_CUTS = [("collectives' events and frames", "colls"),

@@ -403,6 +403,32 @@ def test_padded_end(ctx):
     if ctx.analyzer is not None:
         rc, out, err = ctx.analyzer.run("ranks", path, check_rc=(0, 4))
         check("cut" not in err and "unreadable" not in out, "ranks: %s %s", out, err)
+    # a disk too full for the padding: it stays as it was, frames go by pwrite
+    path = os.path.join(ctx.tmp, "full.zst")
+    w = TraceWriter(path, meta)
+    w.tick = 3600
+    time.sleep(0.1)
+    w.pad_tail()
+    w.buf.extend(lines[:100])
+    w.sync()
+    fallocate = os.posix_fallocate
+
+    def full(*_):
+        raise OSError(28, "No space left on device")
+    os.posix_fallocate = full
+    try:
+        with w._io:
+            w._pad_grow()
+    finally:
+        os.posix_fallocate = fallocate
+    check(w._map is None and w._map_failed, "a mapping after the padding failed")
+    eq(os.path.getsize(path), w._end, "the file's size after the padding failed")
+    eq(zstd_cli_text(path), meta + "".join(lines[:100]), "after the padding failed")
+    w.buf.extend(lines[100:])
+    w.sync()
+    eq(zstd_cli_text(path), meta + "".join(lines), "a frame after the padding failed")
+    w.close()
+    eq(zstd_cli_text(path), meta + "".join(lines), "closed after the padding failed")
 
 
 WRITER_SEEDS = range(24)

@@ -972,8 +972,10 @@ def test_async_write_polls(ctx):
     every 1 ms n times (100 unless set) before it sleeps until a submit
     wakes it; with 0 it sleeps at once, and a job submitted then is still
     written.  A light Recorder's writer sets 0 (sleep_between_frames), a
-    full one's keeps 100.  Counted by the thread's context switches (/proc) in the
-    0.2 s after a job: one per look while it polls."""
+    full one's keeps 100; with its file's end padded (light mode's default,
+    _padtail) it hands the thread nothing, so none starts.  Counted by the
+    thread's context switches (/proc) in the 0.2 s after a job: one per look
+    while it polls."""
     native = _native()
     path = os.path.join(ctx.tmp, "polls.bin")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
@@ -999,11 +1001,19 @@ def test_async_write_polls(ctx):
         eq(f.read(), b"a" * 100 + b"b" * 50 + b"c" * 25, "the file")
     os.close(fd)
     from commdebug import Recorder
-    for light in (False, True):
+    for light, pad in ((False, False), (True, False), (True, True)):
         before = _aw_threads()
-        rec = Recorder(os.path.join(ctx.tmp, "polls%d.zst" % light), light=light)
-        with rec:
-            pass
+        old = os.environ.get("COMMDEBUG_PAD_TAIL")
+        os.environ["COMMDEBUG_PAD_TAIL"] = "1" if pad else "0"
+        try:
+            rec = Recorder(os.path.join(ctx.tmp, "polls%d%d.zst" % (light, pad)), light=light)
+            with rec:
+                pass
+        finally:
+            if old is None:
+                del os.environ["COMMDEBUG_PAD_TAIL"]
+            else:
+                os.environ["COMMDEBUG_PAD_TAIL"] = old
         w = rec._w
         if w._aw is None:
             rec.close()
@@ -1014,6 +1024,14 @@ def test_async_write_polls(ctx):
             w.buf.append('{"ev":"x"}\n')
             w.do_round()
             w._settle()
+        if pad:
+            check(w._fsize is not None, "a light recorder's end is not padded")
+            frame()
+            time.sleep(0.005)
+            eq([t for t in _aw_threads() if t not in before], [],
+               "C threads started by a light recorder with its end padded")
+            rec.close()
+            continue
         got = _wakeups_after_job(frame, before=before)
         rec.close()
         if light:
