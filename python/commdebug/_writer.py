@@ -61,6 +61,7 @@ from ._relocate import Relocation
 from ._handoff import Handoff
 from ._tail import RawTail
 from ._padtail import PadTail
+from ._linetext import LineText
 
 __all__ = ["TraceWriter", "claim", "alt_path", "EXIT_TIMEOUT_S", "MAX_AGE_MS"]
 
@@ -113,7 +114,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class TraceWriter(Handoff, RawTail, PadTail, Relocation):
+class TraceWriter(LineText, Handoff, RawTail, PadTail, Relocation):
     """Owns the file descriptor, the line buffer and the writer thread.
 
     ``buf``: the list the recorder appends lines to.  ``due``: monotonic ns
@@ -204,54 +205,6 @@ class TraceWriter(Handoff, RawTail, PadTail, Relocation):
         return self._z is not None
 
     # ------------------------------------------------------------ writing
-    def _text(self, chunk):
-        """The bytes of the lines in chunk.  An item is a line, or (so that
-        the recording thread does no formatting) a tuple (prefix, t) for the
-        line prefix + str(t - mono0) + "}\n", or (prefix1, prefix2, t) for
-        two such lines with the same time, or an int: a mark (the number of
-        the region whose region_enter line comes next), noted in
-        self._marks as (region, index of that line).  (The C module's text()
-        where it is built; this Python where it refuses an item.)"""
-        if self._ctext is not None:
-            try:
-                data, self._marks = self._ctext(chunk, self._mono0)
-                return data
-            except (TypeError, OverflowError):
-                pass
-        m0 = self._mono0
-        out = []
-        add = out.append
-        marks = self._marks = []
-        pairs = 0         # items of two lines so far (for the marks' line numbers)
-        for x in chunk:
-            c = x.__class__
-            if c is tuple:
-                if len(x) == 2:
-                    add(x[0] + str(x[1] - m0) + "}\n")
-                else:
-                    t = str(x[2] - m0) + "}\n"
-                    add(x[0] + t + x[1] + t)
-                    pairs += 1
-            elif c is str:
-                add(x)
-            else:
-                marks.append((x, len(out) + pairs))
-        return "".join(out).encode("utf-8", "surrogatepass")
-
-    def _take_lines(self):
-        """(n, what the n items buffered are, taken out of buf: their bytes
-        from a LineBuf, the items themselves from a list), or (0, None); the
-        caller holds _take."""
-        n = len(self.buf)
-        if n == 0:
-            return 0, None
-        if self._formatted:
-            data, self._marks, n = self.buf.take()
-            return n, data
-        chunk = self.buf[:n]
-        del self.buf[:n]
-        return n, chunk
-
     def _encode(self, data):
         if self._comp is None:
             return data
