@@ -280,21 +280,27 @@ def test_move_keeps_lines_after_raw_tail(ctx):
            "moved trace (meta rank %s) by read_events" % rank)
 
 
+def _one_writer(ctx, name):
+    """(path, meta line, a TraceWriter of a one-rank trace at ctx.tmp/name);
+    skipped without libzstd."""
+    from commdebug import _zstd
+    from commdebug._writer import TraceWriter
+    if _zstd.load() is None:
+        from _util import Skip
+        raise Skip("no libzstd")
+    path = os.path.join(ctx.tmp, name)
+    meta = ('{"ev":"meta","format":"commdebug-trace","version":1,"rank":0,'
+            '"world_size":1,"t0":1}\n')
+    return path, meta, TraceWriter(path, meta)
+
+
 def test_raw_frames_then_compacted(ctx):
     """Frames the training thread writes before a collective hold raw
     blocks (with their checksum where libxxhash is there); the writer thread
     replaces them with one compressed frame, leaving at most a skippable
     frame behind.  Both states decode to the same lines, with libzstd, the
     zstd command-line tool and the analyzer."""
-    from commdebug import _zstd
-    from commdebug._writer import TraceWriter
-    if _zstd.load() is None:
-        from _util import Skip
-        raise Skip("no libzstd")
-    path = os.path.join(ctx.tmp, "raw.zst")
-    meta = ('{"ev":"meta","format":"commdebug-trace","version":1,"rank":0,'
-            '"world_size":1,"t0":1}\n')
-    w = TraceWriter(path, meta)
+    path, meta, w = _one_writer(ctx, "raw.zst")
     w._compact = lambda: None           # the writer thread leaves the raw frames
     lines = ['{"ev":"pg","name":"%d","ranks":[0],"t":%d}\n' % (i, i) for i in range(300)]
     for i in range(0, 300, 100):
@@ -330,13 +336,7 @@ def test_padded_end(ctx):
     the same; compaction leaves the padding; close() cuts it off."""
     from commdebug import _padtail, _zstd
     from commdebug._writer import TraceWriter
-    if _zstd.load() is None:
-        from _util import Skip
-        raise Skip("no libzstd")
-    path = os.path.join(ctx.tmp, "pad.zst")
-    meta = ('{"ev":"meta","format":"commdebug-trace","version":1,"rank":0,'
-            '"world_size":1,"t0":1}\n')
-    w = TraceWriter(path, meta)
+    path, meta, w = _one_writer(ctx, "pad.zst")
     w.tick = 3600                       # (the writer thread stays out of the way,
     time.sleep(0.1)                     # after its first round)
     w.pad_tail()

@@ -90,6 +90,12 @@ run() {
 		${COMMDEBUG_TORCH2_ENV:-} /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$PWD" "$@"
 }
 
+root_install() { # PKG: apt-get install PKG inside the root (quietly; 1 when it fails)
+	$SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -q &&
+		apt-get install -y -q --no-install-recommends "$1"' sh "$1" >/dev/null
+}
+
 build_ext() { # OUT_DIR EXTRA_CFLAGS...: the module for the root's Python in OUT_DIR
 	ready || die "no root at $ROOT: run tests/torch2/env.sh setup"
 	local outdir=$1 dir=$REPO/python/commdebug inc suffix out f stale=
@@ -107,10 +113,7 @@ build_ext() { # OUT_DIR EXTRA_CFLAGS...: the module for the root's Python in OUT
 	if [ ! -f "$ROOT$inc/Python.h" ]; then
 		# (apt resolves its dependencies; debootstrap's --include might not)
 		echo "torch2: ext: installing libpython3-dev in $ROOT"
-		$SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-			DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -q &&
-			apt-get install -y -q --no-install-recommends libpython3-dev' >/dev/null ||
-			die "ext: no Python headers in $ROOT"
+		root_install libpython3-dev || die "ext: no Python headers in $ROOT"
 	fi
 	mkdir -p "$outdir"
 	${CC:-cc} -Wall -Wextra -Werror -fPIC -shared "$@" -I"$ROOT$inc" \
@@ -134,10 +137,7 @@ build_gradhook() { # OUT_DIR: light mode's C++ gradient hook (_gradhook.cpp) in 
 	if [ ! -d "$torch/include/torch/csrc/autograd" ]; then
 		# (python3-torch only recommends them: debootstrap leaves them out)
 		echo "torch2: gradhook: installing libtorch-dev in $ROOT"
-		$SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-			DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -q &&
-			apt-get install -y -q --no-install-recommends libtorch-dev' >/dev/null ||
-			die "gradhook: libtorch-dev does not install in $ROOT"
+		root_install libtorch-dev || die "gradhook: libtorch-dev does not install in $ROOT"
 		[ -d "$torch/include/torch/csrc/autograd" ] || die "gradhook: no torch headers in $torch/include"
 	fi
 	out=$outdir/_gradhook$suffix
@@ -198,10 +198,7 @@ grind() {
 	local out=$REPO/build-bench/cgtoggle.so src=$REPO/tests/bench/cgtoggle.c
 	if [ ! -x "$ROOT/usr/bin/valgrind" ] || [ ! -f "$ROOT/usr/include/valgrind/callgrind.h" ]; then
 		echo "torch2: grind: installing valgrind in $ROOT"
-		$SUDO chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-			DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -q &&
-			apt-get install -y -q --no-install-recommends valgrind' >/dev/null ||
-			die "grind: valgrind does not install in $ROOT"
+		root_install valgrind || die "grind: valgrind does not install in $ROOT"
 	fi
 	if [ ! -f "$out" ] || [ "$src" -nt "$out" ]; then
 		mkdir -p "$(dirname "$out")"
