@@ -92,8 +92,8 @@ class PadTail:
         n = len(out)
         new = at + n
         m = self._map
-        if mapped and m is not None and n >= _HDR and new + _HDR <= self._fsize and at >= self._map_at \
-                and new + _HDR <= self._map_at + len(m):
+        if mapped and m is not None and n >= _HDR and at >= self._map_at and \
+                new + _HDR <= min(self._fsize, self._map_at + len(m)):
             for o, b in stores(at - self._map_at, out, self._fsize - new - _HDR):
                 m[o:o + len(b)] = b
             return True

@@ -58,7 +58,7 @@ class RawTail:
             if self._tail_at != at or self._dead or self._fd < 0:
                 return
             span = end - at
-            if self._fsize is not None and self._end == end:
+            if self._fsize is not None and self._end == end and len(out) <= span:
                 # (the padded end: the compressed frame ends the frames, the
                 # padding header behind it; no ftruncate)
                 try:
