@@ -8,12 +8,15 @@ A region exit's lines go to that thread in one of two ways:
   checksum, at the writer's level) and writes: where the thread was given
   libzstd (``_zstd.Compressor.entry_points``) and no raw frames wait at the
   file's end for the writer thread to compress (a frame after them would
-  keep them from being compacted), and the trace has no frame index (a
-  bounded trace's index needs each frame's length when it is made).  The
-  frame's length is known once it is written: ``_settle`` adds it to the
-  file's end;
+  keep them from being compacted), the trace has no frame index (a
+  bounded trace's index needs each frame's length when it is made), and
+  its end is not padded (light mode's, _padtail: that thread would write
+  over the padding header without moving it).  The frame's length is known
+  once it is written: ``_settle`` adds it to the file's end;
 * else as a raw frame made here (``_drain_locked``), which the writer thread
   compresses later with the raw frames before it (``RawTail._compact``).
+  A raw frame goes to that thread to be written (``_put``) only where the
+  end is not padded either.
 """
 
 import os

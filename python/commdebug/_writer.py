@@ -9,7 +9,7 @@ and written
 * by the writer thread, every 20 ms while lines are waiting (every 0.1 s in
   light mode, ``LIGHT_TICK_S``), handed to the C module's thread as a
   region exit's are where that thread can take them (below; not for a
-  bounded trace): an event is on its way to the file at most
+  bounded trace, nor one whose end is padded: _padtail): an event is on its way to the file at most
   50 ms (light: 150 ms) after it was recorded, so a process that dies by
   SIGKILL, SIGABRT or SIGSEGV (whose written bytes the kernel keeps) loses
   at most the last 50 ms (150 ms) of events;
@@ -74,8 +74,8 @@ LIGHT_TICK_S = 0.1
 LIGHT_MAX_AGE_MS = 150
 # Light mode: the raw frames written before collectives are compacted once
 # their first is this old or they hold _tail.COMPACT_BYTES, not every round
-# (a round that compacts costs 3-4x one that does not; the raw frames are a
-# valid trace meanwhile).
+# (a round that compacts costs several times one that does not; the raw
+# frames are a valid trace meanwhile).
 LIGHT_COMPACT_S = 1.0
 MAX_LINES = 1 << 16        # lines waiting beyond this are dropped when stalled
 _STALL_NS = 50 * 1000000   # a write in progress longer than this: do not wait for it
