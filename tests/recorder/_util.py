@@ -21,6 +21,14 @@ class Skip(Exception):
     """Raised by a test that cannot run here (the runner reports it as skipped)."""
 
 
+def need_light():
+    """Skip where the installed torch has no light mode (1.13)."""
+    from commdebug import _light
+    why = _light.available()
+    if why is not None:
+        raise Skip(why)
+
+
 def env(**extra):
     e = dict(os.environ)
     e["PYTHONPATH"] = PYDIR + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-from _util import HERE, PYTHON, Skip, check, env, eq, events, free_port
+from _util import HERE, PYTHON, check, env, eq, events, free_port, need_light
 
 JOB = os.path.join(HERE, "die_jobs.py")
 
@@ -112,7 +112,7 @@ def test_light_sigkill_while_blocked_in_a_collective(ctx):
     """The same, recorded light: the frames before its collectives went
     through the padded, mapped end of the file (_padtail), which the killed
     process leaves as it was."""
-    _need_light()
+    need_light()
     out = test_sigkill_while_blocked_in_a_collective(ctx, light=True)
     size = os.path.getsize(os.path.join(out, "rank1.zst"))
     check(size >= 1 << 20, "rank 1's trace is %d bytes: its end was not padded", size)
@@ -123,12 +123,6 @@ def test_light_sigkill_while_blocked_in_a_collective(ctx):
         _, text, err = ctx.analyzer.run("counts", os.path.join(out, "rank1.zst"))
         check("c10d.allreduce_: 5" in text, "commdebug counts of it: %s %s", text, err)
 
-
-def _need_light():
-    from commdebug import _light
-    why = _light.available()
-    if why is not None:
-        raise Skip(why)
 
 
 def _die(ctx, how, sig, light=False):
@@ -151,7 +145,7 @@ def test_os_abort_in_a_worker(ctx):
 
 
 def test_light_os_abort_in_a_worker(ctx):
-    _need_light()
+    need_light()
     _die(ctx, "abort", signal.SIGABRT, light=True)
 
 

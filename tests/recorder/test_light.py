@@ -14,19 +14,13 @@ import stat
 import subprocess
 import textwrap
 
-from _util import PYTHON, Skip, check, env, eq, events, regions, run_ranks
+from _util import PYTHON, Skip, check, env, eq, events, need_light, regions, run_ranks
 
 try:
     import faulty_jobs
 except Exception:  # pragma: no cover
     faulty_jobs = None
 
-
-def _need_light():
-    from commdebug import _light
-    why = _light.available()
-    if why is not None:
-        raise Skip(why)
 
 
 def _noise0(ctx, trace):
@@ -48,7 +42,7 @@ def test_light_jobs_equal_full(ctx):
     from the light traces on the full ones, buckets prints what it prints
     for the full traces, export and report write their files); at noise 1
     the table says it was recorded light."""
-    _need_light()
+    need_light()
     if ctx.analyzer is None:
         raise Skip("no analyzer")
     a = ctx.analyzer
@@ -152,7 +146,7 @@ def test_light_compiled_model(ctx):
     all-reduce of the compiled graph, forward and backward, is recorded
     and counted; under the full recorder dynamo falls back to eager, and the
     recorder says so once on stderr."""
-    _need_light()
+    need_light()
     try:
         import torch
         torch.compile  # noqa: B018
@@ -200,7 +194,7 @@ def test_light_failing_jobs(ctx):
     full: ranks gives the same first finding (kind, culprit, position, step,
     modules and phases) on both: a rank that skips an all-reduce, and one
     killed inside a module."""
-    _need_light()
+    need_light()
     if ctx.analyzer is None or faulty_jobs is None:
         raise Skip("no analyzer or faulty_jobs.py")
     for name in ("skip", "kill"):
@@ -222,7 +216,7 @@ def test_light_bounded_job(ctx):
     first, with no gap finding although the ranks dropped different regions
     (an analyzer without trim events reports one); analyze reads the kept
     regions."""
-    _need_light()
+    need_light()
     if ctx.analyzer is None or faulty_jobs is None:
         raise Skip("no analyzer or faulty_jobs.py")
     out = os.path.join(ctx.tmp, "bounded")
@@ -260,7 +254,7 @@ def test_light_bounded_trace(ctx):
     every pg and ddp event (buckets still reads it) and the trim events,
     whose seq is the group's last collective before the first region kept
     and whose counts add up to the collectives of the regions dropped."""
-    _need_light()
+    need_light()
     script = os.path.join(ctx.tmp, "b.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent(r'''
@@ -305,7 +299,7 @@ def test_light_bounded_device(ctx):
     /dev/null is for a dry run): written as it comes, never renamed over:
     the device stays a device, with one warning, and the writer stops
     indexing its frames.  Needs root (mknod)."""
-    _need_light()
+    need_light()
     dev = os.path.join(ctx.tmp, "null")
     try:
         os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
@@ -340,7 +334,7 @@ def test_record_cli_light(ctx):
     unmodified script (one process, a gloo group of one, an all-reduce and 8
     optimizer steps): a light trace (meta light, no op but collectives), one
     region per step, bounded to the last 2 to 4 steps with trim events."""
-    _need_light()
+    need_light()
     script = os.path.join(ctx.tmp, "train.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent(r'''
@@ -375,7 +369,7 @@ def test_light_mode_does_not_change_the_ops(ctx):
     hooks: its baseline is the bare program), and the input gradients are
     the same: leaf inputs that require grad, a two-input module, activation
     checkpointing reentrant and not, three steps."""
-    _need_light()
+    need_light()
     import torch
     from commdebug import Recorder
     import test_observer as O
@@ -420,7 +414,7 @@ def test_light_rank_never_learned(ctx):
     variable and no init_process_group: close() ends it as rank 0's trace
     (rank0.zst, no hidden name left), exit status 0, nothing on stderr but
     what a run says anyway."""
-    _need_light()
+    need_light()
     script = os.path.join(ctx.tmp, "alone.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent(r'''
@@ -468,7 +462,7 @@ def test_light_module_id_reused(ctx):
     its own (its fw_done handle left behind) is recorded whole: fw_post,
     fw_done and bw_pre; and a recorded module with a forward hook that dies
     leaves no fw_done handle behind."""
-    _need_light()
+    need_light()
     import gc
     import torch
 
@@ -503,7 +497,7 @@ def test_light_leaf_output_next_region(ctx):
     """A module whose output is a parameter (a leaf that requires grad),
     recorded light in one `with` whose steps are next_region calls (as
     record --every-step does): one bw_pre per step, not one more each step."""
-    _need_light()
+    need_light()
     import torch
 
     class P(torch.nn.Module):
@@ -535,7 +529,7 @@ def test_light_leaf_output_next_region(ctx):
 def test_light_bounded_plain(ctx):
     """keep=2 without libzstd (plain JSON Lines): bounded all the same, the
     regions kept, trim events, and no warning that it could not bound."""
-    _need_light()
+    need_light()
     script = os.path.join(ctx.tmp, "p.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent(r'''
@@ -595,7 +589,7 @@ def test_light_kernels_out_after_close(ctx):
     """The collective kernels are in the dispatcher while a light recorder
     is open and out once the last one closed (a collective then costs what
     it did); a light recorder opened after that records collectives again."""
-    _need_light()
+    need_light()
     script = os.path.join(ctx.tmp, "kernels.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent(r'''

@@ -14,7 +14,7 @@ import subprocess
 import textwrap
 import time
 
-from _util import PYTHON, Skip, check, env, eq, events, zstd_cli_text
+from _util import PYTHON, Skip, check, env, eq, events, need_light, zstd_cli_text
 
 
 def _native():
@@ -744,9 +744,7 @@ def test_light_traces_same_every_way(ctx):
     order (among them the bw_pre of modules returning one tensor, in the
     order their wrapper nodes would run)."""
     _native()
-    from commdebug import _light
-    if _light.available() is not None:
-        raise Skip(_light.available())
+    need_light()
     ways = {
         "c1-call": {"COMMDEBUG_SPEEDUPS": "1"},
         "c1-global": {"COMMDEBUG_SPEEDUPS": "1", "COMMDEBUG_MODULE_CALL": "torch"},
@@ -793,9 +791,8 @@ def test_module_call_put_back(ctx):
     and torch's again after the last one closed (two recorders, closed in
     the order opened); where other code replaced it first, light mode
     leaves it alone and uses global hooks."""
-    from commdebug import Recorder, _light
-    if _light.available() is not None:
-        raise Skip(_light.available())
+    from commdebug import Recorder
+    need_light()
     import torch
     import torch.nn.modules.module as nnm
     torch_call = nnm.Module._call_impl
