@@ -22,8 +22,9 @@ run.
   percentile); and per rank, as the light section does, each variant's low
   quantiles of the training thread's CPU per step against plain's.
 * light: the gpt2 step in one process (a one-rank group), plain and light
-  mode with and without its parts (the C module, its nn.Module call):
-  the CPU time each adds per step, the median of per-round differences;
+  mode with and without its parts (the C module, its nn.Module call; cut
+  one after another, and the bw_pre hooks cut alone): the CPU time each
+  adds per step, the median of per-round differences;
   and, steadier, each variant's low quantiles (2nd-20th percentile) of the
   training thread's CPU per step against plain's.
 * once: the gpt2 step in one process under light mode: the training
@@ -504,14 +505,21 @@ LIGHT_CUTS = [("collectives' events and frames", "colls"),
               ("the bw_pre gradient hooks", "attach"),
               ("the hooks' work (called, doing nothing)", "hooks"),
               ("the module call and its hooks", "call")]
+# and one part taken out alone (the rest of light mode kept): the cuts above
+# are not additive, a step's caches being shared by all its parts
+LIGHT_ALONE = [("the bw_pre hooks alone (collectives kept)", "attach")]
 
 
 def _cut(rec, what, hooks):
     """Put light mode's hooks on with its parts after `what` in LIGHT_CUTS
-    replaced by ones doing nothing (hooks: _light._make_hooks's)."""
+    replaced by ones doing nothing (hooks: _light._make_hooks's); what
+    "alone-X": only the part X of LIGHT_ALONE."""
     from commdebug import _collkernels, _modcall
     cuts = [c for _, c in LIGHT_CUTS]
-    gone = set(cuts[:cuts.index(what) + 1])
+    if what.startswith("alone-"):
+        gone = {what[len("alone-"):]}
+    else:
+        gone = set(cuts[:cuts.index(what) + 1])
     h = list(hooks)
     if "colls" in gone:
         rec._light_collective = lambda op, keyset, args, kwargs: op.redispatch(keyset, *args,
@@ -552,7 +560,7 @@ def light(args):
                 cut.__dict__.pop("_light_collective", None)
                 light_off(cut)
         return run
-    for _, what in LIGHT_CUTS:
+    for what in [w for _, w in LIGHT_CUTS] + ["alone-" + w for _, w in LIGHT_ALONE]:
         runs["cut-" + what] = run_cut(what)
         VARIANTS.append("cut-" + what)
 
@@ -566,7 +574,8 @@ def light(args):
           "%d rounds of %d steps; plain %.2f ms CPU per step (the writer thread included)"
           % (args.rounds, args.steps, statistics.median(plain) * 1e3))
     rows = [(LABELS[v], v) for v in LIGHT_PARTS[1:]] + \
-        [("light, without " + label, "cut-" + what) for label, what in LIGHT_CUTS]
+        [("light, without " + label, "cut-" + what) for label, what in LIGHT_CUTS] + \
+        [("light, without " + label, "cut-alone-" + what) for label, what in LIGHT_ALONE]
     for label, v in rows:
         if v not in res:
             continue
