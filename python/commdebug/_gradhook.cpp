@@ -17,7 +17,11 @@
  * a Python hook on the same tensor would, and an in-place change of the
  * tensor after the module returned leaves both on the old node (torch 2.x
  * moves neither).  Order among hooks on one tensor: _lightbw.py's rules;
- * demote() moves this one after a hook dict made later.
+ * demote() moves this one after a hook dict made later.  A hook several
+ * output tensors share (a module returning a tuple) goes on each tensor's
+ * node with attach_shared(), before the hooks of ours already there for
+ * that tensor (modules inside that returned it), as a hook dict made then
+ * would be: the tensor then has several, the first running first.
  *
  * Built against the torch it runs with (tests/torch2/env.sh ext, setup.py
  * where torch is there at build time); _native.py loads it only when the
@@ -101,16 +105,40 @@ Node *node_of(PyObject *t, uint32_t *nr, bool no_fn_ok = false)
 	return fn;
 }
 
-/* Where t's hook is among its node's tensor pre-hooks (-1: none). */
+/* Whether hook h is one of this module's for output nr. */
+bool ours(const std::unique_ptr<FunctionPreHook> &h, uint32_t nr)
+{
+	auto *g = dynamic_cast<Hook *>(h.get());
+	return g && g->nr == nr;
+}
+
+/* Where t's (first) hook is among its node's tensor pre-hooks (-1: none).
+ * A tensor has one hook of ours, or, after attach_shared, a shared one
+ * and the ones it was put before: the first runs first. */
 Py_ssize_t find(Node *fn, uint32_t nr)
 {
 	auto &hooks = fn->tensor_pre_hooks();
-	for (size_t i = hooks.size(); i-- > 0;) {
-		auto *h = dynamic_cast<Hook *>(hooks[i].get());
-		if (h && h->nr == nr)
+	for (size_t i = 0; i < hooks.size(); i++)
+		if (ours(hooks[i], nr))
 			return (Py_ssize_t)i;
-	}
 	return -1;
+}
+
+/* Our hooks for output nr from index i on, but skip, moved after every
+ * other hook, in their order. */
+template <typename V> void to_end(V &hooks, size_t i, uint32_t nr, const FunctionPreHook *skip)
+{
+	V moved;
+	while (i < hooks.size()) {
+		if (hooks[i].get() != skip && ours(hooks[i], nr)) {
+			moved.push_back(std::move(hooks[i]));
+			hooks.erase(hooks.begin() + (Py_ssize_t)i);
+		} else {
+			i++;
+		}
+	}
+	for (auto &h : moved)
+		hooks.push_back(std::move(h));
 }
 
 /* A C++ exception out of torch as a Python one (NULL or -1 returned). */
@@ -168,13 +196,29 @@ int replace(PyObject *t, PyObject *fire)
 int demote(PyObject *t)
 {
 	return with_hook(t, [](auto &hooks, size_t i) {
-		auto h = std::move(hooks[i]);
-		hooks.erase(hooks.begin() + i);
-		hooks.push_back(std::move(h));
+		to_end(hooks, i, static_cast<Hook *>(hooks[i].get())->nr, nullptr);
 	});
 }
 
-const cd_gradhook_api api = {attach, replace, demote};
+int attach_shared(PyObject *t, PyObject *fire)
+{
+	try {
+		uint32_t nr;
+		Node *fn = node_of(t, &nr);
+		if (!fn)
+			return -1;
+		auto h = std::make_unique<Hook>(fire, nr);
+		const FunctionPreHook *added = h.get();
+		fn->add_tensor_pre_hook(std::move(h));
+		to_end(fn->tensor_pre_hooks(), 0, nr, added);
+		return 0;
+	} catch (const std::exception &e) {
+		set_error(e);
+		return -1;
+	}
+}
+
+const cd_gradhook_api api = {attach, replace, demote, attach_shared};
 
 bool two_args(Py_ssize_t n, const char *name)
 {
@@ -193,6 +237,12 @@ PyObject *py_replace(PyObject *, PyObject *const *a, Py_ssize_t n)
 {
 	int r = two_args(n, "replace") ? replace(a[0], a[1]) : -1;
 	return r < 0 ? nullptr : PyBool_FromLong(r);
+}
+
+PyObject *py_attach_shared(PyObject *, PyObject *const *a, Py_ssize_t n)
+{
+	int r = two_args(n, "attach_shared") ? attach_shared(a[0], a[1]) : -1;
+	return r < 0 ? nullptr : Py_NewRef(Py_None);
 }
 
 PyObject *py_demote(PyObject *, PyObject *t)
@@ -215,8 +265,10 @@ PyMethodDef methods[] = {
 	 "attach(t, fire): fire put on t's grad_fn for t; None, or the fire there already"},
 	{"replace", (PyCFunction)(void (*)(void))py_replace, METH_FASTCALL,
 	 "replace(t, fire): the fire of t's hook replaced; False: t has none"},
+	{"attach_shared", (PyCFunction)(void (*)(void))py_attach_shared, METH_FASTCALL,
+	 "attach_shared(t, fire): fire put on t's grad_fn for t, t's hooks there moved after it"},
 	{"demote", (PyCFunction)py_demote, METH_O,
-	 "demote(t): t's hook moved after its grad_fn's other tensor hooks; False: none"},
+	 "demote(t): t's hooks moved after its grad_fn's other tensor hooks; False: none"},
 	{"count", (PyCFunction)py_count, METH_O,
 	 "count(t): how many tensor pre-hooks t's grad_fn has (tests)"},
 	{nullptr, nullptr, 0, nullptr},

@@ -11,19 +11,23 @@
 
 #include <Python.h>
 
-#define CD_GRADHOOK_CAPSULE "commdebug._gradhook.api"
+#define CD_GRADHOOK_CAPSULE "commdebug._gradhook.api.2"   /* (.2: attach_shared) */
 
 typedef struct {
 	/* fire (a bw_pre hook, called with None) put on t's grad_fn for t:
-	 * Py_None when put; the fire of the one there already (a module
-	 * inside returned t; nothing done); NULL with an error set. */
+	 * Py_None when put; the fire of the one there already, the first
+	 * where several (a module inside returned t; nothing done); NULL
+	 * with an error set. */
 	PyObject *(*attach)(PyObject *t, PyObject *fire);
 	/* The fire of t's hook replaced by fire: 1, 0 (no hook of t's, or
 	 * no grad_fn), -1. */
 	int (*replace)(PyObject *t, PyObject *fire);
-	/* t's hook moved after every other hook of its grad_fn, so that it
-	 * runs after the hook dict of t made since: 1, 0 (none), -1. */
+	/* t's hooks moved after every other hook of its grad_fn, so that they
+	 * run after the hook dict of t made since: 1, 0 (none), -1. */
 	int (*demote)(PyObject *t);
+	/* fire (a hook several output tensors share) put on t's grad_fn for
+	 * t, t's hooks there moved after it: 0, or -1 with an error set. */
+	int (*attach_shared)(PyObject *t, PyObject *fire);
 } cd_gradhook_api;
 
 #endif

@@ -109,6 +109,7 @@ def make_bw_hooks(rec, compiling, slots):
     gh_attach = gh.attach if gh is not None else None
     gh_replace = gh.replace if gh is not None else None
     gh_demote = gh.demote if gh is not None else None
+    gh_shared = gh.attach_shared if gh is not None else None
 
     def fire(lines):
         """A gradient hook writing lines, all at the time it fires (the C
@@ -272,9 +273,15 @@ def make_bw_hooks(rec, compiling, slots):
                 fn = e[_BWHOOK] = joined((e[_BWPRE],))
             if gh_attach is not None:
                 # on the grad_fn, in C++; or joined with the one a module
-                # inside put there (nothing registered since: no dict)
+                # inside put there (nothing registered since: no dict), or
+                # first in the lines of a hook its tensors share
                 first = gh_attach(t, fn)
-                if first is not None:
+                if first is None:
+                    return True
+                lines = getattr(first, "_cd_lines", None)
+                if lines is not None:
+                    lines.insert(0, e[_BWPRE])
+                else:
                     gh_replace(t, joined_with(e, first))
                 return True
             d = t._backward_hooks = OrderedDict()
@@ -314,9 +321,13 @@ def make_bw_hooks(rec, compiling, slots):
                     if t.grad_fn is None:
                         lleaf.append((t._backward_hooks, h.id))
                     continue
+                g = t.grad_fn
+                if g is not None and gh_shared is not None:
+                    # in C++, where the hook dict made here would be
+                    gh_shared(t, bw_pre)
+                    continue
                 # Tensor.register_hook without its handle
                 d = t._backward_hooks = OrderedDict()
-                g = t.grad_fn
                 if g is not None:
                     g._register_hook_dict(t)
                 d[key] = bw_pre

@@ -780,6 +780,8 @@ static PyObject *post_fast(Hooks *h, PyObject *mod, PyObject *e, PyObject *outpu
 		for (int i = 0; own && !r && i < n; i++) {
 			if (ds[i])
 				r = gh_before_dict(h, ts[i], ds[i]) < 0 ? -1 : put_first(h, ds[i], fn);
+			else if (h->gh && n > 1)
+				r = h->gh->attach_shared(ts[i], fn);
 			else if (!(r = own_hook(h, ts[i], gs[i], fn)) && h->gh)
 				r = h->gh->demote(ts[i]) < 0 ? -1 : 0;
 		}

@@ -49,7 +49,9 @@ def test_gradhook(ctx):
     """commdebug._gradhook's hook, where it is built: put on a tensor's
     grad_fn it fires once when the gradient gets there (before the hooks of
     a dict made after it; after them once moved); attach gives the hook
-    there already and replace changes it; a tensor without a grad_fn has
+    there already and replace changes it; attach_shared puts a hook before
+    the ones there (attach and replace then see the first, demote moves them
+    all, in their order); a tensor without a grad_fn has
     none to move; a hook that raises makes backward() raise that error.
     The recorder does not use it for another torch version than it was
     built for, under compiled autograd, or with COMMDEBUG_GRADHOOK=0."""
@@ -100,6 +102,23 @@ def test_gradhook(ctx):
     eq(gh.demote(t), True, "demote")
     (t * 1).sum().backward()
     eq(calls, ["dict", "b"], "order once moved, with the replaced fire")
+    # a hook its tensors share, put before the one a module inside put there
+    del calls[:]
+    s1, s2 = fire("s1"), fire("s2")
+    t = w * 4
+    eq(gh.attach(t, a), None, "attach (the inner module's)")
+    eq(gh.attach_shared(t, s1), None, "attach_shared")
+    eq(gh.attach_shared(t, s2), None, "attach_shared again (a module outside)")
+    eq(gh.count(t), 3, "hooks on the node after attach_shared twice")
+    eq(gh.attach(t, b), s2, "attach where shared hooks are: the first")
+    t.register_hook(lambda g: calls.append("dict"))
+    (t * 1).sum().backward(retain_graph=True)
+    eq(calls, ["s2", "s1", "a", "dict"], "order: the shared hooks, the inner one, the dict")
+    del calls[:]
+    eq(gh.replace(t, b), True, "replace (the first)")
+    eq(gh.demote(t), True, "demote (all of them)")
+    (t * 1).sum().backward()
+    eq(calls, ["dict", "b", "s1", "a"], "order once moved, the first replaced")
     eq(gh.demote(w), False, "demote on a leaf")
     eq(gh.replace(w * 1, a), False, "replace where there is no hook")
     try:
@@ -601,6 +620,26 @@ PROGRAM = textwrap.dedent(r'''
         def forward(self, x):
             return x * 2, x.sin()
 
+    class PassTwo(nn.Module):
+        # returns an inner module's tuple as it is (a shared hook put before
+        # the inner one's on each tensor)
+        def __init__(self):
+            super().__init__()
+            self.two = Two()
+
+        def forward(self, x):
+            return self.two(x)
+
+    class Pick(nn.Module):
+        # returns one tensor of an inner module's tuple (its bw_pre first in
+        # the lines of the hook the tuple's tensors share)
+        def __init__(self):
+            super().__init__()
+            self.two = Two()
+
+        def forward(self, x):
+            return self.two(x)[1]
+
     class Flex(nn.Module):
         # its output fresh (the C makes its hook), or an inner module's with
         # a hook registered after that one's (the Python's path, each time)
@@ -632,6 +671,8 @@ PROGRAM = textwrap.dedent(r'''
             self.two = Two()
             self.two1 = Two()
             self.flex = Flex()
+            self.passtwo = PassTwo()
+            self.pick = Pick()
             self.ck = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
             self.late = nn.Linear(8, 8)
             self.kw = nn.Linear(8, 8)
@@ -647,6 +688,8 @@ PROGRAM = textwrap.dedent(r'''
             u, v = self.two(y)
             _, y = self.two1(u + v)
             y = self.flex(y, False) + self.flex(y, True)
+            p, q = self.passtwo(y)
+            y = self.pick(p + q) + p
             y = checkpoint(self.ck, y, use_reentrant=False)
             if late:
                 y = self.late(y)

@@ -106,7 +106,7 @@ build_ext() { # OUT_DIR EXTRA_CFLAGS...: the module for the root's Python in OUT
 	EOF
 	[ -n "$suffix" ] || die "ext: the root's Python gave no include path and suffix"
 	out=$outdir/_speedups$suffix
-	for f in "$dir"/_speedups*.c "$dir"/_speedups.h; do
+	for f in "$dir"/_speedups*.c "$dir"/_speedups.h "$dir"/_gradhook.h; do
 		[ -f "$out" ] && [ "$out" -nt "$f" ] || stale=1
 	done
 	[ -z "$stale" ] && { EXT_OUT=$out; return 0; }
