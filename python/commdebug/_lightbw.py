@@ -27,8 +27,14 @@ runs its tensor hooks in the order they were added, a hook dict being one of
 them, added when the dict is made.  So hooks registered later on the tensor
 run after it, as above; when a module outside puts its bw_pre in such a later
 dict, the C++ hook is moved after the dict first (before_dict, after_dict),
-all of the dict counting as registered since it.  The order stays the one
-above, tested against the Python hooks (test_speedups).
+all of the dict counting as registered since it.  The hook a module's
+output tensors share (a tuple of several requiring grad) is a C++ hook on
+each tensor's node too, where the dict it would go in is not there yet
+(_gradhook.attach_shared: put after the node's other hooks and before the
+C++ hooks of modules inside, as that dict would be); a module outside
+returning one of those tensors puts its line first in the shared hook's
+lines, as in the dict.  The order stays the one above, tested against the
+Python hooks (test_speedups).
 
 Calls torch wraps anyway.  A call that torch wraps in its own BackwardHook for
 full-backward pre-hooks (the module's, or global ones of other code) runs
