@@ -9,10 +9,10 @@ and written
 * by the writer thread, every 20 ms while lines are waiting (every 0.1 s in
   light mode, ``LIGHT_TICK_S``), handed to the C module's thread as a
   region exit's are where that thread can take them (below; not for a
-  bounded trace, nor one whose end is padded: _padtail): an event is on its way to the file at most
-  50 ms (light: 150 ms) after it was recorded, so a process that dies by
-  SIGKILL, SIGABRT or SIGSEGV (whose written bytes the kernel keeps) loses
-  at most the last 50 ms (150 ms) of events;
+  bounded trace, nor one whose end is padded: _padtail): an event is on
+  its way to the file at most 50 ms (light: 150 ms) after it was recorded,
+  so a process that dies by SIGKILL, SIGABRT or SIGSEGV (whose written
+  bytes the kernel keeps) loses at most the last 50 ms (150 ms) of events;
 * by the recording thread itself, just before a collective is handed to the
   backend (``sync``): the collective's own event is in the file before the
   collective can hang or abort the process.  This happens only for a regular

@@ -507,7 +507,8 @@ LIGHT_CUTS = [("collectives' events and frames", "colls"),
               ("the module call and its hooks", "call")]
 # and one part taken out alone (the rest of light mode kept): the cuts above
 # are not additive, a step's caches being shared by all its parts
-LIGHT_ALONE = [("the bw_pre hooks alone (collectives kept)", "attach")]
+LIGHT_ALONE = [("the bw_pre hooks alone (collectives kept)", "attach"),
+               ("tuple outputs but their first tensor", "first")]
 
 
 def _cut(rec, what, hooks):
@@ -527,6 +528,12 @@ def _cut(rec, what, hooks):
     if "attach" in gone:
         post = hooks[4]
         h[4] = lambda mod, inputs, output: post(mod, inputs, None)
+    if "first" in gone:
+        # (a module returning several tensors that require grad gets the
+        # hook of one: what the hook they share costs)
+        post = hooks[4]
+        h[4] = lambda mod, inputs, output: post(
+            mod, inputs, output[0] if type(output) is tuple and len(output) > 1 else output)
     if "hooks" in gone:
         h[3] = lambda mod, inputs: None
         h[4] = lambda mod, inputs, output: None
