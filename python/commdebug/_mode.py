@@ -152,17 +152,21 @@ class OpEvents:
         if C.TORCH < (2,) and (origin is None or not origin[0].startswith(_PY_COLLECTIVES)) \
                 and (self._ddp_groups or self._pg_ctx):
             # Torch 1.13 only: DDP's tensors made in C++ (its gradient buckets,
-            # the flat buffers of its construction-time broadcast) got a Python
-            # object when they were handed to this mode.  Keep them, so that a
-            # communication thread does not free that object last: it would
-            # need the GIL, which the main thread holds while
-            # ProcessGroupGloo's destructor waits for that thread (a hang at
-            # destroy_process_group).  DDP keeps its buckets for its lifetime
-            # anyway; nothing else is kept.  Torch 2.x needs none of it (its
-            # DDP and destroy_process_group tests pass without), and a
-            # reference kept to a tensor can change what the program
-            # dispatches (the autograd engine copies a gradient someone else
-            # holds instead of stealing it), so there nothing is kept at all.
+            # the map of used parameters that find_unused_parameters
+            # all-reduces, the flat buffers of its construction-time
+            # broadcast) got a Python object when they were handed to this
+            # mode.  Keep them, so that a communication thread does not free
+            # that object last: it would need the GIL, which the main thread
+            # holds while ProcessGroupGloo's destructor joins that thread (a
+            # hang when the reducer or destroy_process_group drops the group;
+            # gdb showed the gloo thread in ~TensorImpl waiting for the GIL,
+            # the main thread in ~ProcessGroupGloo joining it).  DDP keeps
+            # those tensors for its lifetime anyway; nothing else is kept.
+            # Torch 2.x needs none of it (its DDP and destroy_process_group
+            # tests pass without), and a reference kept to a tensor can
+            # change what the program dispatches (the autograd engine copies
+            # a gradient someone else holds instead of stealing it), so there
+            # nothing is kept at all.
             held = K.tensors_of(list(args[:3]), [])
         pg_name, no_obj = self._arg_group(pg_kind, pg_idx, args)
         if no_obj:
@@ -179,9 +183,12 @@ class OpEvents:
         ts = ',"t":%d}\n' % t
         self._append('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":%s%s%s'
                      % (nj, "true" if bw else "false", "true" if fake else "false", fields, ts))
-        if held is not None and not from_engine:
-            self._held[("ctx", pg_name, len(self._held) % 16)] = held
-        if not from_engine or t0 is None or not (t0.is_floating_point() or t0.is_complex()):
+        bucket = from_engine and t0 is not None and (t0.is_floating_point() or t0.is_complex())
+        if held is not None and not bucket:
+            # (the last 16 others of each group: the used-parameter map, broadcasts)
+            n = self._held_n[pg_name] = (self._held_n.get(pg_name, -1) + 1) % 16
+            self._held[("ctx", pg_name, n)] = held
+        if not bucket:
             return pg_name
         # A gradient bucket: numbered per backward pass.
         task = C.task_id()

@@ -166,6 +166,7 @@ class Recorder(TraceLife, EventText, OpEvents, DDPEvents, TrackerEvents, LightEv
         self._bucket_idx = 0
         # DDP's tensors of collectives issued from C++ (see _coll_events).
         self._held = {}
+        self._held_n = {}             # group -> slot of its last one of those (ring of 16)
         self._rank = 0
         self._world = 1
         self._rank_src = None        # "pg", "env" or None (not known yet)

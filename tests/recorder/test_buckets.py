@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 
-from _util import check, eq, events, run_ranks
+from _util import PYTHON, check, env, eq, events, free_port, run_ranks
 
 # case: world size (ddp_jobs.CASES has the rest)
 JOBS = {"rebuild": 3, "unused": 2, "static": 2, "caps": 2, "late": 2, "linear6": 2,
@@ -353,3 +353,93 @@ def test_buckets_command(ctx):
                 check_entry(case, t, e, cap, first, given=True)
         plan = expected_plan(truths[0], truths[0]["cap"], truths[0]["default_first_cap"])
         ctx.note("%s: planned %s" % (case, [b["size"] for b in plan]))
+
+
+_KEPT_SCRIPT = r'''
+import json, sys, torch, torch.nn as nn, torch.distributed as dist
+from commdebug import Recorder
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(8, 8)
+        self.unused = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.used(x)
+
+dist.init_process_group("gloo", init_method="env://")
+ddp = nn.parallel.DistributedDataParallel(Branchy(), find_unused_parameters=True,
+                                          bucket_cap_mb=0.0001)
+rec = Recorder(sys.argv[1] + "%d.zst" % dist.get_rank())
+seen = []
+events = rec._coll_events
+
+SPY = """
+def spy(coll, bw, fake, args, t):
+    out = []
+    for a in args[:3]:
+        for x in (a if isinstance(a, (list, tuple)) else [a]):
+            if isinstance(x, torch.Tensor):
+                out.append(x)
+    seen.append(out)
+    return events(coll, bw, fake, args, t)
+"""
+# Every collective in these regions is DDP's reducer's (issued from C++).
+# The spy's frame passes for the recorder's own, which the recorder skips
+# when it looks for the Python code that issued a collective.
+g = {"__name__": "commdebug.recorder", "torch": torch, "seen": seen, "events": events}
+exec(SPY, g)
+rec._coll_events = g["spy"]
+for step in range(3):
+    with rec(label="step %d" % step):
+        ddp(torch.randn(4, 8)).sum().backward()
+kept = set(id(x) for ts in rec._held.values() for x in ts)
+json.dump({"seen": [[str(x.dtype) for x in ts] for ts in seen],
+           "kept": [[id(x) in kept for x in ts] for ts in seen],
+           "held": len(rec._held)}, sys.stdout)
+sys.stdout.flush()
+rec.close()
+dist.barrier()
+dist.destroy_process_group()
+'''
+
+
+def test_cxx_collective_tensors_kept(ctx):
+    """Torch 1.13, 2 ranks: every tensor a collective issued from C++ (DDP's reducer:
+    its gradient buckets and, with find_unused_parameters, its map of used
+    parameters) handed to the recorder's mode stays referenced by the
+    recorder.  Otherwise gloo's worker thread can drop a tensor's Python
+    object last, needing the GIL while the main thread, holding it, joins
+    that thread in ~ProcessGroupGloo (a hang at exit, seen with gdb in this
+    suite's DDP jobs).  Torch 2.x keeps nothing."""
+    import torch
+    script = os.path.join(ctx.tmp, "kept.py")
+    with open(script, "w") as f:
+        f.write(_KEPT_SCRIPT)
+    port = free_port()
+    procs = [subprocess.Popen([PYTHON, script, os.path.join(ctx.tmp, "kept")],
+                              env=env(RANK=r, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1",
+                                      MASTER_PORT=port),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for r in range(2)]
+    outs = []
+    try:
+        for p in procs:
+            o, e = p.communicate(timeout=300)
+            eq(p.returncode, 0, "exit status (%s)" % e.decode(errors="replace")[-2000:])
+            outs.append(o)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    got = json.loads(outs[1])
+    dtypes = [d for ts in got["seen"] for d in ts]
+    check("torch.float32" in dtypes, "a gradient bucket's all-reduce: %r", dtypes)
+    if int(torch.__version__.split(".")[0]) >= 2:
+        eq(got["held"], 0, "tensors kept on torch 2.x")
+        return
+    check("torch.int32" in dtypes, "the used-parameter map's all-reduce: %r", dtypes)
+    eq([k for ks in got["kept"] for k in ks], [True] * len(dtypes),
+       "each collective's tensors kept (dtypes %r)" % dtypes)
