@@ -351,6 +351,13 @@ def make_variants(step, tmp, rank, hooks=False):
 # kind, then those of the other, so that a run switches twice per round.
 TORCH_CALL = {"plain", "nothing", "cdm", "hooks", "fullslow", "fulltorch", "lightglobal", "cut-call"}
 
+# Rounds one process runs at most: each round switches nn.Module's call
+# twice (see TORCH_CALL), and past about 1000 switches in a process every
+# module attribute is looked up the slow way (2.5x here), in plain and in
+# the recorders alike; the gpt2 section runs a longer run in batches, each
+# in new processes.
+ROUNDS_PER_PROCESS = 400
+
 
 def _torch_call():
     """torch's own nn.Module call (where the recorders' is in)."""
@@ -380,6 +387,9 @@ def rounds(runs, n_rounds, k):
     round (the same on every rank: a seeded generator), so that no variant
     always runs after the same one: the variants of torch's module call and
     those of the recorders', one kind after the other, in an order drawn too."""
+    if n_rounds > ROUNDS_PER_PROCESS:
+        raise SystemExit("at most %d rounds in one process (each switches nn.Module's call "
+                         "twice; see ROUNDS_PER_PROCESS)" % ROUNDS_PER_PROCESS)
     names = [v for v in VARIANTS if v in runs]
     for v in names:          # warm up (DDP rebuilds its buckets, caches fill)
         with _OursHeld():
@@ -450,8 +460,10 @@ def gpt2_rank(args):
     dist.destroy_process_group()
 
 
-def gpt2(args):
-    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+def gpt2_batch(args, rounds, tmp):
+    """One pair of rank processes running `rounds` rounds: each rank's
+    {"rounds": {variant: [...]}, "steps": {variant: [...]}}."""
+    import json
     import socket
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -462,7 +474,7 @@ def gpt2(args):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), BENCH_TMP=tmp, OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-of",
-                                       "gpt2", "--rounds", str(args.rounds), "--steps",
+                                       "gpt2", "--rounds", str(rounds), "--steps",
                                        str(args.steps), "--variants", ",".join(VARIANTS)],
                                       env=env,
                                       stderr=subprocess.PIPE))
@@ -471,15 +483,33 @@ def gpt2(args):
         for r, e in enumerate(errs):
             sys.stderr.write("rank %d:\n%s\n" % (r, e.decode(errors="replace")[-3000:]))
         raise SystemExit("gpt2: a rank failed")
-    import json
-    print("gpt2: 2-rank gloo DDP GPT-2 (4 layers, 64 wide), forward + backward + SGD, "
-          "one region per step; %d rounds of %d steps per variant" % (args.rounds, args.steps))
-    steps = []
+    out = []
     for r in range(2):
         with open(os.path.join(tmp, "gpt2-rank%d.json" % r)) as f:
-            got = json.load(f)
-        steps.append(got["steps"])
-        sm = summary(got["rounds"])
+            out.append(json.load(f))
+    return out
+
+
+def gpt2(args):
+    tmp = tempfile.mkdtemp(prefix="commdebug-bench-")
+    got = [{"rounds": {}, "steps": {}} for _ in range(2)]
+    left = args.rounds
+    batches = 0
+    while left > 0:
+        n = min(left, ROUNDS_PER_PROCESS)
+        for acc, b in zip(got, gpt2_batch(args, n, tmp)):
+            for part in ("rounds", "steps"):
+                for v, xs in b[part].items():
+                    acc[part].setdefault(v, []).extend(xs)
+        left -= n
+        batches += 1
+    print("gpt2: 2-rank gloo DDP GPT-2 (4 layers, 64 wide), forward + backward + SGD, "
+          "one region per step; %d rounds of %d steps per variant (%d pair%s of processes)"
+          % (args.rounds, args.steps, batches, "s" if batches > 1 else ""))
+    steps = []
+    for r in range(2):
+        steps.append(got[r]["steps"])
+        sm = summary(got[r]["rounds"])
         print("rank %d %-24s %9s %9s %34s %34s" % (r, "", "wall ms", "CPU ms",
                                                     "wall ratio [95%] (IQR)",
                                                     "CPU ratio [95%] (IQR)"))
