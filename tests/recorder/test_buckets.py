@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 
-from _util import PYTHON, check, env, eq, events, free_port, run_ranks
+from _util import check, eq, events, run_ranks
 
 # case: world size (ddp_jobs.CASES has the rest)
 JOBS = {"rebuild": 3, "unused": 2, "static": 2, "caps": 2, "late": 2, "linear6": 2,
@@ -355,9 +355,12 @@ def test_buckets_command(ctx):
         ctx.note("%s: planned %s" % (case, [b["size"] for b in plan]))
 
 
+# (run as: kept.py JOB --out DIR, as run_ranks runs a job)
 _KEPT_SCRIPT = r'''
-import json, sys, torch, torch.nn as nn, torch.distributed as dist
+import faulthandler, json, os, signal, sys
+import torch, torch.nn as nn, torch.distributed as dist
 from commdebug import Recorder
+faulthandler.register(signal.SIGUSR2, all_threads=True)   # (run_ranks's stacks of a hang)
 
 class Branchy(nn.Module):
     def __init__(self):
@@ -371,7 +374,8 @@ class Branchy(nn.Module):
 dist.init_process_group("gloo", init_method="env://")
 ddp = nn.parallel.DistributedDataParallel(Branchy(), find_unused_parameters=True,
                                           bucket_cap_mb=0.0001)
-rec = Recorder(sys.argv[1] + "%d.zst" % dist.get_rank())
+out = sys.argv[3]
+rec = Recorder(os.path.join(out, "rank%d.zst" % dist.get_rank()))
 seen = []
 events = rec._coll_events
 
@@ -395,10 +399,10 @@ for step in range(3):
     with rec(label="step %d" % step):
         ddp(torch.randn(4, 8)).sum().backward()
 kept = set(id(x) for ts in rec._held.values() for x in ts)
-json.dump({"seen": [[str(x.dtype) for x in ts] for ts in seen],
-           "kept": [[id(x) in kept for x in ts] for ts in seen],
-           "held": len(rec._held)}, sys.stdout)
-sys.stdout.flush()
+with open(os.path.join(out, "kept%d.json" % dist.get_rank()), "w") as f:
+    json.dump({"seen": [[str(x.dtype) for x in ts] for ts in seen],
+               "kept": [[id(x) in kept for x in ts] for ts in seen],
+               "held": len(rec._held)}, f)
 rec.close()
 dist.barrier()
 dist.destroy_process_group()
@@ -406,35 +410,21 @@ dist.destroy_process_group()
 
 
 def test_cxx_collective_tensors_kept(ctx):
-    """Torch 1.13, 2 ranks: every tensor a collective issued from C++ (DDP's reducer:
-    its gradient buckets and, with find_unused_parameters, its map of used
-    parameters) handed to the recorder's mode stays referenced by the
-    recorder.  Otherwise gloo's worker thread can drop a tensor's Python
-    object last, needing the GIL while the main thread, holding it, joins
-    that thread in ~ProcessGroupGloo (a hang at exit, seen with gdb in this
-    suite's DDP jobs).  Torch 2.x keeps nothing."""
+    """Torch 1.13, 2 ranks: every tensor that a collective issued from C++
+    (DDP's reducer: its gradient buckets and, with find_unused_parameters,
+    its map of used parameters) handed to the recorder's mode stays
+    referenced by the recorder.  Otherwise gloo's worker thread can drop a
+    tensor's Python object last, needing the GIL while the main thread,
+    holding it, joins that thread in ~ProcessGroupGloo (a hang at exit,
+    seen with gdb in this suite's DDP jobs).  Torch 2.x keeps nothing."""
     import torch
     script = os.path.join(ctx.tmp, "kept.py")
     with open(script, "w") as f:
         f.write(_KEPT_SCRIPT)
-    port = free_port()
-    procs = [subprocess.Popen([PYTHON, script, os.path.join(ctx.tmp, "kept")],
-                              env=env(RANK=r, WORLD_SIZE=2, MASTER_ADDR="127.0.0.1",
-                                      MASTER_PORT=port),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for r in range(2)]
-    outs = []
-    try:
-        for p in procs:
-            o, e = p.communicate(timeout=300)
-            eq(p.returncode, 0, "exit status (%s)" % e.decode(errors="replace")[-2000:])
-            outs.append(o)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    got = json.loads(outs[1])
+    out = os.path.join(ctx.tmp, "kept")
+    run_ranks("kept", out, 2, script=script)
+    with open(os.path.join(out, "kept1.json")) as f:
+        got = json.load(f)
     dtypes = [d for ts in got["seen"] for d in ts]
     check("torch.float32" in dtypes, "a gradient bucket's all-reduce: %r", dtypes)
     if int(torch.__version__.split(".")[0]) >= 2:
