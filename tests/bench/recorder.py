@@ -16,8 +16,8 @@ run.
   step, one region per step under the recorders (one CommDebugMode per step).
   Both ranks run the variants in the same interleaved order, K steps each,
   R rounds (at most 400 in one pair of processes, a longer run in several:
-  ROUNDS_PER_PROCESS).  Reported per variant: the median wall and CPU (process: every
-  thread) time per step, and the median over rounds of its ratio to the
+  ROUNDS_PER_PROCESS).  Reported per variant: the median wall and CPU
+  (process: every thread) time per step, and the median over rounds of its ratio to the
   plain step of the same round, with its 95% confidence interval (order
   statistics, nothing assumed of the distribution) and the spread (25th-75th
   percentile); and per rank, as the light section does, each variant's low

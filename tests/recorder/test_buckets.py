@@ -423,13 +423,16 @@ def test_cxx_collective_tensors_kept(ctx):
         f.write(_KEPT_SCRIPT)
     out = os.path.join(ctx.tmp, "kept")
     run_ranks("kept", out, 2, script=script)
-    with open(os.path.join(out, "kept1.json")) as f:
-        got = json.load(f)
-    dtypes = [d for ts in got["seen"] for d in ts]
-    check("torch.float32" in dtypes, "a gradient bucket's all-reduce: %r", dtypes)
-    if int(torch.__version__.split(".")[0]) >= 2:
-        eq(got["held"], 0, "tensors kept on torch 2.x")
-        return
-    check("torch.int32" in dtypes, "the used-parameter map's all-reduce: %r", dtypes)
-    eq([k for ks in got["kept"] for k in ks], [True] * len(dtypes),
-       "each collective's tensors kept (dtypes %r)" % dtypes)
+    for rank in range(2):
+        with open(os.path.join(out, "kept%d.json" % rank)) as f:
+            got = json.load(f)
+        dtypes = [d for ts in got["seen"] for d in ts]
+        check("torch.float32" in dtypes, "rank %d: a gradient bucket's all-reduce: %r",
+              rank, dtypes)
+        if int(torch.__version__.split(".")[0]) >= 2:
+            eq(got["held"], 0, "rank %d: tensors kept on torch 2.x" % rank)
+            continue
+        check("torch.int32" in dtypes, "rank %d: the used-parameter map's all-reduce: %r",
+              rank, dtypes)
+        eq([k for ks in got["kept"] for k in ks], [True] * len(dtypes),
+           "rank %d: each collective's tensors kept (dtypes %r)" % (rank, dtypes))
