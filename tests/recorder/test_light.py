@@ -628,3 +628,53 @@ def test_light_kernels_out_after_close(ctx):
     out = r.stdout.decode(errors="replace")
     eq(r.returncode, 0, "exit status (stderr: %s)" % r.stderr.decode(errors="replace")[-2000:])
     eq(out.split("\n")[:3], ["after a True", "after b False", "c records 1"], "kernels")
+
+
+def test_regions_spend_no_type_versions(ctx):
+    """Light and full regions, after the first, change no class: CPython
+    3.13+ gives a class 1000 type versions, and past them every attribute of
+    its instances is looked up the slow way for the rest of the process, so
+    a recorder that assigned a class attribute per region (as the full one
+    once assigned nn.Module._call_impl) would slow a long job down for good.
+    The versions of nn.Module, its subclasses the model uses, Tensor and
+    Parameter are the same before and after 10 regions of each mode."""
+    try:
+        from _testcapi import type_get_version
+    except ImportError:
+        raise Skip("this Python has no _testcapi.type_get_version")
+    import torch
+    import torch.nn as nn
+    from commdebug import Recorder
+    model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8), nn.Linear(8, 2))
+    classes = [nn.Module, nn.Sequential, nn.Linear, nn.GELU, nn.LayerNorm, torch.Tensor,
+               nn.Parameter]
+    modes = [("full", False)]
+    try:
+        need_light()
+        modes.append(("light", True))
+    except Skip:
+        pass
+
+    def step():
+        model(torch.randn(4, 8)).sum().backward()
+        model.zero_grad()
+        for c in classes:      # (a version is given at the next lookup)
+            getattr(c, "__init__")
+        return [type_get_version(c) for c in classes]
+
+    for name, light in modes:
+        rec = Recorder(os.path.join(ctx.tmp, name + ".zst"), light=light)
+        try:
+            for _ in range(2):
+                with rec:
+                    step()
+            with rec:
+                before = step()
+            for _ in range(10):
+                with rec:
+                    after = step()
+        finally:
+            rec.close()
+        changed = [c.__name__ for c, a, b in zip(classes, before, after) if a != b]
+        eq(changed, [], "%s regions: classes whose type version changed" % name)
+        check(all(before), "%s: every class has a version (%r)", name, before)
