@@ -17,10 +17,10 @@ run.
   Both ranks run the variants in the same interleaved order, K steps each,
   R rounds (at most 400 in one pair of processes, a longer run in several:
   ROUNDS_PER_PROCESS).  Reported per variant: the median wall and CPU
-  (process: every thread) time per step, and the median over rounds of its ratio to the
-  plain step of the same round, with its 95% confidence interval (order
-  statistics, nothing assumed of the distribution) and the spread (25th-75th
-  percentile); and per rank, as the light section does, each variant's low
+  (process: every thread) time per step, and the median over rounds of its
+  ratio to the plain step of the same round, with its 95% confidence
+  interval (order statistics, nothing assumed of the distribution) and the
+  spread (25th-75th percentile); and per rank, as the light section does, each variant's low
   quantiles of the training thread's CPU per step against plain's.
 * light: the gpt2 step in one process (a one-rank group), plain and light
   mode with and without its parts (the C module, its nn.Module call; cut
@@ -461,8 +461,8 @@ def gpt2_rank(args):
     dist.destroy_process_group()
 
 
-def gpt2_batch(args, rounds, tmp):
-    """One pair of rank processes running `rounds` rounds: each rank's
+def gpt2_batch(args, n_rounds, tmp):
+    """One pair of rank processes running n_rounds rounds: each rank's
     {"rounds": {variant: [...]}, "steps": {variant: [...]}}."""
     import json
     import socket
@@ -475,7 +475,7 @@ def gpt2_batch(args, rounds, tmp):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), BENCH_TMP=tmp, OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank-of",
-                                       "gpt2", "--rounds", str(rounds), "--steps",
+                                       "gpt2", "--rounds", str(n_rounds), "--steps",
                                        str(args.steps), "--variants", ",".join(VARIANTS)],
                                       env=env,
                                       stderr=subprocess.PIPE))
