@@ -21,7 +21,7 @@ def gradhook():
         from torch.utils.cpp_extension import include_paths, library_paths
     except Exception:
         return []
-    return [Extension("commdebug._gradhook", ["commdebug/_gradhook.cpp"],
+    return [Extension("commdebug._gradhook", ["commdebug/_gradhook.cpp", "commdebug/_collkernel.cpp"],
                       depends=["commdebug/_gradhook.h"], language="c++",
                       include_dirs=include_paths(), library_dirs=library_paths(),
                       libraries=["torch_python", "torch_cpu", "c10"],

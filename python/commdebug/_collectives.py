@@ -14,7 +14,11 @@ at all, and the ones that do cannot tell which group they run on.
 newer PyTorch dispatches for each, so the recorder can wrap them.
 """
 
+import json
+
 import torch
+
+from ._events import _shape_json
 
 __all__ = ["COLLECTIVE_NAMESPACES", "payload_indices", "python_api_methods",
            "tensors_of", "group_registry", "group_info"]
@@ -86,6 +90,32 @@ def payload_indices(ns, base):
     return None
 
 
+def coll_details(func):
+    """(its name's JSON text, the group argument's index, its kind: "obj" a
+    ProcessGroup, "name" a group's name, the payload's input and output
+    indices, whether it is c10d's all_reduce) of a collective OpOverload,
+    or None when it is not one."""
+    name = str(func)
+    ns, _, rest = name.partition(".")
+    base = rest.rpartition(".")[0] or rest
+    idx = payload_indices(ns, base)
+    if idx is None:
+        return None
+    pg_idx = pg_kind = None
+    try:
+        for i, a in enumerate(func._schema.arguments):
+            if "ProcessGroup" in str(a.type):
+                pg_idx, pg_kind = i, "obj"
+                break
+            if a.name == "group_name":
+                pg_idx, pg_kind = i, "name"
+                break
+    except Exception:
+        pass
+    return (json.dumps(name), pg_idx, pg_kind, idx[0], idx[1],
+            ns == "c10d" and base == "allreduce_")
+
+
 def tensors_of(x, out):
     """Append the tensors in x (a tensor, or nested lists/tuples) to out."""
     if isinstance(x, torch.Tensor):
@@ -94,6 +124,37 @@ def tensors_of(x, out):
         for y in x:
             tensors_of(y, out)
     return out
+
+
+_shapes = {}             # torch.Size -> its JSON text (collectives repeat their shapes)
+
+
+def payload(args, in_idx, out_idx):
+    """A collective's payload, the tensors of its input argument (a tensor,
+    or nested lists) or else of its output one: (',"bytes":..,"dtype":..,
+    "shape":[..]', their bytes, the first tensor), or (',"bytes":0', None,
+    None) without tensors.  (_collkernel.cpp reads the same off the
+    dispatcher's stack.)"""
+    ts = []
+    if in_idx is not None and in_idx < len(args):
+        tensors_of(args[in_idx], ts)
+    if not ts and out_idx is not None and out_idx < len(args):
+        tensors_of(args[out_idx], ts)
+    if not ts:
+        return ',"bytes":0', None, None
+    nbytes = 0
+    for t in ts:
+        try:
+            nbytes += int(t.numel()) * t.element_size()
+        except Exception:
+            pass
+    shape = ts[0].shape
+    sj = _shapes.get(shape)
+    if sj is None:
+        sj = _shapes[shape] = _shape_json(shape)
+        if len(_shapes) > 4096:
+            _shapes.clear()
+    return ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype), sj), nbytes, ts[0]
 
 
 _registry_home = []      # [distributed_c10d's _world, or the module, or None], found once

@@ -282,6 +282,8 @@ PyModuleDef module = {
 
 } // namespace
 
+int cd_collkernel_add(PyObject *m);      /* _collkernel.cpp */
+
 PyMODINIT_FUNC PyInit__gradhook(void)
 {
 	PyObject *m = PyModule_Create(&module);
@@ -289,7 +291,8 @@ PyMODINIT_FUNC PyInit__gradhook(void)
 		return nullptr;
 	PyObject *cap = PyCapsule_New((void *)&api, CD_GRADHOOK_CAPSULE, nullptr);
 	int bad = !cap || PyModule_AddObjectRef(m, "api", cap) < 0 ||
-		  PyModule_AddStringConstant(m, "TORCH_VERSION", CD_TORCH_VERSION) < 0;
+		  PyModule_AddStringConstant(m, "TORCH_VERSION", CD_TORCH_VERSION) < 0 ||
+		  cd_collkernel_add(m) < 0;
 	Py_XDECREF(cap);
 	if (bad)
 		Py_CLEAR(m);

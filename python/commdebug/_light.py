@@ -44,6 +44,7 @@ from torch.utils.hooks import RemovableHandle
 
 from . import _collkernels
 from . import _compat as C
+from . import _mode
 from . import _modcall
 from ._lightbw import hook_keys, make_bw_hooks
 from ._native import gradhook, speedups
@@ -249,6 +250,33 @@ class LightEvents:
             info = self._op_info(op)
         return self._coll_call(functools.partial(op.redispatch, keyset), info[2],
                                _cur_task() != -1, False, args, kwargs)
+
+    # The C++ kernels' calls (_collkernel.cpp): i is the op's index in
+    # _collkernels.KINFO; each returns the NCCL tag's end, or None.
+    def _light_coll_native(self, i, pg_name, payload, floating, bw, nbytes):
+        """A collective's events from what the kernel read: its group's name
+        (None: unknown), its payload's text as _collectives.payload gives it and
+        its bytes (-1: no tensors), whether its first tensor is floating or
+        complex."""
+        t = _clock() - self._mono0
+        coll = _collkernels.KINFO[i]
+        bucket = floating and coll[5] and bw and _mode.from_engine()
+        self._coll_lines(coll, bw, False, pg_name, payload, None if nbytes < 0 else nbytes,
+                         bucket, None, t)
+        return self._coll_synced(pg_name, False)
+
+    def _light_coll_args(self, i, args, bw):
+        """A collective's events from its arguments (what the kernel does
+        not read itself)."""
+        if _collkernels.fake_payload(args):
+            return None
+        return self._coll_begin(_collkernels.KINFO[i], bw, False, args)
+
+    def _light_group(self, obj):
+        """The name of the group a c10d op's ScriptObject argument holds
+        (the kernel keeps it while the group lives), or None."""
+        pg = C.unbox_process_group(obj)
+        return None if pg is None else self._group_name(pg)
 
 
 def _make_hooks(rec):

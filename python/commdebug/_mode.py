@@ -22,13 +22,11 @@ import torch
 
 from . import _compat as C
 from . import _collectives as K
-from ._events import _shape_json
 from ._native import speedups
 from ._process import _active
 
 _dumps = json.dumps
 _is_bw = C.is_bw
-_shapes = {}             # torch.Size -> its JSON text (collectives repeat their shapes)
 _clock = time.monotonic_ns
 
 
@@ -51,24 +49,7 @@ class OpEvents:
         nj = _dumps(name)
         fw = '{"ev":"op","name":' + nj + ',"bw":false,"dt":false,"args":[],"fake":false,"t":'
         bw = '{"ev":"op","name":' + nj + ',"bw":true,"dt":false,"args":[],"fake":false,"t":'
-        ns, _, rest = name.partition(".")
-        base = rest.rpartition(".")[0] or rest
-        coll = None
-        idx = K.payload_indices(ns, base)
-        if idx is not None:
-            pg_idx = pg_kind = None
-            try:
-                for i, a in enumerate(func._schema.arguments):
-                    if "ProcessGroup" in str(a.type):
-                        pg_idx, pg_kind = i, "obj"
-                        break
-                    if a.name == "group_name":
-                        pg_idx, pg_kind = i, "name"
-                        break
-            except Exception:
-                pass
-            coll = (nj, pg_idx, pg_kind, idx[0], idx[1],
-                    ns == "c10d" and base == "allreduce_")
+        coll = K.coll_details(func)
         fake = '"fake":true'
         info = (fw, bw, coll, func, fw.replace('"fake":false', fake),
                 bw.replace('"fake":false', fake))
@@ -78,34 +59,21 @@ class OpEvents:
     def _coll_fields(self, pg_name, args, in_idx, out_idx):
         """',"pg":..,"seq":..,"bytes":..,"dtype":..,"shape":[..]' for a collective,
         and its first payload tensor (or None)."""
+        text, nbytes, t0 = K.payload(args, in_idx, out_idx)
+        return self._group_fields(pg_name, nbytes) + text, t0
+
+    def _group_fields(self, pg_name, nbytes):
+        """',"pg":..,"seq":..' of a collective (its group's next seq; "" for
+        no group), its payload's bytes (None: no tensors) noted for a
+        bounded trace."""
         s = ""
         self._last_seq = None
         if pg_name is not None:
             seq = self._last_seq = self._next_seq(pg_name)
             s = ',"pg":' + self._nj(pg_name) + ',"seq":' + str(seq)
-        ts = []
-        if in_idx is not None and in_idx < len(args):
-            K.tensors_of(args[in_idx], ts)
-        if not ts and out_idx is not None and out_idx < len(args):
-            K.tensors_of(args[out_idx], ts)
-        if ts:
-            nbytes = 0
-            for t in ts:
-                try:
-                    nbytes += int(t.numel()) * t.element_size()
-                except Exception:
-                    pass
-            shape = ts[0].shape
-            sj = _shapes.get(shape)
-            if sj is None:
-                sj = _shapes[shape] = _shape_json(shape)
-                if len(_shapes) > 4096:
-                    _shapes.clear()
-            s += ',"bytes":%d,"dtype":"%s","shape":%s' % (nbytes, str(ts[0].dtype), sj)
-            if self._bounded is not None:
-                self._bounded.note_coll(self.region, pg_name, nbytes)
-            return s, ts[0]
-        return s + ',"bytes":0', None
+        if nbytes is not None and self._bounded is not None:
+            self._bounded.note_coll(self.region, pg_name, nbytes)
+        return s
 
     def _arg_group(self, pg_kind, pg_idx, args):
         """The process group a collective's arguments name (by name, or by
@@ -128,16 +96,30 @@ class OpEvents:
         """Run a collective: its events go into the file first (the
         collective may hang or abort the process), then the backend gets it,
         tagged for the NCCL-side recorder with its group and seq."""
-        pg_name = self._coll_events(coll, bw, fake, args, _clock() - self._mono0)
-        self._w.sync()
-        nccl = self._nccl
-        if nccl is None or fake or pg_name is None:
+        end = self._coll_begin(coll, bw, fake, args)
+        if end is None:
             return func(*args, **kwargs) if kwargs else func(*args)
-        nccl[0](pg_name.encode(), self._last_seq)
         try:
             return func(*args, **kwargs) if kwargs else func(*args)
         finally:
-            nccl[1]()
+            end()
+
+    def _coll_begin(self, coll, bw, fake, args):
+        """A collective's events from its arguments, in the file: the NCCL
+        tag's end to call when it is done, or None."""
+        return self._coll_synced(self._coll_events(coll, bw, fake, args, _clock() - self._mono0),
+                                 fake)
+
+    def _coll_synced(self, pg_name, fake):
+        """The events written get into the file, then the collective is
+        tagged for the NCCL-side recorder with its group and seq: the tag's
+        end, or None."""
+        self._w.sync()
+        nccl = self._nccl
+        if nccl is None or fake or pg_name is None:
+            return None
+        nccl[0](pg_name.encode(), self._last_seq)
+        return nccl[1]
 
     def _coll_events(self, coll, bw, fake, args, t):
         """Append the op event of a collective (time t: when it is issued);
@@ -179,17 +161,28 @@ class OpEvents:
                 # but there is only one group it can be.
                 for pg_name in self._pg_names.values():
                     pass
-        fields, t0 = self._coll_fields(pg_name, args, in_idx, out_idx)
+        text, nbytes, t0 = K.payload(args, in_idx, out_idx)
+        bucket = from_engine and t0 is not None and (t0.is_floating_point() or t0.is_complex())
+        self._coll_lines(coll, bw, fake, pg_name, text, nbytes, bucket, held, t)
+        return pg_name
+
+    def _coll_lines(self, coll, bw, fake, pg_name, payload, nbytes, bucket, held, t):
+        """The op event of a collective on group pg_name, its payload's text
+        and bytes as K.payload gives them; a gradient bucket's coll event
+        after it (bucket: a floating all-reduce the autograd engine's C++
+        hooks issued); held: its tensors to keep (torch 1.13, see
+        _coll_events)."""
+        fields = self._group_fields(pg_name, nbytes) + payload
         ts = ',"t":%d}\n' % t
         self._append('{"ev":"op","name":%s,"bw":%s,"dt":false,"args":[],"fake":%s%s%s'
-                     % (nj, "true" if bw else "false", "true" if fake else "false", fields, ts))
-        bucket = from_engine and t0 is not None and (t0.is_floating_point() or t0.is_complex())
+                     % (coll[0], "true" if bw else "false", "true" if fake else "false", fields,
+                        ts))
         if held is not None and not bucket:
             # (the last 16 others of each group: the used-parameter map, broadcasts)
             n = self._held_n[pg_name] = (self._held_n.get(pg_name, -1) + 1) % 16
             self._held[("ctx", pg_name, n)] = held
         if not bucket:
-            return pg_name
+            return
         # A gradient bucket: numbered per backward pass.
         task = C.task_id()
         if self._bucket_task != task:
@@ -202,7 +195,6 @@ class OpEvents:
         self._append('{"ev":"coll","name":"c10d.allreduce_","src":"%s","bw":true%s,"bucket":%d%s'
                      % ("ddp_reducer" if self._ddp_groups else "autograd_hook", fields,
                         self._bucket_idx, ts))
-        return pg_name
 
     def _python_api_op(self, opname, pg, args):
         """A collective that this torch runs without the dispatcher (1.13):
@@ -269,6 +261,13 @@ def _dispatch_wrappers(cls):
             if callable(nxt):
                 todo.append(nxt)
     return codes
+
+
+def from_engine():
+    """Whether the collective being recorded was issued by a C++ autograd
+    hook (see _issuer)."""
+    origin = _issuer()
+    return origin is None or origin in _ENGINE_ENTRIES
 
 
 def _issuer():

@@ -52,6 +52,17 @@ def gradhook():
     dynamo_config = sys.modules.get("torch._dynamo.config")
     if dynamo_config is not None and getattr(dynamo_config, "compiled_autograd", False):
         return None
+    return collkernel()
+
+
+def collkernel():
+    """commdebug._gradhook where it is built for the torch imported (its
+    collective kernels, _collkernel.cpp, do not depend on compiled
+    autograd or COMMDEBUG_GRADHOOK: _collkernels.py has their switch), or
+    None."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
     try:
         m = importlib.import_module(__package__ + "._gradhook")
     except ImportError:

@@ -554,8 +554,12 @@ def _cut(rec, what, hooks):
         gone = set(cuts[:cuts.index(what) + 1])
     h = list(hooks)
     if "colls" in gone:
+        # (the Python kernels' call, and the C++ kernels': read at each
+        # region's start)
         rec._light_collective = lambda op, keyset, args, kwargs: op.redispatch(keyset, *args,
                                                                                **kwargs)
+        rec._light_coll_native = lambda *a: None
+        rec._light_coll_args = lambda *a: None
     if "attach" in gone:
         post = hooks[4]
         h[4] = lambda mod, inputs, output: post(mod, inputs, None)
@@ -595,7 +599,8 @@ def light(args):
                 timed_steps(step, lambda: cut, k)
                 return 0.0, (time.process_time() - c0) / k
             finally:
-                cut.__dict__.pop("_light_collective", None)
+                for k in ("_light_collective", "_light_coll_native", "_light_coll_args"):
+                    cut.__dict__.pop(k, None)
                 light_off(cut)
         return run
     for what in [w for _, w in LIGHT_CUTS] + ["alone-" + w for _, w in LIGHT_ALONE]:
@@ -949,11 +954,13 @@ def split(args):
 def _once_parts():
     """Light mode's work done once a step, timed by once(): (label, class,
     attribute, which calls count: (args, kwargs) -> bool, or None for all)."""
-    from commdebug import _mode, _writer, recorder as crec
+    from commdebug import _light, _mode, _writer, recorder as crec
     main = threading.get_ident()
     return [("region enter", crec.Recorder, "__enter__", None),
             ("region exit", crec.Recorder, "__exit__", None),
-            ("a collective's events", _mode.OpEvents, "_coll_events", None),
+            ("a collective's events (Python kernel)", _mode.OpEvents, "_coll_events", None),
+            ("a collective's events and frame (C++ kernel's call)", _light.LightEvents,
+             "_light_coll_native", None),
             ("the frame before it (sync)", _writer.TraceWriter, "sync",
              lambda a, k: not (a[1] if len(a) > 1 else k.get("later", False))),
             ("  a frame's write, training thread", _writer.TraceWriter, "_write",

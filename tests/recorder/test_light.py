@@ -678,3 +678,93 @@ def test_regions_spend_no_type_versions(ctx):
         changed = [c.__name__ for c, a, b in zip(classes, before, after) if a != b]
         eq(changed, [], "%s regions: classes whose type version changed" % name)
         check(all(before), "%s: every class has a version (%r)", name, before)
+
+
+KERNELS = r'''
+import os, sys, torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as fc
+from commdebug import Recorder, _collkernels
+
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+sub = dist.new_group([0])
+torch.manual_seed(0)
+ddp = torch.nn.parallel.DistributedDataParallel(
+    torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)),
+    bucket_cap_mb=0.00001)
+rec = Recorder(sys.argv[1], light=True)
+for step in range(2):
+    with rec:
+        ddp(torch.randn(3, 4)).sum().backward()
+        x = torch.ones(4)
+        dist.all_reduce(x)
+        dist.all_reduce(torch.ones(2, 3, dtype=torch.float64), group=sub)
+        dist.all_reduce(torch.ones(5, dtype=torch.int64))
+        outs = [torch.zeros(4)]
+        dist.all_gather(outs, x)
+        dist.all_gather_into_tensor(torch.zeros(4), x)
+        dist.reduce_scatter_tensor(torch.zeros(4), torch.ones(4))
+        dist.broadcast(torch.ones(3, dtype=torch.complex64), 0)
+        dist.all_to_all_single(torch.zeros(4), torch.ones(4))
+        dist.barrier()
+        fc.wait_tensor(fc.all_reduce(torch.ones(3), "sum", sub))
+        fc.wait_tensor(fc.all_gather_tensor(torch.ones(2, 2), 0, dist.group.WORLD))
+        try:
+            dist.all_gather_into_tensor(torch.zeros(3), torch.ones(4))
+        except Exception as e:
+            print("raised", type(e).__name__)
+print("native", _collkernels._native[0] is not None)
+rec.close()
+dist.destroy_process_group()
+'''
+
+
+def test_light_collective_kernels_both_ways(ctx):
+    """One program's collectives (DDP's buckets, c10d ops on the world group
+    and on a subgroup, float, double and integer payloads, a complex one, list
+    outputs, functional collectives by group name, a collective that
+    raises) recorded light with the C++ collective kernels
+    (_collkernel.cpp, where commdebug._gradhook is built) and with the
+    Python ones (COMMDEBUG_COLLKERNEL=0): the traces hold the same events,
+    and each run used the kernels it was meant to."""
+    need_light()
+    from _util import zstd_cli_text
+    script = os.path.join(ctx.tmp, "kernels.py")
+    with open(script, "w") as f:
+        f.write(KERNELS)
+    got = {}
+    for way in ("1", "0"):
+        trace = os.path.join(ctx.tmp, "k%s.zst" % way)
+        r = subprocess.run([PYTHON, script, trace], env=env(COMMDEBUG_COLLKERNEL=way),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        out = r.stdout.decode(errors="replace")
+        eq(r.returncode, 0, "way %s: exit status (stderr: %s)"
+           % (way, r.stderr.decode(errors="replace")[-2000:]))
+        got[way] = (out, [{k: v for k, v in e.items() if k not in ("t", "pid", "t0")}
+                          for e in events(trace)])
+        zstd_cli_text(trace)
+    from commdebug._native import collkernel
+    built = collkernel() is not None
+    eq(got["1"][0].split("\n")[-2], "native %s" % built, "C++ kernels used where built")
+    eq(got["0"][0].split("\n")[-2], "native False", "Python kernels with COMMDEBUG_COLLKERNEL=0")
+    check("raised" in got["0"][0], "the bad all-gather did not raise: %s", got["0"][0])
+    eq(got["1"][0], got["0"][0].replace("native False", "native %s" % built), "stdout")
+    want = got["0"][1]
+    ops = [e for e in want if e["ev"] == "op"]
+    names = {e["name"] for e in ops}
+    for n in ("c10d.allreduce_.default", "c10d.allgather_.default", "c10d.broadcast_.default",
+              "c10d.barrier.default", "_c10d_functional.all_reduce.default",
+              "c10d.alltoall_base_.default"):
+        check(n in names, "no %s recorded: %r", n, sorted(names))
+    check(len({e.get("pg") for e in ops}) >= 2, "one group only: %r", ops[:3])
+    # (torch.distributed hands a complex tensor on as its real view)
+    check({"torch.float64", "torch.int64"} <= {e.get("dtype") for e in ops},
+          "dtypes: %r", sorted({str(e.get("dtype")) for e in ops}))
+    check(any(e["ev"] == "coll" and e.get("bucket") == 1 for e in want), "no second bucket")
+    got1 = got["1"][1]
+    if got1 != want:
+        i = next(i for i, (a, b) in enumerate(zip(got1 + [None] * len(want), want)) if a != b)
+        raise AssertionError("the C++ kernels' trace differs at event %d: %s vs %s"
+                             % (i, json.dumps(got1[i:i + 3]), json.dumps(want[i:i + 3])))
+    ctx.note("%d events, %d collectives, the same both ways (C++ kernels %s)"
+             % (len(want), len(ops), "built" if built else "not built"))

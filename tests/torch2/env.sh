@@ -124,7 +124,7 @@ build_ext() { # OUT_DIR EXTRA_CFLAGS...: the module for the root's Python in OUT
 	EXT_OUT=$out
 }
 
-build_gradhook() { # OUT_DIR: light mode's C++ gradient hook (_gradhook.cpp) in OUT_DIR,
+build_gradhook() { # OUT_DIR: light mode's C++ module (_gradhook.cpp, _collkernel.cpp) in OUT_DIR,
 	# against the root's torch headers, for the torch version there
 	local outdir=$1 dir=$REPO/python/commdebug torch inc ver suffix out f stale=
 	shift
@@ -141,7 +141,7 @@ build_gradhook() { # OUT_DIR: light mode's C++ gradient hook (_gradhook.cpp) in 
 		[ -d "$torch/include/torch/csrc/autograd" ] || die "gradhook: no torch headers in $torch/include"
 	fi
 	out=$outdir/_gradhook$suffix
-	for f in "$dir"/_gradhook.cpp "$dir"/_gradhook.h "$0"; do
+	for f in "$dir"/_gradhook.cpp "$dir"/_collkernel.cpp "$dir"/_gradhook.h "$0"; do
 		[ -f "$out" ] && [ "$out" -nt "$f" ] || stale=1
 	done
 	# (and again for another torch in the root: it would not load it)
@@ -152,9 +152,9 @@ build_gradhook() { # OUT_DIR: light mode's C++ gradient hook (_gradhook.cpp) in 
 	# need; they are -isystem: their own warnings are not ours.
 	${CXX:-g++} -std=c++20 -O2 -Wall -Wextra -Werror -fPIC -shared "$@" \
 		-DCD_TORCH_VERSION="\"$ver\"" -isystem "$torch/include" -I"$ROOT$inc" \
-		-idirafter "$ROOT/usr/include" "$dir"/_gradhook.cpp -o "$out.tmp" \
+		-idirafter "$ROOT/usr/include" "$dir"/_gradhook.cpp "$dir"/_collkernel.cpp -o "$out.tmp" \
 		-L"$torch/lib" -ltorch_python -ltorch_cpu -lc10 ||
-		die "gradhook: $dir/_gradhook.cpp does not build"
+		die "gradhook: $dir/_gradhook.cpp or _collkernel.cpp does not build"
 	mv "$out.tmp" "$out"
 	echo "$ver" >"$out.torch"
 	echo "torch2: ext: built $out (torch $ver)"
@@ -163,7 +163,8 @@ build_gradhook() { # OUT_DIR: light mode's C++ gradient hook (_gradhook.cpp) in 
 ext() {
 	# The recorder's C module (python/commdebug/_speedups*.c) for the root's
 	# Python, in place beside the package as `pip install` would put it, and
-	# light mode's C++ gradient hook (_gradhook.cpp) for its torch.
+	# light mode's C++ module (_gradhook.cpp: its gradient hook and, from
+	# _collkernel.cpp, its collective kernels) for its torch.
 	# The root has no compiler: this machine's builds them against the root's
 	# headers (its own C headers first, the root's Python ones after).
 	build_ext "$REPO/python/commdebug" -O2
