@@ -44,14 +44,6 @@ TORCH_PYTHON_API py::object toPyObject(c10::IValue ivalue);
 
 namespace {
 
-struct Gil {
-	PyGILState_STATE s = PyGILState_Ensure();
-	Gil() = default;
-	Gil(const Gil &) = delete;
-	Gil &operator=(const Gil &) = delete;
-	~Gil() { PyGILState_Release(s); }
-};
-
 enum PgKind { PG_NONE, PG_OBJ, PG_NAME };
 
 /* What a kernel needs of its op: its index in _collkernels.KINFO, where its
@@ -102,7 +94,7 @@ struct End {
 	{
 		if (!end)
 			return;
-		Gil g;
+		cd_gil g;
 		PyObject *r = PyObject_CallNoArgs(end);
 		if (!r)
 			PyErr_WriteUnraisable(end);
@@ -344,7 +336,7 @@ void kernel(const c10::OperatorHandle &op, c10::DispatchKeySet ks, torch::jit::S
 	Busy busy;
 	End end;
 	{
-		Gil g;
+		cd_gil g;
 		if (g_native) {       /* (still routed) */
 			PyObject *r = slow ? events_slow(info, args, bw)
 					   : events_native(info, args, p, pg, bw);

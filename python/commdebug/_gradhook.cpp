@@ -48,15 +48,6 @@ using torch::autograd::FunctionPreHook;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
 
-/* The interpreter's lock, held for a scope. */
-struct Gil {
-	PyGILState_STATE s = PyGILState_Ensure();
-	Gil() = default;
-	Gil(const Gil &) = delete;
-	Gil &operator=(const Gil &) = delete;
-	~Gil() { PyGILState_Release(s); }
-};
-
 struct Hook final : FunctionPreHook {
 	PyObject *fire;         /* a strong reference */
 	uint32_t nr;            /* the output of the node it stands for */
@@ -69,14 +60,14 @@ struct Hook final : FunctionPreHook {
 	{
 		/* (the graph may be freed on any thread, or at the end) */
 		if (Py_IsInitialized()) {
-			Gil g;
+			cd_gil g;
 			Py_DECREF(fire);
 		}
 	}
 
 	variable_list operator()(const variable_list &grads) override
 	{
-		Gil g;
+		cd_gil g;
 		PyObject *r = PyObject_CallOneArg(fire, Py_None);
 		if (r) {
 			Py_DECREF(r);

@@ -30,4 +30,15 @@ typedef struct {
 	int (*attach_shared)(PyObject *t, PyObject *fire);
 } cd_gradhook_api;
 
+#ifdef __cplusplus
+/* The interpreter's lock, held for a scope (the module's C++ sources). */
+struct cd_gil {
+	PyGILState_STATE s = PyGILState_Ensure();
+	cd_gil() = default;
+	cd_gil(const cd_gil &) = delete;
+	cd_gil &operator=(const cd_gil &) = delete;
+	~cd_gil() { PyGILState_Release(s); }
+};
+#endif
+
 #endif

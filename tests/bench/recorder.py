@@ -87,13 +87,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-VARIANTS = ["plain", "light", "lightwrite", "lightpy", "lightpyhooks", "lightglobal", "full",
-            "fullpy",
+VARIANTS = ["plain", "light", "lightwrite", "lightpykernels", "lightpy", "lightpyhooks",
+            "lightglobal", "full", "fullpy",
             "fullslow", "fulltorch", "nothing", "hooks", "cdm"]
 LABELS = {"plain": "plain", "light": "light recorder", "full": "full recorder",
           "lightpy": "light, no C module", "lightglobal": "light, global module hooks",
           "lightpyhooks": "light, torch's Python gradient hooks",
           "lightwrite": "light, frames by write(2)",
+          "lightpykernels": "light, Python collective kernels",
           "fullpy": "full, no C module", "fullslow": "full, torch's module call",
           "fulltorch": "full, torch's BackwardHook",
           "nothing": "do-nothing dispatch mode", "cdm": "CommDebugMode",
@@ -203,16 +204,16 @@ def light_off(rec):
 def light_on(rec):
     """Put them back."""
     from commdebug import _collkernels, _light, _modcall
-    _collkernels.install()
-    if rec._lhooks is not None and not rec._lhandles:
-        var, value = getattr(rec, "_bench_env", (None, None))
-        if var is not None:
-            os.environ[var] = value
-        try:
+    var, value = getattr(rec, "_bench_env", (None, None))
+    if var is not None:
+        os.environ[var] = value
+    try:
+        _collkernels.install()
+        if rec._lhooks is not None and not rec._lhandles:
             rec._lhandles = _modcall.on(rec._lhooks, _light._is_compiling())
-        finally:
-            if var is not None:
-                del os.environ[var]
+    finally:
+        if var is not None:
+            del os.environ[var]
 
 
 def light_variant(tmp, name, var=None, value=None):
@@ -280,6 +281,9 @@ def make_variants(step, tmp, rank, hooks=False):
     # its file's end not padded and mapped (_padtail): every frame appended
     # with write(2), the file cut after each compaction
     lightwrite = light_variant(tmp, "lightwrite-rank%d.zst" % rank, "COMMDEBUG_PAD_TAIL", "0")
+    # its collective kernels in Python, as where commdebug._gradhook is not built
+    lightpykernels = light_variant(tmp, "lightpykernels-rank%d.zst" % rank,
+                                   "COMMDEBUG_COLLKERNEL", "0")
     full = Recorder(os.path.join(tmp, "full-rank%d.zst" % rank))
     # without the C module; with torch's own nn.Module call (its slow path,
     # for the recorder's global hooks); as it was before LeanBackwardHook
@@ -316,6 +320,7 @@ def make_variants(step, tmp, rank, hooks=False):
         "lightglobal": lambda k: timed(k, lambda: lightglobal, lightglobal),
         "lightpyhooks": lambda k: timed(k, lambda: lightpyhooks, lightpyhooks),
         "lightwrite": lambda k: timed(k, lambda: lightwrite, lightwrite),
+        "lightpykernels": lambda k: timed(k, lambda: lightpykernels, lightpykernels),
         "full": lambda k: timed(k, lambda: full),
         "fullpy": lambda k: timed(k, lambda: fullpy),
         "fullslow": lambda k: timed(k, lambda: fullslow),
@@ -341,7 +346,7 @@ def make_variants(step, tmp, rank, hooks=False):
                         h.remove()
         runs["hooks"] = lambda k: timed(k, Hooked)
     return runs, (light, lightpy, lightglobal, full, fullpy, fullslow, fulltorch, lightpyhooks,
-                  lightwrite)
+                  lightwrite, lightpykernels)
 
 
 # Variants a job runs with torch's own nn.Module._call_impl; the others with
@@ -529,7 +534,8 @@ def gpt2(args):
 
 
 # -------------------------------------------------------------------- light
-LIGHT_PARTS = ["plain", "light", "lightwrite", "lightpyhooks", "lightpy", "lightglobal"]
+LIGHT_PARTS = ["plain", "light", "lightwrite", "lightpykernels", "lightpyhooks", "lightpy",
+               "lightglobal"]
 # light mode taken apart: its recorder with parts replaced by ones doing
 # nothing (each also without what the ones above it took out)
 LIGHT_CUTS = [("collectives' events and frames", "colls"),
