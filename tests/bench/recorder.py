@@ -964,8 +964,8 @@ def _once_parts():
     main = threading.get_ident()
     return [("region enter", crec.Recorder, "__enter__", None),
             ("region exit", crec.Recorder, "__exit__", None),
-            ("a collective's events (Python kernel)", _mode.OpEvents, "_coll_events", None),
-            ("a collective's events and frame (C++ kernel's call)", _light.LightEvents,
+            ("a collective's events, Python kernel", _mode.OpEvents, "_coll_events", None),
+            ("C++ kernel's call: events, frame", _light.LightEvents,
              "_light_coll_native", None),
             ("the frame before it (sync)", _writer.TraceWriter, "sync",
              lambda a, k: not (a[1] if len(a) > 1 else k.get("later", False))),
