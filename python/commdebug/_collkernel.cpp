@@ -251,11 +251,13 @@ PyObject *payload_text(const Payload &p)
 PyObject *events_native(const OpInfo &info, at::ArrayRef<c10::IValue> args, const Payload &p,
 			torch::CustomClassHolder *pg, bool bw)
 {
+	/* (pg: the group object at pg_idx, checked by the caller) */
+	const size_t at = static_cast<size_t>(info.pg_idx);
 	PyObject *name;
 	if (info.pg_kind == PG_OBJ)
-		name = group_name(args[static_cast<size_t>(info.pg_idx)], pg);
-	else if (info.pg_kind == PG_NAME && args[static_cast<size_t>(info.pg_idx)].isString())
-		name = PyUnicode_FromString(args[static_cast<size_t>(info.pg_idx)].toStringRef().c_str());
+		name = group_name(args[at], pg);
+	else if (info.pg_kind == PG_NAME && at < args.size() && args[at].isString())
+		name = PyUnicode_FromString(args[at].toStringRef().c_str());
 	else
 		name = Py_NewRef(Py_None);
 	if (!name)

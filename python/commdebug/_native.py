@@ -19,8 +19,14 @@ def speedups():
     and UBSan)."""
     if os.environ.get("COMMDEBUG_SPEEDUPS", "1") == "0":
         return None
-    name = __package__ + "._speedups"
-    so = os.environ.get("COMMDEBUG_SPEEDUPS_SO")
+    return _load(__package__ + "._speedups", "COMMDEBUG_SPEEDUPS_SO")
+
+
+def _load(name, var):
+    """The extension module name, from the file the variable var names
+    where it is set (a sanitized build), else beside the package; None
+    where it cannot be imported."""
+    so = os.environ.get(var)
     if so and name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, so)
         if spec is None:
@@ -59,12 +65,10 @@ def collkernel():
     """commdebug._gradhook where it is built for the torch imported (its
     collective kernels, _collkernel.cpp, do not depend on compiled
     autograd or COMMDEBUG_GRADHOOK: _collkernels.py has their switch), or
-    None."""
+    None.  COMMDEBUG_GRADHOOK_SO names a build of it to load instead
+    (tests/torch2/env.sh san: one built with ASan and UBSan)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    try:
-        m = importlib.import_module(__package__ + "._gradhook")
-    except ImportError:
-        return None
-    return m if m.TORCH_VERSION == torch.__version__ else None
+    m = _load(__package__ + "._gradhook", "COMMDEBUG_GRADHOOK_SO")
+    return m if m is not None and m.TORCH_VERSION == torch.__version__ else None

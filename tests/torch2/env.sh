@@ -146,6 +146,7 @@ build_gradhook() { # OUT_DIR: light mode's C++ module (_gradhook.cpp, _collkerne
 	done
 	# (and again for another torch in the root: it would not load it)
 	[ "$(cat "$out.torch" 2>/dev/null)" = "$ver" ] || stale=1
+	GRADHOOK_OUT=$out
 	[ -z "$stale" ] && return 0
 	mkdir -p "$outdir"
 	# This machine's g++ (12 on bookworm) with C++20, as torch 2.14's headers
@@ -172,13 +173,17 @@ ext() {
 }
 
 san() {
-	# CMD run inside the root with the C module built with ASan and UBSan
-	# (build-san/, loaded through COMMDEBUG_SPEEDUPS_SO) and this machine's
+	# CMD run inside the root with the C module and the C++ one built with
+	# ASan and UBSan (build-san/, loaded through COMMDEBUG_SPEEDUPS_SO and
+	# COMMDEBUG_GRADHOOK_SO; UBSan's vptr check left out for the C++, whose
+	# torch classes' type information it cannot see whole) and this machine's
 	# sanitizer runtimes preloaded (the root's Python is not built with
 	# them; leaks are not looked for: Python and torch keep memory at exit).
 	local lib=/usr/local/lib/commdebug-san r
 	build_ext "$REPO/build-san" -O1 -g -fno-omit-frame-pointer \
 		-fsanitize=address,undefined -fno-sanitize-recover=undefined
+	build_gradhook "$REPO/build-san" -O1 -g -fno-omit-frame-pointer \
+		-fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=undefined
 	$SUDO mkdir -p "$ROOT$lib"
 	for r in libasan.so libubsan.so; do
 		r=$(readlink -f "$(${CC:-cc} -print-file-name=$r)")
@@ -186,6 +191,7 @@ san() {
 		$SUDO cp "$r" "$ROOT$lib/$(basename "$r" | sed 's/\(\.so\.[0-9]*\).*/\1/')"
 	done
 	COMMDEBUG_TORCH2_ENV="${COMMDEBUG_TORCH2_ENV:-} COMMDEBUG_SPEEDUPS_SO=$EXT_OUT
+		COMMDEBUG_GRADHOOK_SO=$GRADHOOK_OUT
 		LD_PRELOAD=$(ls "$ROOT$lib"/libasan.so.* | sed "s|^$ROOT||"):$(ls "$ROOT$lib"/libubsan.so.* | sed "s|^$ROOT||")
 		ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1" run "$@"
