@@ -23,6 +23,9 @@
  * that tensor (modules inside that returned it), as a hook dict made then
  * would be: the tensor then has several, the first running first.
  *
+ * The module holds light mode's C++ collective kernels too
+ * (_collkernel.cpp, whose functions its init adds).
+ *
  * Built against the torch it runs with (tests/torch2/env.sh ext, setup.py
  * where torch is there at build time); _native.py loads it only when the
  * torch version it was built for is the one imported.  Not for compiled
