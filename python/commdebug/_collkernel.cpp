@@ -253,28 +253,27 @@ PyObject *events_native(const OpInfo &info, at::ArrayRef<c10::IValue> args, cons
 {
 	/* (pg: the group object at pg_idx, checked by the caller) */
 	const size_t at = static_cast<size_t>(info.pg_idx);
-	PyObject *name;
-	if (info.pg_kind == PG_OBJ)
-		name = group_name(args[at], pg);
-	else if (info.pg_kind == PG_NAME && at < args.size() && args[at].isString())
-		name = PyUnicode_FromString(args[at].toStringRef().c_str());
-	else
-		name = Py_NewRef(Py_None);
-	if (!name)
+	py::object text = py::reinterpret_steal<py::object>(payload_text(p));
+	if (!text)
 		throw_python_error();
-	PyObject *text = payload_text(p);
+	py::object name;
+	if (info.pg_kind == PG_OBJ)
+		name = py::reinterpret_steal<py::object>(group_name(args[at], pg));
+	else if (info.pg_kind == PG_NAME && at < args.size() && args[at].isString())
+		name = py::reinterpret_steal<py::object>(
+			PyUnicode_FromString(args[at].toStringRef().c_str()));
+	else
+		name = py::none();
+	py::object index = py::reinterpret_steal<py::object>(PyLong_FromLong(info.index));
+	py::object nbytes = py::reinterpret_steal<py::object>(
+		PyLong_FromLongLong(p.first ? p.nbytes : -1));
+	if (!name || !index || !nbytes)
+		throw_python_error();
 	bool fl = p.first && (c10::isFloatingType(p.first->scalar_type()) ||
 			      c10::isComplexType(p.first->scalar_type()));
-	PyObject *a[6] = {PyLong_FromLong(info.index), name, text, fl ? Py_True : Py_False,
-			  bw ? Py_True : Py_False,
-			  PyLong_FromLongLong(p.first ? p.nbytes : -1)};
-	PyObject *r = nullptr;
-	if (a[0] && a[5])
-		r = PyObject_Vectorcall(g_native, a, 6, nullptr);
-	Py_XDECREF(a[0]);
-	Py_DECREF(name);
-	Py_DECREF(text);
-	Py_XDECREF(a[5]);
+	PyObject *a[6] = {index.ptr(), name.ptr(), text.ptr(), fl ? Py_True : Py_False,
+			  bw ? Py_True : Py_False, nbytes.ptr()};
+	PyObject *r = PyObject_Vectorcall(g_native, a, 6, nullptr);
 	if (!r)
 		throw_python_error();
 	return r;
